@@ -1,0 +1,108 @@
+"""Drafters: whatever proposes the next tokens for the target to verify.
+
+One small protocol: `prefill(ids)` once per prompt, then `propose(ids, k, ...)` each step,
+returning up to k tokens and q, the distribution each was drawn from (None when the drafter is
+deterministic, i.e. q is one-hot on the proposed token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from .kvcache import CachedModel
+from .sampling import Sampling, check_int, display_probs, pick
+
+
+@dataclass(frozen=True)
+class Draft:
+    tokens: list[int]
+    q: torch.Tensor | None  # [len(tokens), V] probabilities; None means one-hot on each token
+
+
+class Drafter(Protocol):
+    name: str
+    vocab_size: int | None  # width of q, or None when q is one-hot
+
+    def prefill(self, ids: list[int]) -> None: ...
+
+    def propose(
+        self,
+        ids: list[int],
+        k: int,
+        sampling: Sampling,
+        generator: torch.Generator | None,
+        min_confidence: float = 0.0,
+    ) -> Draft: ...
+
+
+class ModelDrafter:
+    """A small causal LM drafting autoregressively with its own KV cache.
+
+    Its cache is rolled back to the longest prefix it shares with the verified context at the
+    start of each proposal, so rejected tokens are dropped without recomputing the prefix.
+    """
+
+    name = "draft model"
+
+    def __init__(self, model, vocab_size: int | None = None):
+        self.lm = CachedModel(model)
+        # Pairs may pad their embedding rows differently; the engine trims both to a shared width.
+        self.vocab_size = vocab_size or self.lm.vocab_size
+        self.device = self.lm.device
+
+    def prefill(self, ids: list[int]) -> None:
+        self.lm.reset()
+        if len(ids) > 1:
+            self.lm.feed(ids[:-1], keep=1)
+
+    def propose(self, ids, k, sampling, generator, min_confidence=0.0) -> Draft:
+        """Draft k tokens; stop early once the draft's top probability falls under min_confidence."""
+        tokens, rows = [], []
+        for _ in range(k):
+            logits = self.lm.logits_for(ids + tokens, keep=1)[-1, : self.vocab_size]
+            q = display_probs(logits, sampling)  # processed q; softmax when greedy
+            tokens.append(pick(q, sampling, generator))
+            rows.append(q)
+            if min_confidence > 0 and float(q.max()) < min_confidence:
+                break
+        return Draft(tokens, torch.stack(rows) if rows else None)
+
+
+class PromptLookupDrafter:
+    """Prompt lookup decoding: find the latest earlier occurrence of the context's last n-gram
+    and propose the tokens that followed it. No second model; q is one-hot.
+    """
+
+    name = "prompt lookup"
+    vocab_size = None
+
+    def __init__(self, min_ngram: int = 1, max_ngram: int = 3):
+        check_int("min_ngram", min_ngram, low=1, high=32)
+        check_int("max_ngram", max_ngram, low=min_ngram, high=32)
+        self.min_ngram, self.max_ngram = min_ngram, max_ngram
+
+    def prefill(self, ids: list[int]) -> None:
+        pass
+
+    def propose(self, ids, k, sampling, generator, min_confidence=0.0) -> Draft:
+        for n in range(self.max_ngram, self.min_ngram - 1, -1):
+            start = find_previous_ngram(ids, n)
+            if start is not None:
+                return Draft(ids[start : start + k], None)
+        return Draft([], None)
+
+
+def find_previous_ngram(ids: list[int], n: int) -> int | None:
+    """Index right after the latest earlier occurrence of ids[-n:], or None.  Longer n first is
+    the caller's job; the latest match is the likeliest to continue the way the text is going.
+    """
+    if len(ids) <= n:
+        return None
+    tail = ids[-n:]
+    for i in range(len(ids) - n - 1, -1, -1):
+        if ids[i : i + n] == tail:
+            return i + n
+    return None

@@ -1,0 +1,254 @@
+"""The speculative decoding loop at batch size 1: prefill, draft, verify, accept, roll back.
+
+`generate` yields one StepEvent per target call and never prints. With no drafter the same loop
+is plain autoregressive decoding, so a baseline and a speculative run differ only in speculation.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Iterator
+
+import torch
+
+from .drafters import Draft, Drafter
+from .events import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, DraftToken, StepEvent
+from .kvcache import CachedModel
+from .sampling import (
+    Sampling,
+    Verdict,
+    check_int,
+    check_number,
+    display_probs,
+    greedy_verify,
+    logits_to_probs,
+    speculative_verify,
+)
+
+MAX_GAMMA = 64  # past this a draft is nearly never fully accepted and verification dominates
+
+
+@dataclass(frozen=True)
+class SpecConfig:
+    """Every knob of a run. Validated on creation; errors name the field and the allowed range."""
+
+    gamma: int = 4  # lookahead: tokens drafted per target call (the start value when adaptive)
+    adaptive: bool = False  # grow gamma by 2 after a fully accepted draft, shrink by 1 after a rejection
+    gamma_min: int = 1  # bounds of the adaptive schedule
+    gamma_max: int = 16
+    min_confidence: float = 0.0  # stop drafting when the draft's top probability falls below this
+    temperature: float = 0.0  # 0 is greedy
+    top_k: int = 0  # 0 is off
+    top_p: float = 1.0  # 1 is off
+    seed: int = 0  # seeds the run's own generators; nothing global is reseeded
+    max_new_tokens: int = 128
+    stop_strings: tuple[str, ...] = ()
+    detail: int = 0  # record the top-`detail` tokens of p, q and the residual in each event
+    sampling: Sampling = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        check_int("gamma", self.gamma, low=1, high=MAX_GAMMA)
+        check_int("gamma_min", self.gamma_min, low=1, high=MAX_GAMMA)
+        check_int("gamma_max", self.gamma_max, low=self.gamma_min, high=MAX_GAMMA)
+        check_number("min_confidence", self.min_confidence, low=0.0, high=1.0)
+        check_int("seed", self.seed, low=0, high=2**63 - 1)
+        check_int("max_new_tokens", self.max_new_tokens, low=1, high=1_000_000)
+        check_int("detail", self.detail, low=0, high=1000)
+        if not isinstance(self.stop_strings, (tuple, list)) or not all(
+            isinstance(s, str) and s for s in self.stop_strings
+        ):
+            raise ValueError(f"stop_strings must be a list of non-empty strings, got {self.stop_strings!r}")
+        object.__setattr__(self, "stop_strings", tuple(self.stop_strings))
+        object.__setattr__(self, "sampling", Sampling(self.temperature, self.top_k, self.top_p))
+
+
+def generate(
+    target,
+    prompt_ids: list[int],
+    config: SpecConfig = SpecConfig(),
+    drafter: Drafter | None = None,
+    *,
+    eos_token_ids: tuple[int, ...] | list[int] = (),
+    tokenizer=None,
+) -> Iterator[StepEvent]:
+    """Decode from `target` (any transformers causal LM), yielding a StepEvent per target call.
+
+    drafter None gives the autoregressive baseline. `tokenizer` is needed only for stop strings.
+    Stop early by closing the iterator: no work is done between events.
+    """
+    prompt_ids = [int(t) for t in (prompt_ids.tolist() if torch.is_tensor(prompt_ids) else prompt_ids)]
+    check_inputs(target, prompt_ids, config, drafter, tokenizer)
+    lm = CachedModel(target)
+    vocab = min(lm.vocab_size, drafter.vocab_size or lm.vocab_size) if drafter else lm.vocab_size
+    generators = Generators(config.seed)
+    started = clock(lm.device)
+    prefill(lm, drafter, prompt_ids)
+    prefill_s = clock(lm.device) - started
+    context, gamma, produced, index = list(prompt_ids), config.gamma, 0, 0
+    while True:
+        k = min(gamma, config.max_new_tokens - produced - 1) if drafter else 0
+        event = speculative_step(lm, drafter, context, k, gamma, vocab, config, generators, index)
+        emitted, finish = cut_output(event, context, produced, config, set(eos_token_ids), tokenizer)
+        event = replace(event, emitted=emitted, finish=finish, prefill_s=prefill_s if index == 0 else 0.0)
+        context += emitted
+        produced += len(emitted)
+        yield event
+        if finish:
+            return
+        if config.adaptive and event.drafts:
+            gamma = next_gamma(gamma, len(event.drafts), event.n_accepted, config.gamma_min, config.gamma_max)
+        index += 1
+
+
+def check_inputs(target, prompt_ids, config, drafter, tokenizer) -> None:
+    if not prompt_ids:
+        raise ValueError("prompt must contain at least one token, got an empty prompt")
+    if not isinstance(config, SpecConfig):
+        raise ValueError(f"config must be a SpecConfig, got {type(config).__name__}")
+    if config.stop_strings and tokenizer is None:
+        raise ValueError("stop_strings need the tokenizer: pass tokenizer=")
+    limit = getattr(target.config.get_text_config(), "max_position_embeddings", None)
+    if limit and len(prompt_ids) >= limit:
+        raise ValueError(f"prompt is {len(prompt_ids)} tokens, but the target's context holds {limit}")
+    if limit and len(prompt_ids) + config.max_new_tokens > limit:
+        room = limit - len(prompt_ids)
+        raise ValueError(f"max_new_tokens must be at most {room} for this {len(prompt_ids)}-token prompt "
+                         f"(the target's context holds {limit}), got {config.max_new_tokens}")
+
+
+def prefill(lm: CachedModel, drafter: Drafter | None, prompt_ids: list[int]) -> None:
+    """Run both models over the prompt but its last token, which the first step feeds."""
+    lm.reset()
+    if len(prompt_ids) > 1:
+        lm.feed(prompt_ids[:-1], keep=1)
+    if drafter is not None:
+        drafter.prefill(prompt_ids)
+
+
+def speculative_step(lm, drafter, context, k, gamma, vocab, config, generators, index) -> StepEvent:
+    """Draft k tokens, verify them in one target forward, accept, and roll the target back."""
+    t0 = clock(lm.device)
+    draft = draft_tokens(drafter, context, k, config, generators)
+    t1 = clock(lm.device)
+    target_logits = lm.logits_for(context + draft.tokens, keep=len(draft.tokens) + 1)[:, :vocab]
+    t2 = clock(lm.device)
+    verdict, p_shown, q_shown = verify(draft, target_logits, vocab, config.sampling, generators)
+    lm.rollback(len(context) + verdict.n_accepted)
+    event = describe_step(index, gamma, draft, verdict, p_shown, q_shown, config.detail)
+    t3 = clock(lm.device)
+    return replace(event, draft_s=t1 - t0, verify_s=t2 - t1, overhead_s=t3 - t2)
+
+
+def draft_tokens(drafter, context, k, config, generators) -> Draft:
+    if k <= 0:
+        return Draft([], None)
+    device = getattr(drafter, "device", None)
+    gen = generators.on(device) if device is not None else None
+    draft = drafter.propose(context, k, config.sampling, gen, config.min_confidence)
+    return Draft(draft.tokens[:k], None if draft.q is None else draft.q[:k])
+
+
+def verify(draft: Draft, target_logits, vocab, sampling: Sampling, generators) -> tuple[Verdict, torch.Tensor, torch.Tensor]:
+    """Accept or reject the draft; returns the verdict and the p and q rows a viewer is shown."""
+    device = target_logits.device
+    tokens = torch.tensor(draft.tokens, device=device, dtype=torch.long)
+    q = one_hot_q(tokens, vocab) if draft.q is None else draft.q[:, :vocab].to(device)
+    if sampling.greedy:
+        return greedy_verify(tokens, target_logits), display_probs(target_logits, sampling), q
+    p = logits_to_probs(target_logits, sampling)
+    return speculative_verify(tokens, q, p, generators.on(device)), p, q
+
+
+def one_hot_q(tokens: torch.Tensor, vocab: int) -> torch.Tensor:
+    """q of a deterministic drafter: all mass on the proposed token.  [k] -> [k, V]"""
+    return torch.nn.functional.one_hot(tokens, vocab).float()
+
+
+def describe_step(index, gamma, draft, verdict, p, q, detail) -> StepEvent:
+    """Turn one verification into the event a viewer draws."""
+    n, k = verdict.n_accepted, len(draft.tokens)
+    drafts = tuple(
+        DraftToken(
+            token=x,
+            q=float(q[i, x]),
+            p=float(p[i, x]),
+            accept_prob=verdict.accept_probs[i],
+            uniform=verdict.uniforms[i] if i < len(verdict.uniforms) else None,
+            fate=ACCEPTED if i < n else REJECTED,
+            top_q=top_tokens(q[i], detail),
+            top_p=top_tokens(p[i], detail),
+        )
+        for i, x in enumerate(draft.tokens)
+    )
+    source = verdict.residual if verdict.residual is not None else p[n]
+    return StepEvent(
+        index=index,
+        gamma=gamma,
+        drafts=drafts,
+        n_accepted=n,
+        next_token=verdict.next_token,
+        next_fate=TARGET if k == 0 else (BONUS if n == k else RESAMPLED),
+        next_p=float(source[verdict.next_token]),
+        emitted=tuple(draft.tokens[:n]) + (verdict.next_token,),
+        prefill_s=0.0,
+        draft_s=0.0,
+        verify_s=0.0,
+        overhead_s=0.0,
+        residual_top=top_tokens(verdict.residual, detail) if verdict.residual is not None else (),
+        next_top=top_tokens(source, detail),
+    )
+
+
+def top_tokens(probs: torch.Tensor, n: int) -> tuple[tuple[int, float], ...]:
+    if n <= 0:
+        return ()
+    values, ids = torch.topk(probs.float(), min(n, probs.shape[-1]))
+    return tuple(zip(ids.tolist(), values.tolist()))
+
+
+def cut_output(event, context, produced, config, eos, tokenizer) -> tuple[tuple[int, ...], str | None]:
+    """Emit the step's tokens up to EOS, a stop string or the token budget, whichever comes first."""
+    out: list[int] = []
+    for token in event.emitted:
+        out.append(token)
+        if token in eos:
+            return tuple(out), "eos"
+        if config.stop_strings and ends_with_stop(context + out, produced + len(out), config, tokenizer):
+            return tuple(out), "stop"
+        if produced + len(out) >= config.max_new_tokens:
+            return tuple(out), "length"
+    return tuple(out), None
+
+
+def ends_with_stop(tokens, generated, config, tokenizer) -> bool:
+    """Did the last token complete a stop string? Decodes a short tail only, not the whole text."""
+    window = max(len(s) for s in config.stop_strings) + 8
+    tail = tokenizer.decode(tokens[-min(window, generated):])
+    return any(s in tail for s in config.stop_strings)
+
+
+def next_gamma(gamma: int, drafted: int, accepted: int, low: int, high: int) -> int:
+    """Adaptive lookahead (transformers' "heuristic" schedule): +2 after a full acceptance, -1 after a rejection."""
+    return min(high, gamma + 2) if accepted == drafted else max(low, gamma - 1)
+
+
+class Generators:
+    """One torch.Generator per device, all seeded from the run's seed: reproducible, never global."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+        self.by_device: dict[str, torch.Generator] = {}
+
+    def on(self, device) -> torch.Generator:
+        key = str(device)
+        if key not in self.by_device:
+            self.by_device[key] = torch.Generator(device=device).manual_seed(self.seed)
+        return self.by_device[key]
+
+
+def clock(device) -> float:
+    """Wall clock, after the device has finished its queued work (CUDA runs asynchronously)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()

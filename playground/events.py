@@ -1,0 +1,132 @@
+"""What the engine returns: one StepEvent per target call, and metrics as folds over them.
+
+Events are plain data so the UI, the teaching views and the benchmark all draw from the same
+record; nothing here computes on a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .sampling import expected_speedup, expected_tokens_per_call
+
+# Fates of a token, as the UI colours them.
+ACCEPTED, REJECTED, RESAMPLED, BONUS, TARGET = "accepted", "rejected", "resampled", "bonus", "target"
+
+
+@dataclass(frozen=True)
+class DraftToken:
+    """One drafted position and how verification treated it."""
+
+    token: int
+    q: float  # q(x): draft probability of the token (softmax when greedy)
+    p: float  # p(x): target probability of the token (softmax when greedy)
+    accept_prob: float  # min(1, p/q); greedy: 1 if x is the target's argmax else 0
+    uniform: float | None  # u drawn for this position; None when greedy or never tested
+    fate: str  # ACCEPTED, or REJECTED (the first rejection and every token after it)
+    top_q: tuple[tuple[int, float], ...] = ()  # most likely draft tokens, when detail is asked
+    top_p: tuple[tuple[int, float], ...] = ()  # most likely target tokens, when detail is asked
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """Everything one target call did: what was drafted, what survived, what it cost."""
+
+    index: int  # 0 for the first target call
+    gamma: int  # lookahead asked for this step (drafts may be fewer: budget, confidence cut)
+    drafts: tuple[DraftToken, ...]
+    n_accepted: int
+    next_token: int  # the token the target added itself
+    next_fate: str  # RESAMPLED after a rejection, BONUS after a full acceptance, TARGET if no draft
+    next_p: float  # probability of next_token under the distribution it was drawn from
+    emitted: tuple[int, ...]  # tokens appended to the output (cut at EOS, stop string or budget)
+    prefill_s: float  # seconds of prompt prefill (both models), on the first event only
+    draft_s: float  # seconds the drafter spent proposing
+    verify_s: float  # seconds of the target forward
+    overhead_s: float  # the rest of the step: sampling math, cache rollback, bookkeeping
+    finish: str | None = None  # "eos", "stop" or "length" on the last event
+    residual_top: tuple[tuple[int, float], ...] = ()  # top of norm(max(0, p - q)) on rejection
+    next_top: tuple[tuple[int, float], ...] = ()  # top of the distribution next_token came from
+
+    @property
+    def seconds(self) -> float:
+        return self.prefill_s + self.draft_s + self.verify_s + self.overhead_s
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """Folds over one run's events."""
+
+    new_tokens: int
+    target_calls: int
+    drafted: int
+    accepted: int
+    acceptance_rate: float  # accepted / drafted
+    alpha: float  # per-position acceptance, accepted / tested: the estimate the formula wants
+    mean_tokens_per_call: float  # Spec-Bench's "mean accepted tokens"
+    mean_gamma: float  # drafted tokens per target call
+    per_position: list[float] = field(default_factory=list)  # acceptance at draft position i
+    seconds: float = 0.0  # wall time, prefill included
+    tok_s: float = 0.0
+    draft_forward_s: float = 0.0  # seconds per drafted token
+    target_call_s: float = 0.0  # seconds per target call (verification forward)
+    c: float = 0.0  # draft_forward_s / target_call_s
+    predicted_speedup: float = 1.0  # DESIGN.md's formula at (alpha, mean_gamma, c)
+
+
+def summarize(events: list[StepEvent]) -> RunMetrics:
+    """Fold a run's events into its metrics."""
+    new_tokens = sum(len(e.emitted) for e in events)
+    calls = len(events)
+    drafted = sum(len(e.drafts) for e in events)
+    accepted = sum(e.n_accepted for e in events)
+    # A position is tested when it was accepted or was the first rejection.
+    tested = sum(e.n_accepted + (e.n_accepted < len(e.drafts)) for e in events)
+    seconds = sum(e.seconds for e in events)
+    draft_s = sum(e.draft_s for e in events)
+    verify_s = sum(e.verify_s for e in events)
+    alpha = accepted / tested if tested else 0.0
+    mean_gamma = drafted / calls if calls else 0.0
+    draft_forward_s = draft_s / drafted if drafted else 0.0
+    target_call_s = verify_s / calls if calls else 0.0
+    c = draft_forward_s / target_call_s if target_call_s else 0.0
+    return RunMetrics(
+        new_tokens=new_tokens,
+        target_calls=calls,
+        drafted=drafted,
+        accepted=accepted,
+        acceptance_rate=accepted / drafted if drafted else 0.0,
+        alpha=alpha,
+        mean_tokens_per_call=new_tokens / calls if calls else 0.0,
+        mean_gamma=mean_gamma,
+        per_position=acceptance_by_position(events),
+        seconds=seconds,
+        tok_s=new_tokens / seconds if seconds else 0.0,
+        draft_forward_s=draft_forward_s,
+        target_call_s=target_call_s,
+        c=c,
+        predicted_speedup=expected_speedup(alpha, mean_gamma, c) if drafted else 1.0,
+    )
+
+
+def acceptance_by_position(events: list[StepEvent]) -> list[float]:
+    """P(draft position i accepted | position i was drafted), for i = 0, 1, ..."""
+    drafted, accepted = [], []
+    for e in events:
+        for i, d in enumerate(e.drafts):
+            if i == len(drafted):
+                drafted.append(0)
+                accepted.append(0)
+            drafted[i] += 1
+            accepted[i] += d.fate == ACCEPTED
+    return [a / d for a, d in zip(accepted, drafted)]
+
+
+def output_tokens(events: list[StepEvent]) -> list[int]:
+    """The generated tokens, in order."""
+    return [t for e in events for t in e.emitted]
+
+
+def predicted_tokens_per_call(metrics: RunMetrics) -> float:
+    """What the formula expects for tokens per target call, to set beside the measured value."""
+    return expected_tokens_per_call(metrics.alpha, metrics.mean_gamma)

@@ -1,0 +1,200 @@
+"""Sampling math of speculative decoding, as pure functions over tensors.
+
+Notation from Leviathan et al. 2023 (Algorithm 1): p is the target distribution, q the draft
+distribution, gamma the number of drafted tokens. Nothing here touches a model, does I/O or
+reseeds: randomness comes only from the `torch.Generator` the caller passes in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Logits processing applied identically to p and q (losslessness depends on it)."""
+
+    temperature: float = 0.0  # 0 means greedy: argmax, no randomness drawn
+    top_k: int = 0  # keep the k most likely tokens; 0 turns it off
+    top_p: float = 1.0  # keep the smallest set whose mass reaches top_p; 1 turns it off
+
+    def __post_init__(self):
+        check_number("temperature", self.temperature, low=0.0, high=100.0)
+        check_int("top_k", self.top_k, low=0, high=10**7)
+        check_number("top_p", self.top_p, low=0.0, high=1.0, low_open=True)
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+def check_number(name, value, *, low, high, low_open=False):
+    """Raise a ValueError naming the field and its allowed range when value is outside it."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if value < low or value > high or (low_open and value == low):
+        bracket = "(" if low_open else "["
+        raise ValueError(f"{name} must be in {bracket}{low}, {high}], got {value!r}")
+
+
+def check_int(name, value, *, low, high):
+    """Raise a ValueError naming the field when value is not an integer in [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+
+
+# -- logits -> probabilities ------------------------------------------------------------------
+
+
+def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Set every logit below the k-th largest of its row to -inf.  logits: [..., V]"""
+    if k <= 0 or k >= logits.shape[-1]:
+        return logits
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, -math.inf)
+
+
+def apply_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
+    """Nucleus filter: keep the most likely tokens until their mass reaches top_p (at least one).
+
+    Same rule as transformers' TopPLogitsWarper, so our p matches the field's.
+    """
+    if top_p >= 1.0:
+        return logits
+    sorted_logits, order = torch.sort(logits, dim=-1, descending=False)
+    cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    remove_sorted = cumulative <= (1 - top_p)
+    remove_sorted[..., -1:] = False  # the most likely token always survives
+    remove = remove_sorted.scatter(-1, order, remove_sorted)
+    return logits.masked_fill(remove, -math.inf)
+
+
+def logits_to_probs(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
+    """Temperature, then top-k, then top-p (transformers' order), then softmax.  [..., V] -> [..., V]
+
+    Greedy (temperature 0) gives the one-hot of the argmax: the limit of temperature -> 0.
+    """
+    logits = logits.float()
+    if sampling.greedy:
+        return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
+    logits = logits / sampling.temperature
+    logits = apply_top_k(logits, sampling.top_k)
+    logits = apply_top_p(logits, sampling.top_p)
+    return logits.softmax(dim=-1)
+
+
+def display_probs(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
+    """The probabilities a viewer should see: p or q itself, or plain softmax when greedy.
+
+    Greedy decisions only use the argmax; showing softmax(logits) tells how confident it was.
+    """
+    if sampling.greedy:
+        return logits.float().softmax(dim=-1)
+    return logits_to_probs(logits, sampling)
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
+    """One token from a probability row.  probs: [V]"""
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def pick(probs: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> int:
+    """Argmax when greedy, else a sample: how both the draft and the baseline choose a token."""
+    if sampling.greedy:
+        return int(probs.argmax())
+    return sample(probs, generator)
+
+
+# -- Algorithm 1 ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of verifying one draft against the target."""
+
+    n_accepted: int  # leading draft tokens kept
+    next_token: int  # resampled from the residual after a rejection, or the bonus token
+    accept_probs: list[float]  # min(1, p(x)/q(x)) per drafted position
+    uniforms: list[float]  # u drawn per tested position (empty when greedy)
+    residual: torch.Tensor | None  # norm(max(0, p - q)) at the rejected position, else None
+
+
+def acceptance_probs(p: torch.Tensor, q: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """min(1, p(x)/q(x)) for each drafted token x.  p, q: [k, V] (p may have k+1 rows), tokens: [k]"""
+    k = tokens.shape[0]
+    rows = torch.arange(k, device=tokens.device)
+    p_x, q_x = p[rows, tokens], q[rows, tokens]
+    # q(x) > 0 for every token the draft proposed; the clamp only guards rounding.
+    return (p_x / q_x.clamp_min(torch.finfo(q_x.dtype).tiny)).clamp(max=1.0)
+
+
+def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """norm(max(0, p - q)): where the target resamples after a rejection.  p, q: [V]
+
+    A rejection only happens where p(x) < q(x), so the residual has mass in exact arithmetic;
+    if rounding leaves none, p itself is the right limit.
+    """
+    residual = (p - q).clamp_min(0)
+    total = residual.sum()
+    if total <= 0:
+        return p
+    return residual / total
+
+
+def speculative_verify(
+    tokens: torch.Tensor, q: torch.Tensor, p: torch.Tensor, generator: torch.Generator | None
+) -> Verdict:
+    """Algorithm 1: accept each draft token with probability min(1, p/q) until the first rejection,
+    then resample from the residual; after a fully accepted draft, add a bonus token from p.
+
+    tokens: [k] drafted tokens, q: [k, V] draft probs, p: [k+1, V] target probs (one row more).
+    """
+    k = tokens.shape[0]
+    ratio = acceptance_probs(p, q, tokens)
+    u = torch.rand(k, generator=generator, device=p.device)
+    rejected = (u >= ratio).nonzero()
+    n = int(rejected[0]) if rejected.numel() else k
+    tested = min(n + 1, k)  # positions after the first rejection were never tested
+    if n < k:
+        residual = residual_distribution(p[n], q[n])
+        next_token = sample(residual, generator)
+    else:
+        residual = None
+        next_token = sample(p[k], generator)
+    return Verdict(n, next_token, ratio.tolist(), u[:tested].tolist(), residual)
+
+
+def greedy_verify(tokens: torch.Tensor, target_logits: torch.Tensor) -> Verdict:
+    """Greedy limit: keep draft tokens while they equal the target's argmax; the next token is
+    the target's argmax after the kept prefix.  tokens: [k], target_logits: [k+1, V]
+    """
+    k = tokens.shape[0]
+    best = target_logits.argmax(-1)  # [k+1]
+    matches = (tokens == best[:k]).long()
+    n = int(matches.cumprod(0).sum()) if k else 0
+    return Verdict(n, int(best[n]), matches.float().tolist(), [], None)
+
+
+# -- theory -----------------------------------------------------------------------------------
+
+
+def expected_tokens_per_call(alpha: float, gamma: float) -> float:
+    """E[tokens per target call] = (1 - alpha^(gamma+1)) / (1 - alpha)."""
+    if alpha >= 1.0:
+        return gamma + 1.0
+    return (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+def expected_speedup(alpha: float, gamma: float, c: float) -> float:
+    """Leviathan et al.'s improvement factor: (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + 1))."""
+    return expected_tokens_per_call(alpha, gamma) / (gamma * c + 1)
+
+
+def best_gamma(alpha: float, c: float, max_gamma: int = 16) -> int:
+    """The lookahead that maximises the expected speedup (gamma = 0 means: do not speculate)."""
+    return max(range(max_gamma + 1), key=lambda g: expected_speedup(alpha, g, c))

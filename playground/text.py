@@ -1,0 +1,67 @@
+"""Text at the edges of the engine: prompts in, token pieces out, and tokenizer compatibility."""
+
+from __future__ import annotations
+
+
+def encode_prompt(tokenizer, prompt: str, system: str | None = None, chat: bool | None = None) -> list[int]:
+    """Token ids of a prompt; through the chat template when the tokenizer has one (instruct models)."""
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise ValueError("prompt must be non-empty text")
+    use_chat = bool(getattr(tokenizer, "chat_template", None)) if chat is None else chat
+    if not use_chat:
+        return tokenizer(prompt, add_special_tokens=True)["input_ids"]
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+    return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
+
+
+def eos_ids(tokenizer, *models) -> tuple[int, ...]:
+    """Every token that ends a turn: the tokenizer's EOS and each model's generation_config EOS."""
+    ids = {tokenizer.eos_token_id}
+    for model in models:
+        config_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+        ids.update(config_eos if isinstance(config_eos, (list, tuple)) else [config_eos])
+    return tuple(sorted(i for i in ids if i is not None))
+
+
+def check_same_tokenizer(target_tokenizer, draft_tokenizer, names=("target", "draft")) -> None:
+    """Speculation needs the two models to mean the same thing by each id: compare vocabularies and
+    special tokens (not embedding sizes, which some families pad)."""
+    a, b = target_tokenizer, draft_tokenizer
+    if a is b:
+        return
+    problems = []
+    vocab_a, vocab_b = a.get_vocab(), b.get_vocab()
+    if vocab_a != vocab_b:
+        differ = sum(vocab_b.get(tok) != i for tok, i in vocab_a.items()) + len(set(vocab_b) - set(vocab_a))
+        problems.append(f"vocabularies differ ({len(vocab_a)} vs {len(vocab_b)} tokens, {differ} ids disagree)")
+    for attr in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id"):
+        if getattr(a, attr, None) != getattr(b, attr, None):
+            problems.append(f"{attr} {getattr(a, attr, None)} vs {getattr(b, attr, None)}")
+    if problems:
+        raise ValueError(
+            f"the {names[0]} and {names[1]} tokenizers differ: " + "; ".join(problems)
+            + ". Speculative decoding needs a draft that shares the target's tokenizer."
+        )
+
+
+class TokenPieces:
+    """Decode tokens one at a time into the text each adds, for streaming display.
+
+    Byte-level tokens can split a character, so each piece is the growth of the decoded text;
+    a token that completes nothing yet shows as an empty piece until its character is whole.
+    """
+
+    def __init__(self, tokenizer, skip_special_tokens: bool = True):
+        self.tokenizer = tokenizer
+        self.skip = skip_special_tokens
+        self.tokens: list[int] = []
+        self.text = ""
+
+    def add(self, token: int) -> str:
+        self.tokens.append(token)
+        text = self.tokenizer.decode(self.tokens, skip_special_tokens=self.skip)
+        if text.endswith("\ufffd"):  # an unfinished UTF-8 sequence: wait for the rest
+            return ""
+        piece, self.text = text[len(self.text):], text
+        return piece

@@ -1,0 +1,270 @@
+"""The engine on tiny random models built in-process: greedy identity, KV rollback, edges, bad input,
+and losslessness over two steps of real (tiny) models."""
+
+import numpy as np
+import pytest
+import torch
+
+from playground import sampling
+from playground.drafters import ModelDrafter, PromptLookupDrafter, find_previous_ngram
+from playground.engine import SpecConfig, generate
+from playground.events import BONUS, REJECTED, RESAMPLED, TARGET, output_tokens, summarize
+from playground.kvcache import CachedModel
+from playground.stats import goodness_of_fit
+from playground.text import check_same_tokenizer, encode_prompt
+from playground.tiny import byte_tokenizer, tiny_model
+
+PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):\n"
+
+
+def ids_of(tokenizer, text=PROMPT):
+    return encode_prompt(tokenizer, text)
+
+
+def run(target, ids, drafter=None, **knobs):
+    return list(generate(target, ids, SpecConfig(**knobs), drafter))
+
+
+def hf_greedy(model, ids, n):
+    out = model.generate(torch.tensor([ids]), max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                         eos_token_id=None, pad_token_id=0)
+    return out[0, len(ids):].tolist()
+
+
+@pytest.fixture(scope="module")
+def greedy_reference(pair):
+    target, _, tokenizer = pair
+    ids = ids_of(tokenizer)
+    return ids, hf_greedy(target, ids, 48)
+
+
+def test_baseline_equals_transformers_generate(pair, greedy_reference):
+    target, _, _ = pair
+    ids, reference = greedy_reference
+    events = run(target, ids, max_new_tokens=48)
+    assert output_tokens(events) == reference
+    assert all(e.next_fate == TARGET and not e.drafts for e in events)
+
+
+@pytest.mark.parametrize("gamma", [1, 2, 4, 8])
+@pytest.mark.parametrize("kind", ["draft", "same-as-target", "prompt-lookup"])
+def test_greedy_speculative_equals_greedy_target(pair, greedy_reference, gamma, kind):
+    target, draft, _ = pair
+    drafter = {"draft": lambda: ModelDrafter(draft), "same-as-target": lambda: ModelDrafter(target),
+               "prompt-lookup": lambda: PromptLookupDrafter(1, 3)}[kind]()
+    ids, reference = greedy_reference
+    events = run(target, ids, drafter, gamma=gamma, max_new_tokens=48)
+    assert output_tokens(events) == reference
+    m = summarize(events)
+    assert m.drafted > 0
+    if kind == "same-as-target":
+        assert m.accepted == m.drafted  # a draft identical to the target is never wrong
+    if kind == "draft":
+        assert m.target_calls < 48  # speculation did save target calls
+
+
+def test_adaptive_and_confidence_cut_keep_greedy_identity(pair, greedy_reference):
+    target, draft, _ = pair
+    ids, reference = greedy_reference
+    events = run(target, ids, ModelDrafter(draft), gamma=2, adaptive=True, gamma_min=1, gamma_max=10,
+                 max_new_tokens=48)
+    assert output_tokens(events) == reference
+    assert len({e.gamma for e in events}) > 1  # the schedule did move
+    cut = run(target, ids, ModelDrafter(draft), gamma=8, min_confidence=0.9, max_new_tokens=48)
+    assert output_tokens(cut) == reference
+    assert summarize(cut).mean_gamma < 8
+
+
+def test_kv_rollback_matches_full_recompute(pair):
+    target, _, tokenizer = pair
+    ids = ids_of(tokenizer)
+    lm = CachedModel(target)
+    lm.feed(ids[:-1], keep=1)
+    lm.logits_for(ids + [5, 6, 7, 8], keep=5)  # verify a 4-token draft
+    lm.rollback(len(ids) + 1)  # one accepted, the rest rejected
+    assert lm.cache.get_seq_length() == len(lm.tokens) == len(ids) + 1
+    context = ids + [5, 99]  # accepted 5, then the resampled 99
+    rolled_back = lm.logits_for(context, keep=1)[-1]
+    with torch.inference_mode():
+        fresh = target(torch.tensor([context])).logits[0, -1]
+    torch.testing.assert_close(rolled_back, fresh, atol=1e-5, rtol=1e-5)
+
+
+def test_engine_caches_track_their_tokens(pair):
+    """After each event the target cache holds exactly the context minus the pending token."""
+    target, draft, tokenizer = pair
+    ids = ids_of(tokenizer)
+    drafter = ModelDrafter(draft)
+    seen = []
+    for event in generate(target, ids, SpecConfig(gamma=4, max_new_tokens=20, temperature=1.0, seed=2), drafter):
+        seen.extend(event.emitted)
+        assert drafter.lm.cache.get_seq_length() == len(drafter.lm.tokens)
+    assert len(seen) == 20
+
+
+def test_events_describe_the_step(pair):
+    target, draft, tokenizer = pair
+    events = run(target, ids_of(tokenizer), ModelDrafter(draft), gamma=4, max_new_tokens=40,
+                 temperature=1.0, seed=1, detail=5)
+    fates = {e.next_fate for e in events}
+    assert {BONUS, RESAMPLED} <= fates
+    for e in events:
+        assert len(e.emitted) <= e.n_accepted + 1
+        assert e.draft_s > 0 and e.verify_s > 0 and e.overhead_s >= 0
+        for i, d in enumerate(e.drafts):
+            assert 0 <= d.q <= 1 and 0 <= d.p <= 1
+            assert d.accept_prob == pytest.approx(min(1.0, d.p / d.q), rel=1e-5)
+            assert (i < e.n_accepted) == (d.fate != REJECTED)
+            assert len(d.top_q) == len(d.top_p) == 5
+            if i <= e.n_accepted:  # tested positions show the uniform drawn
+                assert d.uniform is not None and (d.uniform < d.accept_prob) == (i < e.n_accepted)
+        if e.next_fate == RESAMPLED:
+            assert e.residual_top and e.residual_top[0][1] > 0
+    assert events[0].prefill_s > 0 and all(e.prefill_s == 0 for e in events[1:])
+
+
+def test_same_seed_same_text_and_seed_matters(pair):
+    target, draft, tokenizer = pair
+    ids = ids_of(tokenizer)
+    a = output_tokens(run(target, ids, ModelDrafter(draft), temperature=1.0, seed=7, max_new_tokens=30))
+    b = output_tokens(run(target, ids, ModelDrafter(draft), temperature=1.0, seed=7, max_new_tokens=30))
+    c = output_tokens(run(target, ids, ModelDrafter(draft), temperature=1.0, seed=8, max_new_tokens=30))
+    assert a == b and a != c
+
+
+# -- edges ------------------------------------------------------------------------------------
+
+
+def test_one_new_token(pair, greedy_reference):
+    target, draft, _ = pair
+    ids, reference = greedy_reference
+    events = run(target, ids, ModelDrafter(draft), gamma=8, max_new_tokens=1)
+    assert output_tokens(events) == reference[:1] and events[-1].finish == "length"
+    assert not events[0].drafts  # nothing drafted past the budget
+
+
+@pytest.mark.parametrize("budget", [2, 5, 9])
+def test_draft_never_runs_past_the_budget(pair, greedy_reference, budget):
+    target, draft, _ = pair
+    ids, reference = greedy_reference
+    events = run(target, ids, ModelDrafter(target), gamma=8, max_new_tokens=budget)
+    assert output_tokens(events) == reference[:budget]
+    assert sum(len(e.drafts) for e in events) <= budget - 1
+
+
+def test_eos_inside_a_draft_stops_there(pair, greedy_reference):
+    target, _, _ = pair
+    ids, reference = greedy_reference
+    eos = reference[5]
+    stop_at = reference.index(eos)
+    events = list(generate(target, ids, SpecConfig(gamma=8, max_new_tokens=48), ModelDrafter(target),
+                           eos_token_ids=[eos]))
+    assert output_tokens(events) == reference[: stop_at + 1]
+    assert events[-1].finish == "eos" and len(events[-1].drafts) > len(events[-1].emitted) - 1
+
+
+def test_stop_string(pair):
+    target, draft, tokenizer = pair
+    ids = ids_of(tokenizer)
+    text = tokenizer.decode(output_tokens(run(target, ids, max_new_tokens=40)))
+    stop = text[10:13]
+    events = list(generate(target, ids, SpecConfig(gamma=4, max_new_tokens=40, stop_strings=[stop]),
+                           ModelDrafter(draft), tokenizer=tokenizer))
+    out = tokenizer.decode(output_tokens(events))
+    assert events[-1].finish == "stop" and out.endswith(stop) and stop not in out[:-1]
+
+
+def test_one_token_prompt(pair):
+    target, draft, _ = pair
+    reference = hf_greedy(target, [65], 20)
+    assert output_tokens(run(target, [65], ModelDrafter(draft), gamma=4, max_new_tokens=20)) == reference
+
+
+@pytest.mark.parametrize("knobs", [dict(temperature=1.0, top_k=1), dict(temperature=0.8, top_p=1e-6)])
+def test_top_k_one_and_tiny_top_p_are_greedy(pair, greedy_reference, knobs):
+    target, draft, _ = pair
+    ids, reference = greedy_reference
+    events = run(target, ids, ModelDrafter(draft), gamma=4, max_new_tokens=48, seed=3, **knobs)
+    assert output_tokens(events) == reference
+
+
+def test_prompt_lookup_finds_latest_ngram():
+    ids = [1, 2, 3, 9, 1, 2, 3, 7, 5, 1, 2, 3]
+    assert find_previous_ngram(ids, 3) == 7  # the later "1 2 3" was followed by 7
+    assert find_previous_ngram([1, 2, 3], 2) is None
+    draft = PromptLookupDrafter(1, 3).propose(ids, 2, None, None)
+    assert draft.tokens == [7, 5] and draft.q is None
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad,name", [
+    (dict(gamma=0), "gamma"), (dict(gamma=1000), "gamma"), (dict(temperature=-1.0), "temperature"),
+    (dict(top_p=0.0), "top_p"), (dict(top_p=1.01), "top_p"), (dict(top_k=-3), "top_k"),
+    (dict(max_new_tokens=0), "max_new_tokens"), (dict(gamma_min=4, gamma_max=2), "gamma_max"),
+    (dict(min_confidence=1.5), "min_confidence"), (dict(gamma="4"), "gamma"),
+])
+def test_bad_knobs_name_the_parameter_and_range(bad, name):
+    with pytest.raises(ValueError, match=rf"{name} must be .*(\[|\().*\]|{name} must be an integer"):
+        SpecConfig(**bad)
+
+
+def test_empty_prompt_and_overlong_requests(pair):
+    target, draft, _ = pair
+    with pytest.raises(ValueError, match="prompt must contain at least one token"):
+        run(target, [], ModelDrafter(draft))
+    with pytest.raises(ValueError, match="prompt is 2048 tokens"):
+        run(target, [65] * 2048)
+    with pytest.raises(ValueError, match="max_new_tokens must be at most 48"):
+        run(target, [65] * 2000, max_new_tokens=100)
+    with pytest.raises(ValueError, match="prompt must be non-empty"):
+        encode_prompt(pair[2], "  ")
+
+
+def test_different_tokenizers_are_refused():
+    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, models
+
+    other = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"a": 0, "<unk>": 1}, "<unk>")))
+    with pytest.raises(ValueError, match="target and draft tokenizers differ: vocabularies differ"):
+        check_same_tokenizer(byte_tokenizer(), other)
+    check_same_tokenizer(byte_tokenizer(), byte_tokenizer())  # equal but distinct objects pass
+
+
+# -- losslessness over two steps of real models ------------------------------------------------
+
+JOINT_DRAWS = 3000
+
+
+def exact_joint(target, prompt, vocab):
+    """p(t1, t2 | prompt) from the target's own forward passes, temperature 1."""
+    with torch.inference_mode():
+        first = target(torch.tensor([prompt])).logits[0, -1].softmax(-1)
+        batch = torch.tensor([prompt + [t] for t in range(vocab)])
+        second = target(batch).logits[:, -1].softmax(-1)
+    return (first[:, None] * second).flatten().numpy()
+
+
+def joint_counts(target, draft, prompt, vocab, draws):
+    counts = np.zeros(vocab * vocab)
+    for seed in range(draws):
+        out = output_tokens(generate(target, prompt, SpecConfig(gamma=2, temperature=1.0, seed=seed,
+                                                                max_new_tokens=3), ModelDrafter(draft)))
+        counts[out[0] * vocab + out[1]] += 1
+    return counts
+
+
+def test_two_token_joint_follows_target(small_vocab_pair):
+    target, draft = small_vocab_pair
+    prompt = [1, 5, 2]
+    fit = goodness_of_fit(joint_counts(target, draft, prompt, 8, JOINT_DRAWS), exact_joint(target, prompt, 8))
+    assert fit.p_value > 1e-4, fit
+
+
+def test_two_token_joint_check_catches_a_wrong_rule(small_vocab_pair, monkeypatch):
+    monkeypatch.setattr(sampling, "residual_distribution", lambda p, q: p)
+    target, draft = small_vocab_pair
+    prompt = [1, 5, 2]
+    fit = goodness_of_fit(joint_counts(target, draft, prompt, 8, JOINT_DRAWS), exact_joint(target, prompt, 8))
+    assert fit.p_value < 1e-4, fit
