@@ -66,11 +66,17 @@ def apply_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     """
     if top_p >= 1.0:
         return logits
-    sorted_logits, order = torch.sort(logits, dim=-1, descending=False)
-    cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
-    remove_sorted = cumulative <= (1 - top_p)
-    remove_sorted[..., -1:] = False  # the most likely token always survives
-    remove = remove_sorted.scatter(-1, order, remove_sorted)
+    probs = logits.softmax(dim=-1)
+    # Sorting a 150k vocabulary costs ~7 ms a row on a CPU. Tokens under (1 - top_p) / V can
+    # never be kept (all of them together hold less than 1 - top_p), so only the rest is sorted.
+    floor = (1 - top_p) / logits.shape[-1]
+    k = max(1, int((probs >= floor).sum(dim=-1).max()))
+    top, order = probs.topk(k, dim=-1)  # descending
+    below = probs.sum(dim=-1, keepdim=True) - top.sum(dim=-1, keepdim=True)
+    ascending_mass = below + top.flip(-1).cumsum(dim=-1).flip(-1)  # transformers' cumulative sum
+    keep_sorted = ascending_mass > 1 - top_p
+    keep_sorted[..., 0] = True  # the most likely token always survives
+    remove = torch.ones_like(logits, dtype=torch.bool).scatter(-1, order, ~keep_sorted)
     return logits.masked_fill(remove, -math.inf)
 
 
