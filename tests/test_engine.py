@@ -12,7 +12,7 @@ from playground.events import BONUS, REJECTED, RESAMPLED, TARGET, output_tokens,
 from playground.kvcache import CachedModel
 from playground.stats import goodness_of_fit
 from playground.text import check_same_tokenizer, encode_prompt
-from playground.tiny import byte_tokenizer, tiny_model
+from playground.tiny import byte_tokenizer
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):\n"
 

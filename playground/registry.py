@@ -1,0 +1,252 @@
+"""models.yaml -> dataclasses: which models exist, where their weights come from, which pairs run.
+
+Pure configuration: no torch, nothing loaded. Every check names the file, the field path
+(e.g. `pairs.default.target`) and what was expected, because a typo in YAML should read like a
+form error, not a stack trace from deep inside a loader.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+SOURCE_KINDS = ("hub", "local", "pack", "tiny")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+QUANTIZATIONS = ("none", "nf4", "int8")
+DEVICES = ("auto", "cpu", "cuda")
+TINY_ROLES = ("target", "draft")
+MAX_GAMMA = 64  # the engine's bound (engine.MAX_GAMMA); repeated here so this module needs no torch
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "models.yaml"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One place a model can come from."""
+
+    kind: str  # "hub" | "local" (checkpoint dir or .gguf file) | "pack" | "tiny"
+    ref: str  # hub repo id, path (absolute once loaded), model pack name, or tiny role
+    revision: str | None = None  # hub only: branch, tag or commit
+    gguf_file: str | None = None  # hub only: the GGUF file to take from a repo of GGUF files
+
+    def __str__(self) -> str:
+        options = (("revision", self.revision), ("gguf_file", self.gguf_file))
+        extra = "".join(f" {k}={v}" for k, v in options if v)
+        return f"{self.kind}:{self.ref}{extra}"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model: its sources in the order to try them, and how to load it."""
+
+    name: str
+    sources: tuple[Source, ...]  # tried in order until one loads
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    quantization: str = "none"  # none | nf4 | int8 (bitsandbytes)
+    device: str = "auto"  # auto | cpu | cuda
+    trust_remote_code: bool = False  # run the repo's own modelling code (hub/local only)
+    description: str = ""
+
+    @property
+    def needs_hub(self) -> bool:
+        """True when the hub is the only way to get this model."""
+        return all(s.kind == "hub" for s in self.sources)
+
+    @property
+    def random_weights(self) -> bool:
+        """True for the tiny in-process models: their output is gibberish by design."""
+        return all(s.kind == "tiny" for s in self.sources)
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """A target and the draft that speculates for it, with suggested knobs."""
+
+    name: str
+    target: str  # model name
+    draft: str  # model name
+    description: str  # one line, shown in the UI
+    gamma: int = 4  # suggested lookahead
+    temperature: float = 0.0  # suggested temperature (0 is greedy)
+    needs_hub: bool = False  # derived: either model can only come from the hub
+    random_weights: bool = False  # derived: either model has random weights (tiny)
+
+
+@dataclass(frozen=True)
+class Registry:
+    models: dict[str, ModelSpec]
+    pairs: dict[str, PairSpec]
+    default_pair: str
+    path: str  # the file this was read from, for error messages
+
+    def pair(self, name: str | None) -> PairSpec:
+        """The named pair; None gives the default."""
+        name = self.default_pair if name is None else name
+        if name not in self.pairs:
+            raise ValueError(f"{self.path}: unknown pair {name!r}; known pairs: {', '.join(self.pairs)}")
+        return self.pairs[name]
+
+    def model(self, name: str) -> ModelSpec:
+        if name not in self.models:
+            raise ValueError(f"{self.path}: unknown model {name!r}; known models: {', '.join(self.models)}")
+        return self.models[name]
+
+
+def load_registry(path: str | os.PathLike | None = None) -> Registry:
+    """Read and check models.yaml. None: $PLAYGROUND_CONFIG, else the repository's models.yaml."""
+    path = Path(path or os.environ.get("PLAYGROUND_CONFIG") or DEFAULT_CONFIG)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read the model registry ({e.strerror or e})") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: not valid YAML: {e}") from e
+    return parse_registry(data, path)
+
+
+def parse_registry(data, path: Path) -> Registry:
+    check = Checker(str(path))
+    check.mapping("", data, required=("default_pair", "models", "pairs"), optional=())
+    check.mapping("models", data["models"], nonempty=True)
+    check.mapping("pairs", data["pairs"], nonempty=True)
+    models = {name: parse_model(check, name, entry, path.parent) for name, entry in data["models"].items()}
+    pairs = {name: parse_pair(check, name, entry, models) for name, entry in data["pairs"].items()}
+    default = check.string("default_pair", data["default_pair"])
+    if default not in pairs:
+        check.fail("default_pair", f"the name of a pair (one of: {', '.join(pairs)})", default)
+    return Registry(models, pairs, default, str(path))
+
+
+def parse_model(check: Checker, name, entry, base: Path) -> ModelSpec:
+    where = f"models.{name}"
+    check.mapping(where, entry, required=("sources",),
+                  optional=("dtype", "quantization", "device", "trust_remote_code", "description"))
+    sources = entry["sources"]
+    if not isinstance(sources, list) or not sources:
+        check.fail(f"{where}.sources", "a non-empty list of sources", sources)
+    return ModelSpec(
+        name=check.string(f"{where} (name)", name),
+        sources=tuple(parse_source(check, f"{where}.sources[{i}]", s, base) for i, s in enumerate(sources)),
+        dtype=check.choice(f"{where}.dtype", entry.get("dtype", "auto"), DTYPES),
+        quantization=check.choice(f"{where}.quantization", entry.get("quantization", "none"), QUANTIZATIONS),
+        device=check.choice(f"{where}.device", entry.get("device", "auto"), DEVICES),
+        trust_remote_code=check.boolean(f"{where}.trust_remote_code", entry.get("trust_remote_code", False)),
+        description=check.string(f"{where}.description", entry.get("description", ""), empty_ok=True),
+    )
+
+
+def parse_source(check: Checker, where: str, entry, base: Path) -> Source:
+    """A source is a mapping with exactly one kind key (hub/local/pack/tiny) and its options."""
+    check.mapping(where, entry, optional=SOURCE_KINDS + ("revision", "gguf_file"))
+    kinds = [k for k in SOURCE_KINDS if k in entry]
+    if len(kinds) != 1:
+        check.fail(where, f"exactly one of {', '.join(SOURCE_KINDS)}", entry)
+    kind = kinds[0]
+    ref = check.string(f"{where}.{kind}", entry[kind])
+    for option in ("revision", "gguf_file"):
+        if option in entry and kind != "hub":
+            check.fail(f"{where}.{option}", f"no {option} (only hub sources take one)", entry[option])
+    if kind == "local":
+        ref = str((base / Path(ref).expanduser()).resolve())  # relative to the config file, not the cwd
+    if kind == "tiny" and ref not in TINY_ROLES:
+        check.fail(f"{where}.tiny", f"one of {', '.join(TINY_ROLES)}", ref)
+    if kind == "pack":
+        check_pack_name(check, f"{where}.pack", ref)
+    revision = check.string(f"{where}.revision", entry["revision"]) if "revision" in entry else None
+    gguf_file = check.string(f"{where}.gguf_file", entry["gguf_file"]) if "gguf_file" in entry else None
+    return Source(kind, ref, revision, gguf_file)
+
+
+def check_pack_name(check: Checker, where: str, name: str) -> None:
+    from .modelpack import load_catalog  # plain JSON, no torch
+
+    known = load_catalog()
+    if name not in known:
+        check.fail(where, f"a model pack listed in playground/model_packs.json ({', '.join(known)})", name)
+
+
+def parse_pair(check: Checker, name, entry, models: dict[str, ModelSpec]) -> PairSpec:
+    where = f"pairs.{name}"
+    check.mapping(where, entry, required=("target", "draft", "description"),
+                  optional=("gamma", "temperature", "needs_hub", "random_weights"))
+    target, draft = (check.string(f"{where}.{role}", entry[role]) for role in ("target", "draft"))
+    for role, model in (("target", target), ("draft", draft)):
+        if model not in models:
+            expected = f"the name of a model in 'models' (one of: {', '.join(models)})"
+            check.fail(f"{where}.{role}", expected, model)
+    description = check.string(f"{where}.description", entry["description"])
+    if "\n" in description.strip():
+        check.fail(f"{where}.description", "one line", description)
+    pair = PairSpec(
+        name=check.string(f"{where} (name)", name),
+        target=target,
+        draft=draft,
+        description=description.strip(),
+        gamma=check.integer(f"{where}.gamma", entry.get("gamma", 4), 1, MAX_GAMMA),
+        temperature=check.number(f"{where}.temperature", entry.get("temperature", 0.0), 0.0, 100.0),
+        needs_hub=models[target].needs_hub or models[draft].needs_hub,
+        random_weights=models[target].random_weights or models[draft].random_weights,
+    )
+    for flag in ("needs_hub", "random_weights"):  # optional in YAML as a label; must agree with the models
+        if flag in entry and check.boolean(f"{where}.{flag}", entry[flag]) != getattr(pair, flag):
+            derived = getattr(pair, flag)
+            check.fail(f"{where}.{flag}", f"{derived} (derived from the pair's models)", entry[flag])
+    return pair
+
+
+class Checker:
+    """Type checks that raise ValueError('<file>: <field path>: expected <what>, got <value>')."""
+
+    def __init__(self, file: str):
+        self.file = file
+
+    def fail(self, where: str, expected: str, got) -> None:
+        shown = repr(got) if len(repr(got)) <= 80 else repr(got)[:77] + "..."
+        raise ValueError(f"{self.file}: {where or '(top level)'}: expected {expected}, got {shown}")
+
+    def mapping(self, where, value, required=(), optional=None, nonempty=False) -> None:
+        """A mapping with string keys; with `optional` given, no keys beyond required + optional."""
+        if not isinstance(value, dict) or (nonempty and not value):
+            self.fail(where, "a non-empty mapping" if nonempty else "a mapping", value)
+        for key in value:
+            if not isinstance(key, str):
+                self.fail(where, "string keys", key)
+        for key in required:
+            if key not in value:
+                self.fail(f"{where}.{key}".lstrip("."), "a value (the field is required)", None)
+        if optional is not None:
+            allowed = tuple(required) + tuple(optional)
+            for key in value:
+                if key not in allowed:
+                    expected = f"no such field (allowed: {', '.join(allowed)})"
+                    self.fail(f"{where}.{key}".lstrip("."), expected, key)
+
+    def string(self, where, value, empty_ok=False) -> str:
+        if not isinstance(value, str) or (not empty_ok and not value.strip()):
+            self.fail(where, "a string" if empty_ok else "a non-empty string", value)
+        return value
+
+    def choice(self, where, value, allowed) -> str:
+        if value not in allowed or not isinstance(value, str):
+            self.fail(where, f"one of {', '.join(allowed)}", value)
+        return value
+
+    def boolean(self, where, value) -> bool:
+        if not isinstance(value, bool):
+            self.fail(where, "true or false", value)
+        return value
+
+    def integer(self, where, value, low, high) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            self.fail(where, f"an integer from {low} to {high}", value)
+        return value
+
+    def number(self, where, value, low, high) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            self.fail(where, f"a number from {low} to {high}", value)
+        return float(value)
