@@ -1,0 +1,275 @@
+"""`python -m playground.bench`: time our engine (and optionally transformers) over a prompt set.
+
+Order of work: check every argument (no model loaded, nothing written), load the pair, measure
+each setting of the grid over every prompt, then write the outputs, each atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shlex
+import sys
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+from .console import format_report
+from .grid import SettingError, expand, parse_sweep, settings_of
+from .prompts import DEFAULT_PROMPTS, read_jsonl, select
+from .report import SCHEMA
+
+DRAFTERS = ("model", "prompt_lookup")  # measure.Setup.make_drafter builds them
+
+OUTPUTS = ("json", "csv", "html", "png")
+
+
+def int_in(low: int, high: int):
+    """An argparse type: an integer in [low, high], or an error that says the range."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer in [{low}, {high}], "
+                                             f"got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{low}, {high}], got {value}")
+        return value
+    return parse
+
+
+def output_path(text: str) -> Path:
+    """An argparse type: a file path whose folder exists (checked before hours of measuring)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory; expected a file path")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {str(path.parent)!r} does not exist")
+    return path
+
+
+def comma_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ..registry import DEVICES, DTYPES, QUANTIZATIONS  # plain config module: no torch
+
+    p = argparse.ArgumentParser(prog="python -m playground.bench",
+                                epilog="Method and tables: docs/benchmarks.md",
+                                description="Time speculative decoding against autoregressive decoding "
+                                            "of the same target, prompt by prompt.")
+    data = p.add_argument_group("prompts")
+    data.add_argument("--prompts", default=str(DEFAULT_PROMPTS), help="Spec-Bench question.jsonl or JSONL of "
+                      "{id, category, prompt} (default: the bundled Spec-Bench questions)")
+    data.add_argument("--categories", type=comma_list,
+                      help="comma-separated categories to keep (default: all)")
+    data.add_argument("--limit", type=int_in(1, 10**6),
+                      help="at most N prompts per category (a balanced subset)")
+    models = p.add_argument_group("models")
+    models.add_argument("--pair", help="pair name from models.yaml (default: the registry's default pair)")
+    models.add_argument("--drafter", choices=DRAFTERS, default="model",
+                        help="the pair's draft model (default), or prompt lookup "
+                             "(n-gram copy, no draft model)")
+    models.add_argument("--target-quantization", choices=QUANTIZATIONS, help="default: models.yaml's")
+    models.add_argument("--draft-quantization", choices=QUANTIZATIONS, help="default: models.yaml's")
+    models.add_argument("--dtype", choices=DTYPES, help="default: models.yaml's")
+    models.add_argument("--device", choices=DEVICES, help="default: models.yaml's")
+    knobs = p.add_argument_group("decoding")
+    knobs.add_argument("--gamma", type=int, help="drafted tokens per target call (default: the pair's)")
+    knobs.add_argument("--temperature", type=float, help="0 is greedy (default: the pair's)")
+    knobs.add_argument("--top-k", type=int, default=0, help="0 (default) is off")
+    knobs.add_argument("--top-p", type=float, default=1.0, help="1 (default) is off")
+    knobs.add_argument("--seed", type=int, default=0, help="default 0; every method of a prompt uses it")
+    knobs.add_argument("--max-new-tokens", type=int, default=128, help="default 128")
+    knobs.add_argument("--sweep", nargs="+", metavar="KEY=V1,V2",
+                       help="grid over gamma, temperature, top_k, top_p, "
+                            "e.g. gamma=1,2,4,8 temperature=0,0.7")
+    timing = p.add_argument_group("timing")
+    timing.add_argument("--repeats", type=int_in(1, 1000), default=3,
+                        help="timed runs per prompt and method; the median is reported (default 3)")
+    timing.add_argument("--warmup", type=int_in(0, 100), default=1,
+                        help="untimed warm-up rounds per setting (default 1)")
+    timing.add_argument("--reference", choices=["transformers"],
+                        help="also time transformers' generate() and assisted generation, "
+                             "same models and settings")
+    out = p.add_argument_group("outputs (each written atomically at the end)")
+    for name, what in (("json", "everything"), ("csv", "one row per prompt, category and setting"),
+                       ("html", "self-contained plotly report"),
+                       ("png", "speedup-vs-gamma plot (needs a gamma sweep)")):
+        out.add_argument(f"--{name}", type=output_path, metavar="PATH", help=what)
+    return p
+
+
+@dataclass
+class Plan:
+    """Everything checked before a model is loaded."""
+
+    pair: str
+    prompts: list
+    configs: list
+    command: str  # the command line, recorded in the report
+
+
+def make_plan(args) -> Plan:
+    """Check prompts, pair name and every setting of the grid; raise SettingError naming the flag."""
+    from ..registry import load_registry
+
+    try:
+        prompts = read_jsonl(Path(args.prompts))
+    except ValueError as error:
+        raise SettingError("--prompts", str(error)) from None
+    try:
+        prompts = select(prompts, args.categories, args.limit)
+    except ValueError as error:
+        raise SettingError("--categories", str(error)) from None
+    try:
+        registry = load_registry()
+        spec = registry.pair(args.pair)
+    except ValueError as error:
+        raise SettingError("--pair", str(error)) from None
+    grid = parse_sweep(args.sweep)
+    base = {"gamma": spec.gamma if args.gamma is None else args.gamma,
+            "temperature": spec.temperature if args.temperature is None else args.temperature,
+            "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed,
+            "max_new_tokens": args.max_new_tokens}
+    configs = expand(base, grid)
+    if args.png and len({c.gamma for c in configs}) < 2:
+        raise SettingError("--png", "the speedup-vs-gamma plot needs a gamma sweep, "
+                                    "e.g. --sweep gamma=1,2,4,8")
+    if args.png and importlib.util.find_spec("kaleido") is None:
+        raise SettingError("--png", "needs kaleido (pip install kaleido) and a local Chromium or Chrome")
+    return Plan(spec.name, prompts, configs, shlex.join(["python", "-m", "playground.bench", *args.argv]))
+
+
+def load_pair(args, plan: Plan):
+    from tqdm import tqdm
+
+    from ..loading import PairCache
+    from ..registry import load_registry
+
+    return PairCache(load_registry()).get(
+        plan.pair, target_quantization=args.target_quantization, draft_quantization=args.draft_quantization,
+        dtype=args.dtype, device=args.device,
+        progress=lambda message, fraction: tqdm.write(message, file=sys.stderr))
+
+
+def run_benchmark(args, plan: Plan, pair) -> dict:
+    from ..text import encode_prompt, eos_ids
+    from .machine import busy_warning, environment, load_average, peak_memory
+    from .measure import Setup
+
+    setup = Setup(pair.target.model, pair.draft.model, args.drafter,
+                  eos_ids(pair.tokenizer, pair.target.model, pair.draft.model),
+                  pair.tokenizer.pad_token_id, reference=args.reference == "transformers")
+    encoded = [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
+    device = pair.target.device
+    facts = environment(device)  # before measuring: the load average tells whether the machine was idle
+    if busy_warning(facts):
+        print(busy_warning(facts), file=sys.stderr)
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    runs = [run_setting(setup, encoded, config, args, device) for config in plan.configs]
+    return {
+        "schema": SCHEMA,
+        "created": started,
+        "command": plan.command,
+        "config": run_config(args, plan),
+        "models": describe_pair(pair),
+        "environment": {**facts, "load_average_at_end": load_average()},
+        "memory": peak_memory(device),
+        "runs": runs,
+    }
+
+
+def run_setting(setup, encoded, config, args, device) -> dict:
+    """One point of the grid: warm up, then measure every prompt that fits the context."""
+    from tqdm import tqdm
+
+    from .machine import peak_memory, reset_peak_memory
+    from .measure import measure_prompt, room_for, warm_up
+    from .summary import by_category, summarize_records
+
+    reasons = [room_for(setup.target, ids, config) for _, ids in encoded]
+    fitting = [item for item, reason in zip(encoded, reasons) if reason is None]
+    skipped = [{"id": p.id, "category": p.category, "reason": reason}
+               for (p, _), reason in zip(encoded, reasons) if reason is not None]
+    reset_peak_memory(device)
+    if fitting and args.warmup:
+        warm_up(setup, fitting[0][1], config, args.warmup)
+    records = []
+    label = f"gamma={config.gamma} T={config.temperature}"
+    with tqdm(fitting, desc=label, unit="prompt", file=sys.stderr, dynamic_ncols=True) as bar:
+        for prompt, ids in bar:
+            measured = measure_prompt(setup, ids, config, args.repeats, partial(show_run, bar, prompt.id))
+            records.append({"id": prompt.id, "category": prompt.category, **measured})
+            bar.set_postfix_str(f"last speedup {measured['speedup']:.2f}x, alpha {measured['alpha']:.2f}")
+    summary = {**summarize_records(records), "peak_memory": peak_memory(device)}
+    return {"settings": settings_of(config), "summary": summary, "categories": by_category(records),
+            "prompts": records, "skipped": skipped}
+
+
+def show_run(bar, prompt_id: str, method: str, done: int, total: int) -> None:
+    """A prompt can take minutes on a CPU: say which run just finished."""
+    bar.set_postfix_str(f"prompt {prompt_id}: ran {method} ({done}/{total})")
+
+
+def run_config(args, plan: Plan) -> dict:
+    return {"pair": plan.pair, "drafter": args.drafter, "prompts": args.prompts,
+            "categories": args.categories,
+            "limit_per_category": args.limit, "repeats": args.repeats, "warmup": args.warmup,
+            "reference": args.reference, "sweep": args.sweep, "prompt_count": len(plan.prompts)}
+
+
+def describe_pair(pair) -> dict:
+    def model(m):
+        return {"name": m.name, "device": m.device, "dtype": m.dtype, "quantization": m.quantization,
+                "footprint_bytes": m.footprint_bytes, "source": str(m.source) if m.source else None}
+    return {"pair": pair.name, "random_weights": pair.random_weights, "target": model(pair.target),
+            "draft": model(pair.draft)}
+
+
+def write_outputs(report: dict, args) -> None:
+    from .charts import write_gamma_png, write_html
+    from .report import write_csv, write_json
+
+    writers = {"json": write_json, "csv": write_csv, "html": write_html, "png": write_gamma_png}
+    for name in OUTPUTS:
+        path = getattr(args, name)
+        if path is not None:
+            writers[name](report, path)
+            print(f"wrote {path}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+    args.argv = argv
+    try:
+        plan = make_plan(args)
+    except SettingError as error:
+        parser.error(f"argument {error.flag}: {error}")
+    quiet_transformers()
+    try:
+        pair = load_pair(args, plan)
+    except (ValueError, RuntimeError) as error:
+        print(f"{parser.prog}: error: could not load pair {plan.pair!r}: {error}", file=sys.stderr)
+        return 1
+    report = run_benchmark(args, plan, pair)
+    print(format_report(report))
+    try:
+        write_outputs(report, args)
+    except (OSError, RuntimeError) as error:  # e.g. a full disk, or no Chromium for the PNG
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def quiet_transformers() -> None:
+    """transformers warns on every assisted call about its own internal arguments;
+    the benchmark prints what matters itself."""
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+

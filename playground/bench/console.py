@@ -1,0 +1,45 @@
+"""The benchmark's printed summary: one line per setting and category, the losses included."""
+
+from __future__ import annotations
+
+COLUMNS = (  # (summary key, header, width, format)
+    ("prompts", "n", 4, "{:d}"),
+    ("baseline_tok_s", "AR tok/s", 9, "{:.2f}"),
+    ("speculative_tok_s", "spec tok/s", 10, "{:.2f}"),
+    ("speedup", "speedup", 8, "{:.2f}x"),
+    ("losing_prompts", "lost", 5, "{:d}"),
+    ("alpha", "alpha", 6, "{:.2f}"),
+    ("mean_accepted_tokens", "tok/call", 8, "{:.2f}"),
+    ("c", "c", 6, "{:.3f}"),
+    ("predicted_speedup", "predicted", 9, "{:.2f}x"),
+    ("verify_cost", "verify", 7, "{:.2f}"),
+    ("hf_generate_tok_s", "HF tok/s", 9, "{:.2f}"),
+    ("hf_assisted_speedup", "HF spd", 7, "{:.2f}x"),
+    ("identical_prompts", "ident", 5, "{}"),
+)
+
+
+def format_report(report: dict) -> str:
+    used = [c for c in COLUMNS if any(c[0] in run["summary"] for run in report["runs"])]
+    header = f"{'setting':<28} {'category':<15} " + " ".join(f"{h:>{w}}" for _, h, w, _ in used)
+    lines = [header, "-" * len(header)]
+    for run in report["runs"]:
+        s = run["settings"]
+        label = f"gamma={s['gamma']} T={s['temperature']} k={s['top_k']} p={s['top_p']}"
+        for category, summary in {**run["categories"], "all": run["summary"]}.items():
+            cells = " ".join(f"{cell(summary.get(key), fmt):>{w}}" for key, _, w, fmt in used)
+            lines.append(f"{label:<28} {category[:15]:<15} {cells}")
+        for skipped in run.get("skipped", []):
+            lines.append(f"  skipped {skipped['id']} ({skipped['category']}): {skipped['reason']}")
+    lines.append("speedup: median over prompts of spec tok/s / AR tok/s; tok/s include prefill; "
+                 "verify: one verification forward / one decoding step")
+    return "\n".join(lines)
+
+
+def cell(value, fmt: str) -> str:
+    if value is None:
+        return "-"
+    try:
+        return fmt.format(value)
+    except (ValueError, TypeError):
+        return str(value)

@@ -1,0 +1,105 @@
+"""What a number was measured on: versions, CPU, threads, device; and peak memory."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+
+import psutil
+import torch
+
+
+def environment(device) -> dict:
+    device = torch.device(device)
+    facts = {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": package_version("transformers"),
+        "platform": platform.platform(),
+        "cpu": cpu_model(),
+        "cpu_cores_logical": os.cpu_count(),
+        "cpu_cores_usable": usable_cores(),
+        "torch_threads": torch.get_num_threads(),
+        "memory_total_bytes": psutil.virtual_memory().total,
+        "load_average_at_start": load_average(),
+        "device": str(device),
+        "device_name": device_name(device),
+    }
+    if device.type == "cuda":
+        facts["cuda"] = torch.version.cuda
+    return facts
+
+
+def usable_cores() -> int | None:
+    """Cores this process may run on (a container or taskset can allow fewer than the machine has)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
+
+
+def load_average() -> list[float] | None:
+    """1, 5 and 15 minute load: above the core count, other processes competed for the CPU."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def busy_warning(facts: dict) -> str | None:
+    """A warning when the machine was busy before we started: such timings are not results."""
+    load, cores = facts.get("load_average_at_start"), facts.get("cpu_cores_usable") or 1
+    if load and load[0] >= 0.5 * cores:
+        return (f"warning: load average {load[0]} on {cores} cores before the benchmark started: other "
+                "processes compete for the CPU, so these timings are not results")
+    return None
+
+
+def package_version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def cpu_model() -> str:
+    """The CPU's marketing name (/proc/cpuinfo on Linux; platform's guess elsewhere)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return cpu_model()
+
+
+def reset_peak_memory(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_memory(device) -> dict:
+    """Peak resident memory of this process so far, and on CUDA the peak allocated since the last reset."""
+    facts = {"rss_bytes": psutil.Process().memory_info().rss, "peak_rss_bytes": peak_rss_bytes()}
+    if torch.device(device).type == "cuda":
+        facts["cuda_max_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+    return facts
+
+
+def peak_rss_bytes() -> int | None:
+    """ru_maxrss: the process's high-water mark (kilobytes on Linux, bytes on macOS)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak if sys.platform == "darwin" else peak * 1024

@@ -1,0 +1,94 @@
+"""Writing results: JSON (everything), CSV (one tidy table), all written atomically.
+
+A report is a dict: {"schema", "created", "command", "config", "models", "environment", "memory",
+"runs": [{"settings", "summary", "categories", "prompts", "skipped"}, ...]}, one run per sweep
+point; each run's summary also holds its peak memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+SCHEMA = "playground.bench/1"
+SETTINGS = ("gamma", "temperature", "top_k", "top_p")
+
+
+def atomic_write(path, data: str | bytes) -> None:
+    """Write to a temporary file beside `path`, then rename over it: a reader never sees half a
+    file, and an interrupted run leaves the old file (or none), not a truncated one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes it private; give it a normal file's mode
+        with os.fdopen(fd, "wb") as out:
+            out.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_json(report: dict, path) -> None:
+    atomic_write(path, json.dumps(clean(report), indent=2) + "\n")
+
+
+def clean(value):
+    """JSON has no NaN or infinity: report them as null rather than emit invalid JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    return value
+
+
+def csv_rows(report: dict) -> list[dict]:
+    """One row per prompt and setting, then a row per category and an overall row for each setting."""
+    rows = []
+    for run in report["runs"]:
+        settings = {k: run["settings"][k] for k in SETTINGS}
+        for record in run["prompts"]:
+            rows.append({"row": "prompt", **settings, **flatten(record)})
+        for category, summary in run["categories"].items():
+            rows.append({"row": "category", **settings, "category": category, **flatten(summary)})
+        rows.append({"row": "overall", **settings, "category": "all", **flatten(run["summary"])})
+    return rows
+
+
+NESTED = {"divergence_margin": ("baseline", "speculative")}  # dict-valued fields (or None)
+
+
+def flatten(record: dict) -> dict:
+    """Nested fields become prefixed columns: divergence_margin -> divergence_margin_baseline, ..."""
+    flat = {}
+    for key, value in record.items():
+        if key in NESTED:
+            flat.update({f"{key}_{part}": (value or {}).get(part) for part in NESTED[key]})
+        elif isinstance(value, dict):
+            flat.update({f"{key}_{part}": v for part, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def write_csv(report: dict, path) -> None:
+    rows = csv_rows(report)
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write(path, buffer.getvalue())

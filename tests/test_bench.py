@@ -1,0 +1,310 @@
+"""The benchmark on the tiny pair: CLI end to end, files and their schema, argument errors, prompt
+loaders, divergence margins, the oracle drafter, transformers' constant-gamma reference and the
+GPU script's CPU path. Timings are printed by the benchmark and never asserted here."""
+
+import csv
+import json
+import math
+import shutil
+
+import pytest
+
+from playground.bench import charts, cli, gpu_oracle
+from playground.bench.divergence import first_divergence, margin_at, margins_by_position, top2_margin
+from playground.bench.grid import SettingError, expand, parse_sweep
+from playground.bench.measure import Run, Setup, identity_fields
+from playground.bench.oracle import OracleDrafter, greedy_continuation
+from playground.bench.prompts import load_prompts
+from playground.bench.reference import constant_assistant, hf_generate
+from playground.bench.report import atomic_write
+from playground.bench.summary import summarize_records
+from playground.engine import SpecConfig, generate
+from playground.events import TARGET, StepEvent, output_tokens, summarize
+from playground.text import encode_prompt
+
+PROMPT_FIELDS = {"id", "category", "new_tokens", "baseline_tok_s", "speculative_tok_s", "speedup",
+                 "acceptance_rate", "mean_accepted_tokens", "identical", "first_divergence",
+                 "divergence_margin", "hf_generate_tok_s", "hf_assisted_tok_s", "alpha", "c",
+                 "predicted_speedup"}
+SUMMARY_FIELDS = {"prompts", "new_tokens", "baseline_tok_s", "speculative_tok_s", "speedup",
+                  "acceptance_rate", "mean_accepted_tokens", "identical", "alpha", "c", "predicted_speedup",
+                  "hf_generate_tok_s", "hf_assisted_tok_s", "hf_assisted_speedup", "losing_prompts"}
+SMALL_RUN = ["--pair", "tiny", "--categories", "coding,qa", "--limit", "1", "--max-new-tokens", "12",
+             "--repeats", "1", "--warmup", "0"]
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory):
+    """One CLI run over a 2 x 2 grid with the transformers reference, writing every text output."""
+    out = tmp_path_factory.mktemp("bench")
+    argv = SMALL_RUN + ["--warmup", "1", "--sweep", "gamma=1,3", "temperature=0,0.7",
+                        "--reference", "transformers", "--json", str(out / "r.json"),
+                        "--csv", str(out / "r.csv"), "--html", str(out / "r.html")]
+    assert cli.main(argv) == 0
+    return out
+
+
+def test_json_has_every_field_per_prompt_summary_and_category(bench_run):
+    report = json.loads((bench_run / "r.json").read_text())
+    assert report["schema"] == "playground.bench/1"
+    facts = {"torch", "transformers", "python", "cpu", "torch_threads", "device_name",
+             "load_average_at_start"}
+    assert facts <= set(report["environment"])
+    assert report["models"]["pair"] == "tiny" and "peak_rss_bytes" in report["memory"]
+    assert all("peak_rss_bytes" in run["summary"]["peak_memory"] for run in report["runs"])
+    assert [(r["settings"]["gamma"], r["settings"]["temperature"]) for r in report["runs"]] == \
+        [(1, 0.0), (1, 0.7), (3, 0.0), (3, 0.7)]
+    for run in report["runs"]:
+        assert [p["category"] for p in run["prompts"]] == ["coding", "qa"]
+        assert set(run["categories"]) == {"coding", "qa"}
+        assert SUMMARY_FIELDS <= set(run["summary"])
+        greedy = run["settings"]["temperature"] == 0
+        for p in run["prompts"]:
+            assert PROMPT_FIELDS <= set(p)
+            assert p["new_tokens"] > 0 and p["mean_accepted_tokens"] >= 1
+            assert p["identical"] is (True if greedy else None)  # float32: greedy speculation is exact
+            assert p["first_divergence"] is None and p["divergence_margin"] is None
+            assert p["hf_generate_identical"] is (True if greedy else None)  # our baseline = transformers'
+        assert run["summary"]["identical"] is (True if greedy else None)
+
+
+def test_csv_has_a_row_per_prompt_category_and_setting(bench_run):
+    rows = list(csv.DictReader((bench_run / "r.csv").open()))
+    assert len(rows) == 4 * (2 + 2 + 1)  # settings x (prompts + categories + overall)
+    assert {r["row"] for r in rows} == {"prompt", "category", "overall"}
+    columns = {"gamma", "temperature", "divergence_margin_baseline", "divergence_margin_speculative"}
+    assert columns <= set(rows[0])
+    assert all(float(r["speedup"]) > 0 for r in rows)
+
+
+def test_html_is_self_contained(bench_run):
+    page = (bench_run / "r.html").read_text()
+    assert page.startswith("<!doctype html>") and "Speedup vs lookahead" in page
+    assert len(page) > 1_000_000 and "<script src=" not in page  # plotly.js embedded: opens offline
+
+
+def test_outputs_leave_no_temporary_files(bench_run):
+    assert sorted(p.name for p in bench_run.iterdir()) == ["r.csv", "r.html", "r.json"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--gamma", "0"], "argument --gamma: gamma must be an integer in [1, 64], got 0"),
+    (["--top-p", "1.5"], "argument --top-p: top_p must be in (0.0, 1.0]"),
+    (["--temperature", "-1"], "argument --temperature: temperature must be in [0.0, 100.0]"),
+    (["--repeats", "0"], "argument --repeats: must be an integer in [1, 1000], got 0"),
+    (["--limit", "0"], "argument --limit: must be an integer in [1, 1000000], got 0"),
+    (["--sweep", "gamma=1,x"], "argument --sweep: gamma takes integers"),
+    (["--sweep", "gamma=2,99"], "argument --sweep: gamma must be an integer in [1, 64], got 99"),
+    (["--sweep", "beta=1"], "argument --sweep: expected KEY=V1,V2,... with KEY one of gamma, temperature"),
+    (["--pair", "nope"], "argument --pair: "),
+    (["--categories", "coding,poetry"], "argument --categories: unknown category poetry; this file has: wri"),
+    (["--drafter", "magic"], "argument --drafter: invalid choice"),
+    (["--png", "OUT/p.png"], "argument --png: the speedup-vs-gamma plot needs a gamma sweep"),
+    (["--json", "OUT/missing/r.json"], "argument --json: folder"),
+])
+def test_bad_arguments_name_the_flag_and_write_nothing(tmp_path, capsys, args, message):
+    args = [a.replace("OUT", str(tmp_path)) for a in args]
+    outputs = ["--csv", str(tmp_path / "r.csv"), "--html", str(tmp_path / "r.html")]
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--pair", "tiny", *outputs, *args] if "--pair" not in args else [*outputs, *args])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_interrupted_write_keeps_the_old_file_and_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "r.json"
+    path.write_text("old")
+    monkeypatch.setattr("os.replace", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(path, "new")
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_prompts_too_long_for_the_context_are_skipped_and_reported(tmp_path, capsys):
+    out = tmp_path / "r.json"  # the tiny target holds 2048 byte tokens; summarization prompts are longer
+    assert cli.main(SMALL_RUN + ["--categories", "summarization,qa", "--html", str(tmp_path / "r.html"),
+                                 "--json", str(out)]) == 0
+    run = json.loads(out.read_text())["runs"][0]
+    assert [p["category"] for p in run["prompts"]] == ["qa"] and run["summary"]["prompts"] == 1
+    assert [s["category"] for s in run["skipped"]] == ["summarization"]
+    assert "exceed the target's context of 2048" in run["skipped"][0]["reason"]
+    assert "skipped" in capsys.readouterr().out
+
+
+def test_prompt_lookup_drafter_and_transformers_prompt_lookup_run(tmp_path):
+    out = tmp_path / "r.json"
+    argv = SMALL_RUN + ["--drafter", "prompt_lookup", "--reference", "transformers", "--json", str(out)]
+    assert cli.main(argv) == 0
+    run = json.loads(out.read_text())["runs"][0]
+    assert run["summary"]["identical"] is True and run["summary"]["hf_assisted_tok_s"] > 0
+
+
+# -- prompts -----------------------------------------------------------------------------------
+
+
+def test_bundled_spec_bench_limit_is_per_category():
+    prompts = load_prompts(limit=2)
+    counts = {}
+    for p in prompts:
+        counts[p.category] = counts.get(p.category, 0) + 1
+    assert len(counts) == 13 and set(counts.values()) == {2}
+    coding = load_prompts(categories=["coding", "summarization"], limit=3)
+    assert [p.category for p in coding] == ["coding"] * 3 + ["summarization"] * 3
+    assert coding[0].id == "121" and coding[0].text.startswith("Develop a Python program")  # first turn only
+
+
+def test_both_formats_and_clear_errors(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    path.write_text('{"question_id": 7, "category": "coding", "turns": ["first", "second"]}\n\n'
+                    '{"id": "a", "category": "qa", "prompt": "What is 2+2?"}\n'
+                    '{"id": "b", "prompt": "no category"}\n')
+    prompts = load_prompts(path)
+    assert [(p.id, p.category, p.text) for p in prompts] == [
+        ("7", "coding", "first"), ("a", "qa", "What is 2+2?"), ("b", "uncategorized", "no category")]
+    assert [p.id for p in load_prompts(path, categories=["qa"])] == ["a"]
+    path.write_text('{"id": "a", "category": "qa", "text": "wrong key"}\n')
+    with pytest.raises(ValueError, match=r"mixed.jsonl:1: expected Spec-Bench"):
+        load_prompts(path)
+    with pytest.raises(ValueError, match="does not exist"):
+        load_prompts(tmp_path / "missing.jsonl")
+
+
+# -- divergence ---------------------------------------------------------------------------------
+
+
+def event(emitted, tops, n_accepted=0, drafts=()):
+    """A greedy StepEvent whose target rows have the given top-2 (token, prob) pairs."""
+    return StepEvent(index=0, gamma=len(drafts), drafts=drafts, n_accepted=n_accepted, next_token=emitted[-1],
+                     next_fate=TARGET, next_p=tops[-1][0][1], emitted=tuple(emitted), prefill_s=0, draft_s=0,
+                     verify_s=0, overhead_s=0, next_top=tops[-1])
+
+
+def test_first_divergence():
+    assert first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert first_divergence([1, 2], [1, 2, 3]) == 2
+
+
+def test_margins_come_from_the_row_that_chose_each_token():
+    from playground.events import ACCEPTED, REJECTED, DraftToken
+
+    tie, clear = ((4, 0.5001), (9, 0.4999)), ((4, 0.9), (9, 0.1))
+    drafts = (DraftToken(4, 0.9, 0.9, 1.0, None, ACCEPTED, top_p=clear),
+              DraftToken(7, 0.9, 0.1, 0.0, None, REJECTED, top_p=clear))
+    spec = [event([4, 4], [clear, tie], n_accepted=1, drafts=drafts)]  # an accepted draft, then the target's
+    assert margins_by_position(spec) == pytest.approx([math.log(9), math.log(0.5001 / 0.4999)])
+    base = [event([4], [clear]), event([9], [tie])]
+    assert margin_at(base, 1) == pytest.approx(4e-4, rel=1e-3)  # a near-tie: rounding can flip it
+    assert top2_margin(((1, 1.0), (2, 0.0))) == 100.0 and margin_at(base, 5) is None
+
+
+def test_divergence_is_reported_with_both_margins(pair):
+    target, draft, tokenizer = pair
+    ids = encode_prompt(tokenizer, "def add(a, b):")
+    config = SpecConfig(gamma=3, max_new_tokens=10)
+    base = output_tokens(list(generate(target, ids, config)))
+    spec = base[:4] + [(base[4] + 1) % 256] + base[5:]  # pretend speculation flipped token 4
+    setup = Setup(target, draft, "model", eos=())
+    fields = identity_fields(setup, ids, config, Run(base, 1.0), Run(spec, 1.0))
+    assert fields["identical"] is False and fields["first_divergence"] == 4
+    margins = fields["divergence_margin"]
+    assert margins["baseline"] > 0 and margins["speculative"] == pytest.approx(margins["baseline"], abs=1e-3)
+
+
+# -- oracle, reference, summary --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("gamma", [1, 3, 5])
+def test_oracle_drafter_yields_gamma_plus_one_tokens_per_call(pair, gamma):
+    target, _, tokenizer = pair
+    ids = encode_prompt(tokenizer, "Write a haiku about caches.")
+    n = 4 * (gamma + 1)
+    recording = greedy_continuation(target, ids, n)
+    config = SpecConfig(gamma=gamma, max_new_tokens=n)
+    events = list(generate(target, ids, config, OracleDrafter(ids + recording)))
+    assert output_tokens(events) == recording
+    assert [len(e.emitted) for e in events] == [gamma + 1] * 4
+    assert summarize(events).mean_tokens_per_call == gamma + 1
+
+
+def test_oracle_off_its_recording_proposes_nothing():
+    oracle = OracleDrafter([1, 2, 3, 4, 5])
+    assert oracle.propose([1, 2], 2, None, None).tokens == [3, 4]
+    assert oracle.propose([1, 9], 2, None, None).tokens == []
+
+
+def test_transformers_assisted_reference_drafts_exactly_gamma(pair):
+    target, draft, tokenizer = pair
+    ids = encode_prompt(tokenizer, "def add(a, b):")
+    widths = []
+    hook = target.register_forward_hook(lambda m, a, kw, out: widths.append(kw["input_ids"].shape[1]),
+                                        with_kwargs=True)
+    try:
+        tokens, _ = hf_generate(target, ids, SpecConfig(gamma=3, max_new_tokens=20), (), assistant=draft)
+    finally:
+        hook.remove()
+    assert len(tokens) == 20
+    assert set(widths[1:-1]) == {4}  # after the prefill, each verification checks 3 drafts + 1
+    before = dict(vars(draft.generation_config))
+    with constant_assistant(draft, 5):
+        assert draft.generation_config.num_assistant_tokens == 5
+    assert dict(vars(draft.generation_config)) == before  # the model is left as it was
+
+
+def test_sweep_grid_and_errors():
+    grid = parse_sweep(["gamma=1,2", "temperature=0,0.7"])
+    base = {"gamma": 4, "temperature": 0.0, "top_k": 0, "top_p": 1.0, "seed": 0, "max_new_tokens": 8}
+    configs = expand(base, grid)
+    assert [(c.gamma, c.temperature) for c in configs] == [(1, 0.0), (1, 0.7), (2, 0.0), (2, 0.7)]
+    with pytest.raises(SettingError, match="swept twice"):
+        parse_sweep(["gamma=1", "gamma=2"])
+
+
+def test_summary_uses_medians_of_ratios_and_pooled_counts():
+    def record(speedup, tokens, seconds, drafted, accepted, calls):
+        return {"category": "x", "speedup": speedup, "new_tokens": tokens, "baseline_new_tokens": tokens,
+                "speculative_seconds": seconds, "baseline_seconds": seconds * speedup, "drafted": drafted,
+                "accepted": accepted, "tested": drafted, "target_calls": calls,
+                "draft_seconds": drafted * 0.1, "verify_seconds": calls * 1.0, "baseline_calls": tokens,
+                "baseline_call_seconds": tokens * 0.5,
+                "identical": True}
+    s = summarize_records([record(0.5, 10, 1.0, 8, 4, 4), record(2.0, 30, 1.0, 8, 8, 4),
+                           record(3.0, 20, 1.0, 8, 8, 4)])
+    assert s["speedup"] == 2.0 and s["losing_prompts"] == 1  # median of per-prompt ratios; losses counted
+    assert s["acceptance_rate"] == pytest.approx(20 / 24)
+    assert s["mean_accepted_tokens"] == pytest.approx(60 / 12)
+    assert s["c"] == pytest.approx(0.1) and s["verify_cost"] == pytest.approx(2.0)
+    assert s["identical"] is True and s["identical_prompts"] == 3
+
+
+# -- GPU script, charts --------------------------------------------------------------------------
+
+
+def test_gpu_oracle_cpu_smoke(capsys, tmp_path):
+    assert gpu_oracle.main(["--cpu-smoke", "--repeats", "1", "--json", str(tmp_path / "o.json")]) == 0
+    table = capsys.readouterr().out
+    assert "| oracle | 3 |" in table and "| transformers assisted | 2 |" in table
+    rows = json.loads((tmp_path / "o.json").read_text())["rows"]
+    oracle = [r for r in rows if r["method"] == "oracle"]
+    assert [(r["gamma"], r["tokens_per_call"]) for r in oracle] == [(1, 2.0), (2, 3.0), (3, 4.0)]
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="kaleido needs a local Chromium")
+def test_speedup_vs_gamma_png(tmp_path):
+    pytest.importorskip("kaleido")
+    argv = SMALL_RUN + ["--categories", "qa", "--max-new-tokens", "6", "--sweep", "gamma=1,2",
+                        "--png", str(tmp_path / "g.png"), "--json", str(tmp_path / "g.json")]
+    assert cli.main(argv) == 0
+    assert (tmp_path / "g.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert charts.main([str(tmp_path / "g.json"), "--png", str(tmp_path / "again.png")]) == 0  # no re-run
+    assert (tmp_path / "again.png").stat().st_size > 0
+
+
+def test_nothing_heavy_at_import():
+    import subprocess
+    import sys
+
+    code = "import sys, playground.bench, playground.bench.cli; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert out.stdout.strip() == "False", out.stderr
