@@ -1,0 +1,38 @@
+"""Speculative Sampling Playground: `python app.py` serves the app on http://127.0.0.1:7860.
+
+`demo` is built at import without loading any model (pairs load on the first run), so
+`gradio app.py` and tests can import it.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from playground.ui import build_demo
+
+demo = build_demo()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="interface to listen on (0.0.0.0: every interface)"
+    )
+    parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--share", action="store_true", help="also serve through a public gradio.live link")
+    parser.add_argument(
+        "--config", help="models.yaml to read (default: $PLAYGROUND_CONFIG, else the repository's)"
+    )
+    parser.add_argument(
+        "--pair", help="pair selected when the page opens (e.g. tiny: random weights, no download)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        app = demo if not (args.config or args.pair) else build_demo(args.config, default_pair=args.pair)
+    except ValueError as e:  # a bad models.yaml or an unknown pair: a message, not a traceback
+        parser.error(str(e))
+    app.launch(server_name=args.host, server_port=args.port, share=args.share)
+
+
+if __name__ == "__main__":
+    main()

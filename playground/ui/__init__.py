@@ -1,0 +1,42 @@
+"""The Gradio app: a header and one tab per module in TABS.
+
+Adding a tab: write `playground/ui/tab_<name>.py` with `TITLE` and `build(ctx)` (layout, then
+wiring; pass `**context.SERIAL` to every event that runs a model), and add it to TABS below.
+Nothing here loads a model: pairs load on the first run, through the context's PairCache.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from . import tab_race
+from .context import AppContext, build_context
+
+TABS = [tab_race]
+
+HEADER = """# Speculative Sampling Playground
+A small **draft** model proposes γ tokens, the big **target** model checks them all in one forward pass
+and keeps those it agrees with (Leviathan et al. 2023): the output follows the target's own distribution,
+with fewer target calls."""
+
+
+def build_demo(config: str | None = None, *, default_pair: str | None = None, cache=None) -> gr.Blocks:
+    """The whole app, queued: one model job at a time across all sessions and tabs.
+
+    config: a models.yaml path (default: $PLAYGROUND_CONFIG, else the repository's);
+    default_pair: the pair selected when the page opens (default: the registry's);
+    cache: a loading.PairCache to share (default: a new one owned by this app).
+    """
+    ctx = build_context(config, cache)
+    ctx.default_pair = ctx.registry.pair(default_pair).name  # raises, naming the pairs, if unknown
+    with gr.Blocks(title="Speculative Sampling Playground") as demo:
+        gr.Markdown(HEADER)
+        with gr.Tabs():
+            for tab in TABS:
+                with gr.Tab(tab.TITLE):
+                    tab.build(ctx)
+    demo.queue(default_concurrency_limit=1)
+    return demo
+
+
+__all__ = ["AppContext", "TABS", "build_demo"]

@@ -1,0 +1,224 @@
+"""The Race tab: layout first, then the wiring to one typed generator handler.
+
+The handler yields a full set of outputs per frame: both runs' coloured text, three plots,
+the stats panel and a status line. Rendering and plotting are pure functions of the events.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections.abc import Iterator
+
+import gradio as gr
+
+from ..events import summarize
+from . import controls, plots, render, summary
+from .context import SERIAL, AppContext, Loading
+from .race import BASELINE, SPECULATIVE, TIMING_NOTE, RaceFrame, race_frames
+from .settings import PROMPT_LOOKUP, RunSettings
+
+TITLE = "Race"
+log = logging.getLogger(__name__)
+
+EDIT_PROMPT = '''Add type hints to this function. Return the whole function, otherwise unchanged.
+
+```python
+def moving_average(values, window):
+    """Mean of each run of `window` consecutive values."""
+    if window <= 0:
+        raise ValueError("window must be positive")
+    averages = []
+    total = sum(values[:window])
+    averages.append(total / window)
+    for i in range(window, len(values)):
+        total += values[i] - values[i - window]
+        averages.append(total / window)
+    return averages
+```'''
+
+# (label, prompt, drafter, gamma, temperature, max new tokens)
+EXAMPLES = [
+    ("Code", "Write a Python function is_prime(n) with a short docstring.", "draft model", 4, 0.0, 96),
+    ("Chat, sampled", "In three short sentences: why is the sky blue?", "draft model", 4, 0.7, 80),
+    ("Code edit: prompt lookup", EDIT_PROMPT, PROMPT_LOOKUP, 8, 0.0, 160),
+    (
+        "Translation",
+        "Translate into French: The small model guesses the next few words; the large model checks "
+        "them all at once and keeps the ones it agrees with.",
+        "draft model",
+        4,
+        0.0,
+        64,
+    ),
+]
+N_OUTPUTS = 7  # baseline text, speculative text, three plots, stats, status
+
+
+def build(ctx: AppContext) -> None:
+    with gr.Row():
+        with gr.Column(scale=3):
+            prompt = controls.prompt_box()
+            with gr.Row():
+                run = gr.Button("Run the race", variant="primary", scale=3, elem_id="run")
+                stop = gr.Button("Stop", variant="stop", scale=1, elem_id="stop")
+            status = gr.HTML(
+                status_html("Pick an example or write a prompt, then run the race."),
+                js_on_load=None,
+                elem_id="status",
+            )
+            examples_at = gr.Column()  # filled below, once the controls it sets exist
+        with gr.Column(scale=2):
+            knobs, more = controls.settings_controls(ctx)
+            with more:
+                system = controls.system_box()
+    with examples_at:
+        gr.Examples(
+            [list(e[1:]) for e in EXAMPLES],
+            inputs=[prompt, knobs["drafter"], knobs["gamma"], knobs["temperature"], knobs["max_new_tokens"]],
+            example_labels=[e[0] for e in EXAMPLES],
+            label="Examples: click one, then Run",
+        )
+    gr.HTML(render.legend_html(), css_template=render.CSS, js_on_load=None)
+    gr.Markdown(
+        f"<small>{TIMING_NOTE} Hover a token for p(x), q(x), min(1, p/q) and the uniform u drawn.</small>"
+    )
+    with gr.Row(equal_height=True):
+        baseline_text = gr.HTML(
+            render.render_run(run_title(BASELINE), "", []),
+            css_template=render.CSS,
+            js_on_load=None,
+            elem_id="baseline-text",
+        )
+        spec_text = gr.HTML(
+            render.render_run(run_title(SPECULATIVE), "", []),
+            css_template=render.CSS,
+            js_on_load=None,
+            elem_id="speculative-text",
+        )
+    with gr.Row():
+        stats = gr.HTML(summary.placeholder(), css_template=summary.CSS, js_on_load=None, elem_id="stats")
+        tokens_plot = gr.Plot(label="tokens over time", show_label=False)
+    with gr.Row():
+        speedup_plot = gr.Plot(label="running speedup", show_label=False)
+        accept_plot = gr.Plot(label="acceptance by draft position", show_label=False)
+
+    outputs = [baseline_text, spec_text, tokens_plot, speedup_plot, accept_plot, stats, status]
+    inputs = [prompt, system, *knobs.values()]
+    # preprocess=False: raw values reach RunSettings, whose errors name the field (see controls.py).
+    race = run.click(
+        race_handler(ctx),
+        inputs,
+        outputs,
+        api_name="race",
+        show_progress="minimal",
+        show_progress_on=[status],
+        preprocess=False,
+        **SERIAL,
+    )
+    stop.click(lambda: status_html("Stopped."), None, status, cancels=[race], queue=False, api_name="stop")
+    knobs["pair"].change(
+        lambda name: controls.pair_defaults(ctx, name),
+        knobs["pair"],
+        [knobs["pair"], knobs["gamma"], knobs["temperature"]],
+        api_visibility="private",
+    )
+
+
+def race_handler(ctx: AppContext):
+    """The Run handler, bound to this app's context (its pair cache) by closure."""
+
+    def race(prompt: str, system: str, *knobs) -> Iterator[tuple]:
+        try:
+            settings = RunSettings.from_values(dict(zip(RunSettings.names(), knobs, strict=True)))
+            settings.spec_config()  # a bad knob fails before anything loads
+            if not isinstance(prompt, str) or not prompt.strip():
+                raise ValueError("prompt must be non-empty text")
+        except ValueError as e:
+            yield from fail(str(e))
+        try:
+            pair = yield from loading(ctx.load(settings))
+        except ValueError as e:
+            yield from fail(str(e))
+        except Exception as e:  # offline, disk full, no source: say so in the page, keep serving
+            log.exception("loading pair %s failed", settings.pair)
+            yield from fail(f"Could not load pair {settings.pair!r}: {e}")
+        try:
+            for frame in race_frames(pair, prompt, system, settings, every=ctx.frame_every):
+                yield view(frame, pair.random_weights)
+        except ValueError as e:  # the prompt or settings do not fit the model (context length…)
+            yield from fail(str(e))
+        except Exception as e:
+            log.exception("race failed")
+            yield from fail(f"Generation failed: {type(e).__name__}: {e}")
+
+    return race
+
+
+def loading(progress: Iterator[Loading]):
+    """Stream load progress to the status box; returns what the loader returns (the pair)."""
+    skip = (gr.skip(),) * (N_OUTPUTS - 1)
+    while True:
+        try:
+            report = next(progress)
+        except StopIteration as done:
+            return done.value
+        yield (*skip, status_html(f"Loading: {report.message}", report.fraction))
+
+
+def fail(message: str):
+    """Show the error in the status box, then raise it as a Gradio error (a message, never a
+    traceback): `yield from fail(...)` ends the handler."""
+    yield (*(gr.skip(),) * (N_OUTPUTS - 1), status_html(f"⚠ {message}", error=True))
+    raise gr.Error(message, print_exception=False)
+
+
+def view(frame: RaceFrame, random_weights: bool) -> tuple:
+    """All outputs for one frame of the race."""
+    base, spec = frame.baseline, frame.speculative
+    a_spans, s_spans = frame.spans
+    stats_panel = summary.stats_html(frame)
+    metrics = summarize(spec.events)
+    return (
+        render.render_run(run_title(BASELINE), run_meta(base), a_spans),
+        render.render_run(run_title(SPECULATIVE, frame.settings.drafter), run_meta(spec), s_spans),
+        plots.tokens_over_time(base.events, spec.events),
+        plots.running_speedup(
+            base.events, spec.events, metrics.predicted_speedup if metrics.drafted else None
+        ),
+        plots.acceptance_by_position_figure(spec.events, metrics.alpha if metrics.drafted else None),
+        stats_panel,
+        status_html(status_line(frame, random_weights)),
+    )
+
+
+def run_title(name: str, drafter: str | None = None) -> str:
+    if name == BASELINE:
+        return "Target alone · autoregressive"
+    return (
+        f"Speculative · {drafter} proposes, target verifies"
+        if drafter
+        else "Speculative · draft proposes, target verifies"
+    )
+
+
+def run_meta(track) -> str:
+    done = " · done" if track.finished else ""
+    return f"{len(track.tokens)} tokens · {len(track.events)} target calls · {track.clock:.2f} s{done}"
+
+
+def status_line(frame: RaceFrame, random_weights: bool) -> str:
+    note = "\nRandom-weight pair: the text is gibberish, the mechanics are real." if random_weights else ""
+    a, s = frame.baseline, frame.speculative
+    if not frame.done:
+        return f"Racing… autoregressive {len(a.tokens)} tokens, speculative {len(s.tokens)} tokens.{note}"
+    return (
+        f"Done. Autoregressive: {len(a.tokens)} tokens in {a.clock:.1f} s of compute; "
+        f"speculative: {len(s.tokens)} tokens in {s.clock:.1f} s.{note}"
+    )
+
+
+def status_html(message: str, fraction: float | None = None, error: bool = False) -> str:
+    bar = f' <progress value="{fraction:.3f}" max="1"></progress>' if fraction is not None else ""
+    color = "#b42318" if error else "var(--body-text-color-subdued)"
+    return f'<div style="color:{color};font-size:13px;white-space:pre-wrap">{html.escape(message)}{bar}</div>'

@@ -1,0 +1,117 @@
+"""What a person sees: the app in headless Chromium (Debian's, never a downloaded one).
+
+Runs on the tiny random pair by default. For the README screenshot of the real default pair:
+    UI_BROWSER_PAIR=default UI_SCREENSHOT=assets/race.png python -m pytest -m browser
+(UI_SCREENSHOT alone saves the tiny pair's screenshot there instead of only in a temp dir).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PAIR = os.environ.get("UI_BROWSER_PAIR", "tiny")
+RUN_TIMEOUT_MS = 60_000 if PAIR == "tiny" else 900_000  # the real pair may download and convert first
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (CI installs it)"),
+]
+
+
+@pytest.fixture(scope="module")
+def url():
+    from playground.ui import build_demo
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo = build_demo(default_pair=PAIR)
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(url)
+    page.get_by_role("button", name="Run the race").wait_for(timeout=60_000)
+    yield page
+    assert not dialogs, f"a script ran from the page's content: {dialogs}"
+    page.close()
+
+
+def wait_done(page, timeout=RUN_TIMEOUT_MS):
+    page.wait_for_function("() => document.body.innerText.includes('Done.')", timeout=timeout)
+
+
+def test_an_example_races_with_coloured_tokens_plots_and_stats(page, tmp_path):
+    page.get_by_text("Code", exact=True).first.click()  # the code example fills the prompt
+    expect(page.locator("#prompt textarea")).to_have_value(re.compile("is_prime"))
+    page.get_by_role("button", name="Run the race").click()
+    wait_done(page)
+    texts = page.locator(".race-text")
+    assert texts.count() == 2
+    baseline, speculative = texts.nth(0), texts.nth(1)
+    assert baseline.locator(".tok.target").count() > 0
+    for fate in ("accepted", "bonus"):
+        assert speculative.locator(f".tok.{fate}").count() > 0, fate
+    assert "p(x) =" in speculative.locator(".tok.accepted").first.get_attribute("title")
+    css = speculative.evaluate("e => getComputedStyle(e).whiteSpace")
+    assert css == "pre-wrap"
+    assert (
+        page.locator(".legend .tok.rejected").evaluate("e => getComputedStyle(e).textDecorationLine")
+        == "line-through"
+    )
+    plots = page.locator(".js-plotly-plot")
+    assert plots.count() == 3 and page.locator(".js-plotly-plot .scatterlayer .trace").count() >= 3
+    assert "measured speedup" in page.locator(".stats").inner_text()
+    shot = tmp_path / "race.png"
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("UI_SCREENSHOT"):
+        shutil.copy(shot, os.environ["UI_SCREENSHOT"])
+
+
+def test_html_in_the_prompt_is_text_and_stop_cancels(page):
+    if PAIR != "tiny":
+        pytest.skip("the tiny pair makes this quick")
+    markup = '<script>alert(1)</script><img src=x onerror="alert(2)"> '
+    page.locator("#prompt textarea").fill(markup * 6)  # prompt lookup will draft these very characters
+    page.get_by_text("prompt lookup", exact=True).click()
+    page.locator("#max_new_tokens input[type=number]").fill("1024")
+    page.get_by_role("button", name="Run the race").click()
+    page.wait_for_function("() => document.querySelectorAll('.race-text .tok').length > 20", timeout=60_000)
+    page.get_by_role("button", name="Stop").click()
+    page.get_by_text("Stopped.").wait_for(timeout=10_000)
+    count = page.locator(".race-text .tok").count()
+    page.wait_for_timeout(1500)
+    assert page.locator(".race-text .tok").count() == count, "the race kept streaming after Stop"
+    assert page.locator(".race-text script, .race-text img").count() == 0

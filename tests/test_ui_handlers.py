@@ -1,0 +1,282 @@
+"""The UI without a browser: renderers and plots as pure functions of events, and the Race
+handler called directly on the tiny random pair (no download)."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import gradio as gr
+import pytest
+
+from playground.events import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, DraftToken, StepEvent
+from playground.ui import plots, render
+from playground.ui.context import build_context
+from playground.ui.race import interleave
+from playground.ui.settings import PROMPT_LOOKUP, RunSettings
+from playground.ui.tab_race import N_OUTPUTS, race_handler
+
+FATES = {ACCEPTED, REJECTED, RESAMPLED, BONUS}
+
+
+def step(
+    drafts=(), n_accepted=0, next_token=9, next_fate=TARGET, emitted=None, seconds=0.01, index=0, finish=None
+):
+    """A hand-made StepEvent: drafts are (token, q, p, accept_prob, uniform)."""
+    tokens = tuple(
+        DraftToken(t, q, p, a, u, ACCEPTED if i < n_accepted else REJECTED)
+        for i, (t, q, p, a, u) in enumerate(drafts)
+    )
+    if emitted is None:
+        emitted = tuple(d.token for d in tokens[:n_accepted]) + (next_token,)
+    return StepEvent(
+        index,
+        len(drafts),
+        tokens,
+        n_accepted,
+        next_token,
+        next_fate,
+        0.5,
+        emitted,
+        0.0,
+        seconds / 2,
+        seconds / 2,
+        0.0,
+        finish,
+    )
+
+
+def builder(texts: dict[int, str], special=()):
+    return render.SpanBuilder(lambda t: texts[t], lambda t: texts[t], special=special)
+
+
+# -- rendering --------------------------------------------------------------------------------
+
+
+def test_rejected_drafts_sit_struck_through_before_the_token_that_replaced_them():
+    texts = {1: "def", 2: " f", 3: "(x", 4: "[y", 5: "(z"}
+    b = builder(texts)
+    b.add(
+        step(
+            [
+                (1, 0.9, 0.8, 0.889, 0.2),
+                (2, 0.7, 0.6, 0.857, 0.5),
+                (3, 0.6, 0.1, 0.167, 0.9),
+                (4, 0.5, 0.1, 0.2, None),
+            ],
+            n_accepted=2,
+            next_token=5,
+            next_fate=RESAMPLED,
+        )
+    )
+    page = render.render_spans(b.spans)
+    assert [s.fate for s in b.spans] == [ACCEPTED, ACCEPTED, REJECTED, REJECTED, RESAMPLED]
+    assert [s.text for s in b.spans] == ["def", " f", "(x", "[y", "(z"]
+    assert page.index('class="tok rejected"') < page.index('class="tok resampled"')
+    rejected = b.spans[2].tip
+    assert "p(x) = 0.100" in rejected and "q(x) = 0.600" in rejected
+    assert "min(1, p/q) = 0.167" in rejected and "u = 0.900" in rejected
+    assert "unread" in b.spans[3].tip  # after the first rejection nothing is tested
+    assert "norm(max(0, p - q))" in b.spans[4].tip
+
+
+def test_full_acceptance_ends_with_a_bonus_and_baseline_tokens_are_target_tokens():
+    b = builder({1: "a", 2: "b", 3: "c"})
+    b.add(
+        step([(1, 0.5, 0.6, 1.0, 0.3), (2, 0.5, 0.5, 1.0, 0.7)], n_accepted=2, next_token=3, next_fate=BONUS)
+    )
+    assert [s.fate for s in b.spans] == [ACCEPTED, ACCEPTED, BONUS]
+    base = builder({3: "c"})
+    base.add(step(next_token=3, next_fate=TARGET))
+    assert [s.fate for s in base.spans] == [TARGET]
+
+
+def test_greedy_tooltips_explain_the_argmax_rule():
+    b = builder({1: "a", 2: "b", 3: "c"})
+    b.add(
+        step(
+            [(1, 0.5, 0.6, 1.0, None), (2, 0.5, 0.2, 0.0, None)],
+            n_accepted=1,
+            next_token=3,
+            next_fate=RESAMPLED,
+        )
+    )
+    assert "greedy" in b.spans[0].tip and "matches the target's top token" in b.spans[0].tip
+    assert "differs from the target's top token" in b.spans[1].tip
+
+
+def test_token_text_is_escaped_and_whitespace_kept():
+    evil = '<script>alert(1)</script>"&<b>'
+    b = builder({1: evil, 2: "\n    return x\t", 3: "<img src=x onerror=alert(1)>"})
+    b.add(step([(3, 0.5, 0.1, 0.2, 0.9)], n_accepted=0, next_token=1, next_fate=RESAMPLED))
+    b.add(step(next_token=2))
+    page = render.render_spans(b.spans)
+    assert "<script" not in page and "<img" not in page and "<b>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;&quot;&amp;&lt;b&gt;" in page
+    assert "\n    return x\t" in page  # shown as is; the box's CSS keeps it (pre-wrap, monospace)
+    assert "white-space: pre-wrap" in render.CSS and "monospace" in render.CSS
+
+
+def test_special_tokens_are_shown_discreetly():
+    b = builder({7: "", 258: "<|im_end|>"}, special={258})
+    b.add(step(next_token=258, finish="eos"))
+    page = render.render_spans(b.spans)
+    assert 'class="tok special"' in page and "&lt;|im_end|&gt;" in page
+
+
+def test_legend_names_every_fate():
+    legend = render.legend_html()
+    for fate in (ACCEPTED, REJECTED, RESAMPLED, BONUS, TARGET):
+        assert f'class="tok {fate}"' in legend
+
+
+# -- timing and plots ---------------------------------------------------------------------------
+
+
+def test_interleave_advances_the_run_whose_clock_is_behind_and_closing_stops_both():
+    closed = []
+
+    def run(name, seconds):
+        try:
+            for s in seconds:
+                yield step(seconds=s)
+        finally:
+            closed.append(name)
+
+    order = [name for name, _ in interleave({"a": run("a", [1.0, 1.0, 1.0]), "b": run("b", [0.4] * 6)})]
+    # a:0->1; b catches up in 0.4 steps (0.4, 0.8, 1.2); then a (1->2); b to 1.6, 2.0; a (2->3); b to 2.4
+    assert order == ["a", "b", "b", "b", "a", "b", "b", "a", "b"]
+    race = interleave({"a": run("a", [1.0] * 100), "b": run("b", [1.0] * 100)})
+    next(race), next(race)  # both started
+    closed.clear()
+    race.close()  # what Gradio does on Stop
+    assert sorted(closed) == ["a", "b"]
+
+
+def test_plots_follow_each_runs_own_clock_and_end_at_the_measured_speedup():
+    base = [step(seconds=0.1) for _ in range(10)]  # 10 tokens in 1.0 s
+    spec = [
+        step([(1, 0.5, 0.5, 1.0, 0.1)] * 3, n_accepted=3, next_fate=BONUS, seconds=0.2) for _ in range(2)
+    ]  # 8 in 0.4 s
+    tokens = plots.tokens_over_time(base, spec)
+    assert [tr.name for tr in tokens.data] == ["autoregressive", "speculative"]
+    assert tokens.data[0].y[-1] == 10 and tokens.data[1].y[-1] == 8
+    assert tokens.data[1].x[-1] == pytest.approx(0.4)
+    x, y = plots.speedup_curve(base, spec)
+    assert x[-1] == pytest.approx(1.0) and y[-1] == pytest.approx((8 / 0.4) / (10 / 1.0))
+    assert plots.speedup_curve(base, []) == ([], [])
+    accept = plots.acceptance_by_position_figure(spec, alpha=1.0)
+    assert list(accept.data[0].y) == [1.0, 1.0, 1.0]
+
+
+# -- the handler on the tiny pair ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    ctx = build_context()
+    ctx.frame_every = 0.0  # a frame per step, so streaming is visible even on a fast machine
+    return ctx
+
+
+def knobs(**changes) -> list:
+    settings = RunSettings(pair="tiny", max_new_tokens=40)
+    values = {**{n: getattr(settings, n) for n in RunSettings.names()}, **changes}
+    return [values[n] for n in RunSettings.names()]
+
+
+def frames(outputs) -> list[tuple]:
+    """The outputs that redraw the race (not status-only updates)."""
+    return [o for o in outputs if isinstance(o[0], str)]
+
+
+def classes(page: str) -> set[str]:
+    return set(re.findall(r'class="tok (\w+)"', page))
+
+
+def test_race_streams_coloured_text_plots_and_stats(ctx):
+    outputs = list(race_handler(ctx)("def fibonacci(n):", "", *knobs(gamma=4)))
+    assert all(len(o) == N_OUTPUTS for o in outputs)
+    shown = frames(outputs)
+    assert len(shown) >= 5, "the race should stream, not arrive in one piece"
+    counts = [int(re.search(r"(\d+) tokens", f[1]).group(1)) for f in shown]
+    assert counts == sorted(counts) and counts[0] < counts[-1] == 40
+    baseline, speculative, fig_tokens, fig_speedup, fig_accept, stats, status = shown[-1]
+    assert classes(baseline) - {render.SPECIAL} == {TARGET}
+    assert FATES <= classes(speculative), classes(speculative)
+    assert len(fig_tokens.data) == 2 and len(fig_speedup.data[0].x) > 0 and len(fig_accept.data[0].y) > 0
+    assert "identical to the baseline" in stats and "α" in stats and "predicted speedup" in stats
+    assert "Done" in status and "Random-weight pair" in status
+
+
+def test_sampled_race_says_texts_differ_by_chance(ctx):
+    *_, last = race_handler(ctx)("Once upon a time", "", *knobs(temperature=0.9, top_p=0.9, seed=3))
+    assert "sampled (temperature 0.9)" in last[5]
+
+
+def test_prompt_lookup_race_runs(ctx):
+    prompt = "x = [1, 2, 3]\ny = [1, 2, 3]\nz = [1, 2, 3]\n" * 3
+    *_, last = race_handler(ctx)(prompt, "be brief", *knobs(drafter=PROMPT_LOOKUP, gamma=6, ngram_max=4))
+    assert "prompt lookup proposes" in last[1] and "identical to the baseline" in last[5]
+
+
+@pytest.mark.parametrize(
+    "prompt, changes, message",
+    [
+        ("   ", {}, "prompt must be non-empty text"),
+        ("hi", {"max_new_tokens": 0}, "max_new_tokens must be an integer in [1, 1024], got 0"),
+        ("hi", {"max_new_tokens": 10**9}, "max_new_tokens must be an integer in [1, 1024]"),
+        ("hi", {"gamma": 0}, "gamma must be an integer in [1, 64], got 0"),
+        ("hi", {"gamma": 2.5}, "gamma must be an integer, got 2.5"),
+        ("hi", {"top_p": 0}, "top_p must be in (0.0, 1.0], got 0"),
+        ("hi", {"pair": "nope"}, "unknown pair 'nope'"),
+        ("hi", {"drafter": "oracle"}, "drafter must be one of"),
+        ("x" * 2100, {}, "the target's context holds 2048"),
+        ("x" * 2000, {"max_new_tokens": 100}, "max_new_tokens must be at most"),
+    ],
+)
+def test_bad_input_is_a_message_naming_the_field(ctx, prompt, changes, message):
+    handler = race_handler(ctx)
+    outputs = []
+    with pytest.raises(gr.Error) as raised:
+        for o in handler(prompt, "", *knobs(**changes)):
+            outputs.append(o)
+    assert message in raised.value.message
+    status = html.unescape(outputs[-1][-1])
+    assert message in status and "Traceback" not in status  # also in the status box
+    *_, last = handler("still serving", "", *knobs(max_new_tokens=4))
+    assert "Done" in last[-1]
+
+
+def test_loading_progress_is_streamed_to_the_status_box():
+    fresh = build_context()  # nothing loaded yet
+    outputs = list(race_handler(fresh)("hi", "", *knobs(max_new_tokens=3)))
+    loading = [o[-1] for o in outputs if "Loading" in o[-1]]
+    assert loading and "tiny-target" in " ".join(loading)
+
+
+def test_closing_the_handler_stops_the_race(ctx):
+    handler = race_handler(ctx)("hello", "", *knobs(max_new_tokens=400))
+    shown = []
+    for o in handler:
+        if isinstance(o[0], str):
+            shown.append(o)
+        if len(shown) == 3:
+            break
+    handler.close()  # Gradio's cancel; no more work, no error
+    assert int(re.search(r"(\d+) tokens", shown[-1][1]).group(1)) < 400
+
+
+def test_the_race_leaves_a_core_to_the_page_and_restores_torch_threads(ctx):
+    import os
+
+    import torch
+
+    from playground.ui.race import race_frames
+
+    before = torch.get_num_threads()
+    pair = ctx.cache.get("tiny")
+    frames = race_frames(pair, "hi", "", RunSettings(pair="tiny", max_new_tokens=8))
+    seen = {torch.get_num_threads() for frame in frames if not frame.done}
+    assert seen == {max(1, min(before, len(os.sched_getaffinity(0)) - 1))}
+    assert torch.get_num_threads() == before
