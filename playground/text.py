@@ -48,20 +48,27 @@ def check_same_tokenizer(target_tokenizer, draft_tokenizer, names=("target", "dr
 class TokenPieces:
     """Decode tokens one at a time into the text each adds, for streaming display.
 
-    Byte-level tokens can split a character, so each piece is the growth of the decoded text;
-    a token that completes nothing yet shows as an empty piece until its character is whole.
+    Byte-level tokens can split a character, and some tokenizers change how a token reads by
+    what precedes it; so each piece is the growth of a short decoded window (the offsets scheme
+    of vLLM's incremental detokenizer), and a token that completes no character yet gives an
+    empty piece until its character is whole. Each call decodes a few tokens, not the whole text.
     """
 
     def __init__(self, tokenizer, skip_special_tokens: bool = True):
         self.tokenizer = tokenizer
         self.skip = skip_special_tokens
         self.tokens: list[int] = []
-        self.text = ""
+        self.prefix = 0  # window start: decoded for context only
+        self.read = 0  # tokens before this one are already in the text
+
+    def decode(self, tokens: list[int]) -> str:
+        return self.tokenizer.decode(tokens, skip_special_tokens=self.skip)
 
     def add(self, token: int) -> str:
         self.tokens.append(token)
-        text = self.tokenizer.decode(self.tokens, skip_special_tokens=self.skip)
-        if text.endswith("\ufffd"):  # an unfinished UTF-8 sequence: wait for the rest
+        before = self.decode(self.tokens[self.prefix : self.read])
+        after = self.decode(self.tokens[self.prefix :])
+        if len(after) <= len(before) or after.endswith("\ufffd"):  # an unfinished UTF-8 sequence
             return ""
-        piece, self.text = text[len(self.text):], text
-        return piece
+        self.prefix, self.read = self.read, len(self.tokens)
+        return after[len(before) :]

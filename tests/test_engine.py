@@ -268,3 +268,15 @@ def test_two_token_joint_check_catches_a_wrong_rule(small_vocab_pair, monkeypatc
     prompt = [1, 5, 2]
     fit = goodness_of_fit(joint_counts(target, draft, prompt, 8, JOINT_DRAWS), exact_joint(target, prompt, 8))
     assert fit.p_value < 1e-4, fit
+
+
+def test_token_pieces_rebuild_the_text_even_when_tokens_split_characters():
+    from playground.text import TokenPieces
+
+    tokenizer = byte_tokenizer()
+    text = "naïve café — 日本語 ✓\n  indented <tag>"
+    ids = tokenizer(text)["input_ids"]
+    pieces = TokenPieces(tokenizer)
+    out = [pieces.add(t) for t in ids]
+    assert "".join(out) == text
+    assert "" in out  # multi-byte characters arrive in several tokens; the first ones add nothing yet
