@@ -70,12 +70,19 @@ class RunMetrics:
     tok_s: float = 0.0
     draft_forward_s: float = 0.0  # seconds per drafted token
     target_call_s: float = 0.0  # seconds per target call (verification forward)
-    c: float = 0.0  # draft_forward_s / target_call_s
+    target_step_s: float = 0.0  # seconds of one plain target step: the baseline's, else target_call_s
+    c: float = 0.0  # draft_forward_s / target_step_s: DESIGN.md's cost ratio
+    verify_cost: float | None = None  # target_call_s / the baseline's step (the formula assumes 1)
     predicted_speedup: float = 1.0  # DESIGN.md's formula at (alpha, mean_gamma, c)
 
 
-def summarize(events: list[StepEvent]) -> RunMetrics:
-    """Fold a run's events into its metrics."""
+def summarize(events: list[StepEvent], baseline: list[StepEvent] | None = None) -> RunMetrics:
+    """Fold a run's events into its metrics.
+
+    c is one draft forward over one plain target forward. With the autoregressive `baseline` of
+    the same prompt, its steps give the plain forward's cost; without, the verification call
+    stands in for it (the formula's own assumption that verifying costs one forward).
+    """
     new_tokens = sum(len(e.emitted) for e in events)
     calls = len(events)
     drafted = sum(len(e.drafts) for e in events)
@@ -89,7 +96,8 @@ def summarize(events: list[StepEvent]) -> RunMetrics:
     mean_gamma = drafted / calls if calls else 0.0
     draft_forward_s = draft_s / drafted if drafted else 0.0
     target_call_s = verify_s / calls if calls else 0.0
-    c = draft_forward_s / target_call_s if target_call_s else 0.0
+    target_step_s = sum(e.verify_s for e in baseline) / len(baseline) if baseline else target_call_s
+    c = draft_forward_s / target_step_s if target_step_s else 0.0
     return RunMetrics(
         new_tokens=new_tokens,
         target_calls=calls,
@@ -104,7 +112,9 @@ def summarize(events: list[StepEvent]) -> RunMetrics:
         tok_s=new_tokens / seconds if seconds else 0.0,
         draft_forward_s=draft_forward_s,
         target_call_s=target_call_s,
+        target_step_s=target_step_s,
         c=c,
+        verify_cost=target_call_s / target_step_s if baseline and target_step_s else None,
         predicted_speedup=expected_speedup(alpha, mean_gamma, c) if drafted else 1.0,
     )
 

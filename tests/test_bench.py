@@ -274,7 +274,8 @@ def test_summary_uses_medians_of_ratios_and_pooled_counts():
     assert s["speedup"] == 2.0 and s["losing_prompts"] == 1  # median of per-prompt ratios; losses counted
     assert s["acceptance_rate"] == pytest.approx(20 / 24)
     assert s["mean_accepted_tokens"] == pytest.approx(60 / 12)
-    assert s["c"] == pytest.approx(0.1) and s["verify_cost"] == pytest.approx(2.0)
+    # c = draft forward over one plain (baseline) step: 0.1 s over 0.5 s
+    assert s["c"] == pytest.approx(0.2) and s["verify_cost"] == pytest.approx(2.0)
     assert s["identical"] is True and s["identical_prompts"] == 3
 
 

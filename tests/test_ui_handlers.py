@@ -280,3 +280,11 @@ def test_the_race_leaves_a_core_to_the_page_and_restores_torch_threads(ctx):
     seen = {torch.get_num_threads() for frame in frames if not frame.done}
     assert seen == {max(1, min(before, len(os.sched_getaffinity(0)) - 1))}
     assert torch.get_num_threads() == before
+
+
+def test_finished_race_becomes_a_point_of_its_session(ctx):
+    *_, last = race_handler(ctx)("def add(a, b):", "", *knobs(gamma=3), session="alice")
+    points = ctx.measurements.get("alice")
+    assert len(points) == 1 and points[0].gamma == 3 and points[0].source == "race"
+    assert points[0].speedup > 0 and 0 <= points[0].alpha <= 1
+    assert ctx.measurements.get("bob") == []

@@ -148,7 +148,7 @@ def speed_fields(base: Run, spec: Run) -> dict:
 
 def speculation_fields(base: Run, spec: Run) -> dict:
     """Acceptance and cost from the speculative run's events, with the raw sums the summary pools."""
-    m = summarize(spec.events)
+    m = summarize(spec.events, baseline=base.events)
     return {
         "acceptance_rate": m.acceptance_rate,
         "mean_accepted_tokens": m.mean_tokens_per_call,  # tokens per target call (Spec-Bench's metric)

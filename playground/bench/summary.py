@@ -66,7 +66,9 @@ def speculation_summary(records) -> dict:
     target_call_s = total(records, "verify_seconds") / calls if calls else 0.0
     draft_token_s = total(records, "draft_seconds") / drafted if drafted else 0.0
     decode_call_s = total(records, "baseline_call_seconds") / base_calls if base_calls else 0.0
-    c = draft_token_s / target_call_s if target_call_s else 0.0
+    # DESIGN.md's c: one draft forward over one plain target forward (the baseline's step)
+    step_s = decode_call_s or target_call_s
+    c = draft_token_s / step_s if step_s else 0.0
     predicted = expected_speedup(alpha, mean_gamma, c) if drafted else 1.0
     measured = rate_summary(records)["speedup_total"]
     return {

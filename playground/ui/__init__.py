@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import gradio as gr
 
-from . import tab_race
+from . import tab_export, tab_lab, tab_race, tab_stepthrough, tab_sweep, tab_theory
 from .context import AppContext, build_context
 
-TABS = [tab_race]
+TABS = [tab_race, tab_stepthrough, tab_theory, tab_lab, tab_sweep, tab_export]
 
 HEADER = """# Speculative Sampling Playground
 A small **draft** model proposes γ tokens, the big **target** model checks them all in one forward pass

@@ -8,7 +8,9 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from .measured import Measurements
 
 # Every event that runs a model takes this: one shared queue for all tabs, one job at a time,
 # because the models and the CPU are shared and timings are only honest when nothing else runs.
@@ -29,6 +31,8 @@ class AppContext:
     cache: object  # loading.PairCache
     default_pair: str | None = None  # selected when the page opens; None: the registry's default
     frame_every: float = 0.15  # least seconds of computing between two redraws of a streaming view
+    # Each session's measured speedups (race, sweep, "measure now"), for the theory view; bounded.
+    measurements: Measurements = field(default_factory=Measurements)
 
     def pair_choices(self) -> list[tuple[str, str]]:
         """(label, name) for the pair dropdown; random-weight and hub-only pairs say so."""

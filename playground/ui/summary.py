@@ -27,7 +27,8 @@ def placeholder() -> str:
 
 
 def stats_html(frame: RaceFrame) -> str:
-    a, s = summarize(frame.baseline.events), summarize(frame.speculative.events)
+    a = summarize(frame.baseline.events)
+    s = summarize(frame.speculative.events, baseline=frame.baseline.events)
     speedup = s.tok_s / a.tok_s if a.tok_s and s.tok_s else None
     shown = f"{speedup:.2f}×" if speedup else "–"
     rows = [
@@ -58,7 +59,9 @@ def theory(s: RunMetrics) -> str:
     items = [
         ("α (acceptance rate)", f"{s.alpha:.2f}", "share of tested draft tokens the target kept"),
         ("tokens per target call", f"{s.mean_tokens_per_call:.2f}", f"mean γ drafted {s.mean_gamma:.1f}"),
-        ("c (cost ratio)", f"{s.c:.2f}", "one draft forward ÷ one target forward, measured"),
+        ("c (cost ratio)", f"{s.c:.2f}", "one draft forward ÷ one plain target step, measured"),
+        ("verification cost", f"{s.verify_cost:.2f}" if s.verify_cost else "–",
+         "one check of γ+1 tokens ÷ one plain target step (the formula assumes 1)"),
         ("predicted speedup", f"{s.predicted_speedup:.2f}×", "(1 − α^(γ+1)) / ((1 − α)(γc + 1))"),
     ]
     rows = "".join(

@@ -15,6 +15,7 @@ import gradio as gr
 from ..events import summarize
 from . import controls, plots, render, summary
 from .context import SERIAL, AppContext, Loading
+from .measured import point_from_race, session_of
 from .race import BASELINE, SPECULATIVE, TIMING_NOTE, RaceFrame, race_frames
 from .settings import PROMPT_LOOKUP, RunSettings
 
@@ -106,8 +107,15 @@ def build(ctx: AppContext) -> None:
     outputs = [baseline_text, spec_text, tokens_plot, speedup_plot, accept_plot, stats, status]
     inputs = [prompt, system, *knobs.values()]
     # preprocess=False: raw values reach RunSettings, whose errors name the field (see controls.py).
+    handler = race_handler(ctx)
+
+    def race_event(request: gr.Request, prompt: str, system: str, *knobs) -> Iterator[tuple]:
+        # Gradio passes the session only to a parameter typed gr.Request; finished races become
+        # points on this session's theory view.
+        yield from handler(prompt, system, *knobs, session=session_of(request))
+
     race = run.click(
-        race_handler(ctx),
+        race_event,
         inputs,
         outputs,
         api_name="race",
@@ -128,7 +136,7 @@ def build(ctx: AppContext) -> None:
 def race_handler(ctx: AppContext):
     """The Run handler, bound to this app's context (its pair cache) by closure."""
 
-    def race(prompt: str, system: str, *knobs) -> Iterator[tuple]:
+    def race(prompt: str, system: str, *knobs, session: str | None = None) -> Iterator[tuple]:
         try:
             settings = RunSettings.from_values(dict(zip(RunSettings.names(), knobs, strict=True)))
             settings.spec_config()  # a bad knob fails before anything loads
@@ -145,6 +153,8 @@ def race_handler(ctx: AppContext):
             yield from fail(f"Could not load pair {settings.pair!r}: {e}")
         try:
             for frame in race_frames(pair, prompt, system, settings, every=ctx.frame_every):
+                if (point := point_from_race(frame, prompt[:40])) is not None:
+                    ctx.measurements.add(session, point)
                 yield view(frame, pair.random_weights)
         except ValueError as e:  # the prompt or settings do not fit the model (context length…)
             yield from fail(str(e))
@@ -178,7 +188,7 @@ def view(frame: RaceFrame, random_weights: bool) -> tuple:
     base, spec = frame.baseline, frame.speculative
     a_spans, s_spans = frame.spans
     stats_panel = summary.stats_html(frame)
-    metrics = summarize(spec.events)
+    metrics = summarize(spec.events, baseline=base.events)
     return (
         render.render_run(run_title(BASELINE), run_meta(base), a_spans),
         render.render_run(run_title(SPECULATIVE, frame.settings.drafter), run_meta(spec), s_spans),

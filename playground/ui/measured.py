@@ -1,0 +1,196 @@
+"""Measured points of this session, for the theory view: speedup at a γ, with the α and c behind it.
+
+A point keeps the raw sums (accepted, tested, seconds, calls), not only ratios, so points are
+pooled exactly: α = Σ accepted / Σ tested, as the bench's summary does. Pure data, no Gradio.
+
+c here is DESIGN.md's: one draft forward ÷ one *plain* target forward (the baseline's decoding
+step). The formula also assumes that verifying γ + 1 tokens costs one plain forward; on a CPU it
+costs more, so each point also records that verification cost ratio, v = verify call ÷ plain step.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured run pair (baseline and speculative) of one prompt at one setting."""
+
+    pair: str
+    drafter: str  # settings.DRAFT_MODEL or PROMPT_LOOKUP
+    temperature: float
+    gamma: int
+    speedup: float  # measured: speculative tok/s ÷ baseline tok/s
+    accepted: int
+    tested: int  # draft positions tested: accepted ones and each first rejection (α's denominator)
+    drafted: int
+    draft_seconds: float
+    verify_seconds: float  # speculative run: seconds of its target forwards
+    target_calls: int  # speculative run: target forwards
+    baseline_calls: int
+    baseline_seconds: float  # baseline run: seconds of its target forwards
+    source: str = ""  # "race", "sweep", "measure"
+    prompt: str = ""  # a short label of the prompt
+
+    @property
+    def alpha(self) -> float:
+        return self.accepted / self.tested if self.tested else 0.0
+
+    @property
+    def c(self) -> float:
+        return cost_ratio(self.draft_seconds, self.drafted, self.baseline_seconds, self.baseline_calls)
+
+    @property
+    def verify_cost(self) -> float:
+        return cost_ratio(self.verify_seconds, self.target_calls, self.baseline_seconds, self.baseline_calls)
+
+    def as_row(self) -> dict:
+        return {**asdict(self), "alpha": self.alpha, "c": self.c, "verify_cost": self.verify_cost}
+
+
+def cost_ratio(seconds: float, count: int, base_seconds: float, base_count: int) -> float:
+    """(seconds / count) ÷ (base_seconds / base_count), 0 when either side is empty."""
+    if not count or not base_count or not base_seconds:
+        return 0.0
+    return (seconds / count) / (base_seconds / base_count)
+
+
+def point_from_record(
+    record: dict, *, pair: str, drafter: str, temperature: float, gamma: int, source: str, prompt: str = ""
+) -> Point:
+    """A point from one bench record (bench.measure.measure_prompt's fields)."""
+    return Point(
+        pair=pair,
+        drafter=drafter,
+        temperature=float(temperature),
+        gamma=int(gamma),
+        speedup=record["speedup"],
+        accepted=record["accepted"],
+        tested=record["tested"],
+        drafted=record["drafted"],
+        draft_seconds=record["draft_seconds"],
+        verify_seconds=record["verify_seconds"],
+        target_calls=record["target_calls"],
+        baseline_calls=record["baseline_calls"],
+        baseline_seconds=record["baseline_call_seconds"],
+        source=source,
+        prompt=prompt,
+    )
+
+
+def point_from_events(
+    baseline: list,
+    speculative: list,
+    *,
+    pair: str,
+    drafter: str,
+    temperature: float,
+    gamma: int,
+    source: str,
+    prompt: str = "",
+) -> Point:
+    """A point from two event lists (e.g. a finished race: RaceFrame.baseline/speculative.events)."""
+    from ..events import summarize
+
+    a, s = summarize(baseline), summarize(speculative)
+    return Point(
+        pair=pair,
+        drafter=drafter,
+        temperature=float(temperature),
+        gamma=int(gamma),
+        speedup=s.tok_s / a.tok_s if a.tok_s else 0.0,
+        accepted=s.accepted,
+        tested=sum(e.n_accepted + (e.n_accepted < len(e.drafts)) for e in speculative),
+        drafted=s.drafted,
+        draft_seconds=sum(e.draft_s for e in speculative),
+        verify_seconds=sum(e.verify_s for e in speculative),
+        target_calls=s.target_calls,
+        baseline_calls=a.target_calls,
+        baseline_seconds=sum(e.verify_s for e in baseline),
+        source=source,
+        prompt=prompt,
+    )
+
+
+def point_from_race(frame, prompt: str = "") -> Point | None:
+    """The Race tab's hook: a finished race (race.RaceFrame with done=True) as a point; None while it
+    runs, or when γ was adaptive (the curve's x is a fixed γ)."""
+    settings = frame.settings
+    if not frame.done or settings.adaptive or not frame.speculative.events:
+        return None
+    return point_from_events(
+        frame.baseline.events,
+        frame.speculative.events,
+        pair=settings.pair,
+        drafter=settings.drafter,
+        temperature=settings.temperature,
+        gamma=settings.gamma,
+        source="race",
+        prompt=prompt,
+    )
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """What the theory curve is drawn from: α and c over several points, and how v grows with γ."""
+
+    points: int
+    alpha: float
+    c: float
+    verify_slope: float  # k in v(γ) ≈ 1 + k·γ, least squares through (0, 1); 0 when unknown
+
+
+def pool(points: list[Point]) -> Pooled | None:
+    """Pool α and c over points (exact sums); None when no point drafted anything."""
+    drafted = [p for p in points if p.tested]
+    if not drafted:
+        return None
+    alpha = sum(p.accepted for p in drafted) / sum(p.tested for p in drafted)
+    c = cost_ratio(
+        sum(p.draft_seconds for p in drafted),
+        sum(p.drafted for p in drafted),
+        sum(p.baseline_seconds for p in drafted),
+        sum(p.baseline_calls for p in drafted),
+    )
+    timed = [p for p in drafted if p.verify_cost > 0]
+    den = sum(p.gamma**2 for p in timed)
+    slope = sum((p.verify_cost - 1) * p.gamma for p in timed) / den if den else 0.0
+    return Pooled(len(drafted), alpha, c, max(0.0, slope))
+
+
+class Measurements:
+    """Each session's measured points, bounded: at most `sessions` sessions (least recently used
+    dropped) and `per_session` points each (oldest dropped). Thread-safe: handlers run in threads.
+
+    Keyed by gr.Request.session_hash, so a session never sees another's points.
+    """
+
+    def __init__(self, sessions: int = 64, per_session: int = 200):
+        self.sessions, self.per_session = sessions, per_session
+        self.store: OrderedDict[str | None, list[Point]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def add(self, session: str | None, point: Point) -> None:
+        with self.lock:
+            points = self.store.setdefault(session, [])
+            self.store.move_to_end(session)
+            points.append(point)
+            del points[: -self.per_session]
+            while len(self.store) > self.sessions:
+                self.store.popitem(last=False)
+
+    def get(self, session: str | None) -> list[Point]:
+        with self.lock:
+            return list(self.store.get(session, []))
+
+    def clear(self, session: str | None) -> None:
+        with self.lock:
+            self.store.pop(session, None)
+
+
+def session_of(request) -> str | None:
+    """The session key of a gr.Request (None when a handler is called directly, as in tests)."""
+    return getattr(request, "session_hash", None)

@@ -1,0 +1,308 @@
+"""The sweep: a grid of γ × drafter × temperature over a few prompts, measured with the bench's own
+code (warm-up, then baseline and speculative runs alternated, the median kept), summarised per
+cell with the bench's summary, and written as CSV and JSON.
+
+`make_plan` checks every field before anything loads; errors name the field as the page shows it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..sampling import expected_speedup
+from .measured import point_from_record, pool
+from .settings import DRAFTERS, MAX_NEW_TOKENS
+
+MAX_RUNS = 400  # cells × prompts: past this a CPU sweep takes a day
+MAX_PER_CATEGORY = 20
+SCHEMA = "playground.sweep/1"
+COLUMNS = [
+    "drafter",
+    "temperature",
+    "gamma",
+    "prompts",
+    "speedup",
+    "alpha",
+    "tokens_per_call",
+    "c",
+    "verify_cost",
+    "formula_speedup",
+    "baseline_tok_s",
+    "speculative_tok_s",
+    "identical",
+]
+HEADERS = [
+    "drafter",
+    "T",
+    "γ",
+    "prompts",
+    "speedup ×",
+    "α",
+    "tokens / call",
+    "c",
+    "v",
+    "formula ×",
+    "baseline tok/s",
+    "speculative tok/s",
+    "identical",
+]  # COLUMNS as the page shows them
+LEGEND = (
+    "speedup: median over the prompts of speculative ÷ autoregressive tokens/s. α: share of tested "
+    "guesses kept. c: one draft step ÷ one plain target step. v: one verification pass ÷ one plain target "
+    "step (the formula assumes 1). formula: (1 − α^(γ+1)) / ((1 − α)(γc + 1)) at the measured α and c. "
+    "identical (greedy only): the speculative text equals the autoregressive one."
+)
+
+
+@dataclass(frozen=True)
+class SweepPrompt:
+    label: str  # "Code" or "spec-bench coding #81"
+    text: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    pair: str
+    gammas: list[int]
+    drafters: list[str]
+    temperatures: list[float]
+    prompts: list[SweepPrompt]
+    max_new_tokens: int
+    repeats: int
+    seed: int
+
+    @property
+    def cells(self) -> list[tuple[str, float, int]]:
+        return list(itertools.product(self.drafters, self.temperatures, self.gammas))
+
+    @property
+    def total_runs(self) -> int:
+        """Progress units: a warm-up per cell, then a baseline and a speculative run per prompt and repeat."""
+        return len(self.cells) * (1 + 2 * self.repeats * len(self.prompts))
+
+
+def parse_list(field: str, text, kind=int) -> list:
+    """'1,2,4' or '1-4,8' (ranges for whole numbers) -> values; errors name the field."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{field}: give at least one value, e.g. {'1,2,4,8' if kind is int else '0,0.7'}")
+    values = []
+    for part in (p.strip() for p in text.split(",")):
+        match = re.fullmatch(r"(\d+)\s*-\s*(\d+)", part) if kind is int else None
+        try:
+            if match:
+                low, high = int(match[1]), int(match[2])
+                if high < low or high - low > 64:
+                    raise ValueError
+                values += list(range(low, high + 1))
+            else:
+                values.append(kind(part))
+        except ValueError:
+            what = "whole numbers or ranges like 1-8" if kind is int else "numbers"
+            raise ValueError(f"{field}: expected {what} separated by commas, got {part!r}") from None
+    return list(dict.fromkeys(values))
+
+
+def check_values(gammas: list[int], temperatures: list[float]) -> None:
+    """The engine's own range checks (SpecConfig), re-raised with the page's field names."""
+    from ..engine import SpecConfig
+
+    for field, name, values in (("γ values", "gamma", gammas), ("temperatures", "temperature", temperatures)):
+        for value in values:
+            try:
+                SpecConfig(**{name: value})
+            except ValueError as e:
+                raise ValueError(f"{field}: {e}") from None
+
+
+def choose_prompts(examples: list[str], categories: list[str], per_category, builtin: dict[str, str]) -> list:
+    """Built-in examples by label, plus the first `per_category` Spec-Bench prompts of each category."""
+    from ..bench.prompts import load_prompts
+    from .flow import whole
+
+    chosen = [SweepPrompt(label, builtin[label]) for label in examples or [] if label in builtin]
+    if categories:
+        limit = whole("prompts per category", per_category, 1, MAX_PER_CATEGORY)
+        try:
+            bench = load_prompts(categories=categories, limit=limit)
+        except ValueError as e:
+            raise ValueError(f"Spec-Bench categories: {e}") from None
+        chosen += [SweepPrompt(f"spec-bench {p.category} #{p.id}", p.text) for p in bench]
+    if not chosen:
+        raise ValueError("prompts: choose at least one example or Spec-Bench category")
+    return chosen
+
+
+def make_plan(
+    pair: str,
+    gammas_text,
+    drafters,
+    temperatures_text,
+    examples,
+    categories,
+    per_category,
+    max_new_tokens,
+    repeats,
+    seed,
+    builtin: dict[str, str],
+) -> Plan:
+    from .flow import whole
+
+    gammas = parse_list("γ values", gammas_text, int)
+    temperatures = parse_list("temperatures", temperatures_text, float)
+    check_values(gammas, temperatures)
+    if not drafters:
+        raise ValueError("drafters: choose at least one")
+    unknown = [d for d in drafters if d not in DRAFTERS]
+    if unknown:
+        raise ValueError(
+            f"drafters: unknown {', '.join(map(repr, unknown))}; choose from {', '.join(DRAFTERS)}"
+        )
+    prompts = choose_prompts(examples, categories, per_category, builtin)
+    plan = Plan(
+        pair,
+        gammas,
+        list(drafters),
+        temperatures,
+        prompts,
+        whole("max new tokens", max_new_tokens, 1, MAX_NEW_TOKENS),
+        whole("repeats", repeats, 1, 10),
+        whole("seed", seed, 0, 2**31 - 1),
+    )
+    runs = len(plan.cells) * len(prompts)
+    if runs > MAX_RUNS:
+        raise ValueError(
+            f"grid: {len(plan.cells)} settings × {len(prompts)} prompts = {runs} measurements, "
+            f"more than {MAX_RUNS}; use fewer values or prompts"
+        )
+    return plan
+
+
+def run_sweep(pair, plan: Plan, report) -> list[dict]:
+    """Measure every cell (in lockstep with the page); report("run", what, done, total) after each
+    run and report("cell", row, done, total) after each cell. Returns the rows."""
+    from ..bench.measure import measure_prompt, room_for, warm_up
+    from ..engine import SpecConfig
+    from ..text import encode_prompt
+    from .race import spare_a_core
+    from .theory import bench_setup
+
+    encoded = [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
+    done, total, rows = 0, plan.total_runs, []
+    with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
+        for drafter, temperature, gamma in plan.cells:
+            setup = bench_setup(pair, drafter)
+            config = SpecConfig(
+                gamma=gamma, temperature=temperature, seed=plan.seed, max_new_tokens=plan.max_new_tokens
+            )
+            fitting = [(p, ids) for p, ids in encoded if room_for(setup.target, ids, config) is None]
+            if not fitting:
+                raise ValueError(
+                    f"prompts: none fits the target's context with {plan.max_new_tokens} new tokens"
+                )
+            warm_up(setup, fitting[0][1], config, 1)
+            done += 1
+            report("run", f"warm-up, {drafter}, T = {temperature:g}, γ = {gamma}", done, total)
+            records = []
+            for prompt, ids in fitting:
+                cell = f"{prompt.label} ({drafter}, T = {temperature:g}, γ = {gamma})"
+
+                def ran(method, _done, _total, cell=cell):
+                    nonlocal done
+                    done += 1
+                    report("run", f"{method} on {cell}", done, total)
+
+                record = measure_prompt(setup, ids, config, plan.repeats, ran)
+                records.append({"prompt": prompt.label, "drafter": drafter, **record})
+            done = max(done, cell_end(plan, len(rows) + 1))  # prompts too long for the context are skipped
+            row = summarize_cell(plan.pair, drafter, temperature, gamma, records)
+            rows.append(row)
+            report("cell", row, done, total)
+    return rows
+
+
+def cell_end(plan: Plan, cells_done: int) -> int:
+    return cells_done * (1 + 2 * plan.repeats * len(plan.prompts))
+
+
+def summarize_cell(pair: str, drafter: str, temperature: float, gamma: int, records: list[dict]) -> dict:
+    """One table row: the bench's summary of the cell's prompts, with α and c pooled the theory's way."""
+    from ..bench.summary import summarize_records
+
+    summary = summarize_records(records)
+    points = [
+        point_from_record(
+            r,
+            pair=pair,
+            drafter=drafter,
+            temperature=temperature,
+            gamma=gamma,
+            source="sweep",
+            prompt=r["prompt"],
+        )
+        for r in records
+    ]
+    pooled = pool(points)
+    alpha, c = (pooled.alpha, pooled.c) if pooled else (0.0, 0.0)
+    verify = sum(p.verify_cost for p in points) / len(points) if points else 0.0
+    return {
+        "drafter": drafter,
+        "temperature": temperature,
+        "gamma": gamma,
+        "prompts": len(records),
+        "speedup": summary["speedup"],
+        "alpha": alpha,
+        "tokens_per_call": summary["mean_accepted_tokens"],
+        "c": c,
+        "verify_cost": verify,
+        "formula_speedup": expected_speedup(alpha, summary["mean_gamma"], c) if pooled else 1.0,
+        "baseline_tok_s": summary["baseline_tok_s"],
+        "speculative_tok_s": summary["speculative_tok_s"],
+        "identical": summary["identical"],
+        "points": points,
+        "records": records,
+    }
+
+
+def table(rows: list[dict]) -> list[list]:
+    """The rows as the page's table shows them (rounded)."""
+
+    def cell(value):
+        return round(value, 3) if isinstance(value, float) else value
+
+    return [[cell(r[k]) for k in COLUMNS] for r in rows]
+
+
+def write_files(plan: Plan, rows: list[dict], directory: str | None = None) -> tuple[str, str]:
+    """CSV (one row per cell) and JSON (plan, rows, per-prompt records), written atomically into a fresh
+    temp directory (one per sweep, so two sessions never overwrite each other's files)."""
+    import csv
+    import io
+
+    from ..bench.report import atomic_write, clean
+
+    folder = Path(directory or tempfile.mkdtemp(prefix="playground-sweep-"))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    csv_path, json_path = folder / f"sweep-{stamp}.csv", folder / f"sweep-{stamp}.json"
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(COLUMNS)
+    writer.writerows([[r[k] for k in COLUMNS] for r in rows])
+    atomic_write(csv_path, buffer.getvalue())
+    report = {
+        "schema": SCHEMA,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "plan": {**asdict(plan), "prompts": [asdict(p) for p in plan.prompts]},
+        "columns": {
+            "c": "one draft step ÷ one plain target step",
+            "verify_cost": "one verification pass ÷ one plain target step",
+        },
+        "rows": [{k: r[k] for k in COLUMNS} | {"records": r["records"]} for r in rows],
+    }
+    atomic_write(json_path, json.dumps(clean(report), indent=2) + "\n")
+    return str(csv_path), str(json_path)

@@ -1,0 +1,203 @@
+"""The Sweep tab: measure a grid of γ × drafter × temperature on a few prompts, with a progress bar
+and Stop; a results table and plots that fill in cell by cell; CSV and JSON to download.
+
+Every measured prompt also becomes a point of the Theory tab (ctx.measurements).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import gradio as gr
+
+from . import sweep, teach_plots
+from .context import SERIAL, AppContext
+from .flow import fail, load_pair, read_settings
+from .lockstep import streamed
+from .measured import session_of
+from .settings import DRAFT_MODEL, DRAFTERS, MAX_NEW_TOKENS
+from .tab_race import EXAMPLES, status_html
+
+TITLE = "Sweep"
+log = logging.getLogger(__name__)
+
+N_OUTPUTS, STATUS = 5, 4  # table, speedup plot, α plot, files, status
+BUILTIN = {e[0]: e[1] for e in EXAMPLES}  # the Race tab's examples, by label
+
+
+def build(ctx: AppContext) -> None:
+    from ..bench.prompts import categories_of, load_prompts
+
+    spec = ctx.registry.pair(ctx.default_pair)
+    gr.Markdown(
+        "Measure the speedup over a grid of settings. Each cell warms up, then times the autoregressive "
+        "baseline and the speculative run alternately (the benchmark's own code). A 3 × 3 grid on one "
+        "short prompt takes a few minutes on a CPU."
+    )
+    with gr.Row():
+        with gr.Column(scale=3):
+            with gr.Row():
+                gammas = gr.Textbox(
+                    "1,2,4", label="γ values", info="e.g. 1,2,4,8 or 1-8", elem_id="sw-gammas"
+                )
+                temperatures = gr.Textbox(
+                    "0", label="temperatures", info="e.g. 0,0.7", elem_id="sw-temperatures"
+                )
+            drafters = gr.CheckboxGroup(
+                list(DRAFTERS), value=[DRAFT_MODEL], label="drafters", elem_id="sw-drafters"
+            )
+            examples = gr.CheckboxGroup(
+                list(BUILTIN), value=[next(iter(BUILTIN))], label="example prompts", elem_id="sw-examples"
+            )
+            with gr.Row():
+                categories = gr.CheckboxGroup(
+                    categories_of(load_prompts()),
+                    label="Spec-Bench categories",
+                    elem_id="sw-categories",
+                    scale=3,
+                )
+                per_category = gr.Number(
+                    1,
+                    minimum=1,
+                    maximum=sweep.MAX_PER_CATEGORY,
+                    precision=0,
+                    label="prompts per category",
+                    elem_id="sw-per-category",
+                    scale=1,
+                )
+        with gr.Column(scale=2):
+            pair = gr.Dropdown(ctx.pair_choices(), value=spec.name, label="Model pair", elem_id="sw-pair")
+            with gr.Row():
+                tokens = gr.Number(
+                    32,
+                    minimum=1,
+                    maximum=MAX_NEW_TOKENS,
+                    precision=0,
+                    label="max new tokens",
+                    elem_id="sw-tokens",
+                )
+                repeats = gr.Number(
+                    1, minimum=1, maximum=10, precision=0, label="repeats (median kept)", elem_id="sw-repeats"
+                )
+                seed = gr.Number(0, minimum=0, precision=0, label="seed", elem_id="sw-seed")
+            with gr.Row():
+                run = gr.Button("Run the sweep", variant="primary", scale=3, elem_id="sw-run")
+                stop = gr.Button("Stop", variant="stop", scale=1, elem_id="sw-stop")
+            status = gr.HTML(status_html("Pick the grid, then run."), elem_id="sw-status")
+            files = gr.File(
+                label="Download (CSV, JSON)", file_count="multiple", interactive=False, elem_id="sw-files"
+            )
+    table = gr.Dataframe(
+        headers=sweep.HEADERS,
+        value=[],
+        label="Results, one row per setting",
+        interactive=False,
+        elem_id="sw-table",
+    )
+    gr.Markdown(f"<small>{sweep.LEGEND}</small>")
+    with gr.Row():
+        speedup_plot = gr.Plot(teach_plots.empty_figure("Speedup against γ appears here."), show_label=False)
+        alpha_plot = gr.Plot(teach_plots.empty_figure("α against γ appears here."), show_label=False)
+
+    inputs = [pair, gammas, drafters, temperatures, examples, categories, per_category, tokens, repeats, seed]
+    outputs = [table, speedup_plot, alpha_plot, files, status]
+    sweeping = run.click(
+        sweep_handler(ctx),
+        inputs,
+        outputs,
+        api_name="sweep",
+        show_progress="minimal",
+        show_progress_on=[status],
+        preprocess=False,
+        **SERIAL,
+    )
+    stop.click(
+        lambda: status_html("Stopped. The rows measured so far stay in the table."),
+        None,
+        status,
+        cancels=[sweeping],
+        queue=False,
+        api_name="sweep_stop",
+    )
+
+
+def sweep_handler(ctx: AppContext):
+    def run(
+        pair: str,
+        gammas: str,
+        drafters: list,
+        temperatures: str,
+        examples: list,
+        categories: list,
+        per_category: int,
+        tokens: int,
+        repeats: int,
+        seed: int,
+        request: gr.Request = None,
+        progress=gr.Progress(),
+    ) -> Iterator[tuple]:
+        try:
+            settings = read_settings({"pair": pair})
+            plan = sweep.make_plan(
+                settings.pair,
+                gammas,
+                drafters,
+                temperatures,
+                examples,
+                categories,
+                per_category,
+                tokens,
+                repeats,
+                seed,
+                BUILTIN,
+            )
+        except ValueError as e:
+            yield from fail(N_OUTPUTS, STATUS, str(e))
+        loaded = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
+        rows: list[dict] = []
+        yield (
+            [],
+            teach_plots.empty_figure("Speedup against γ appears here."),
+            teach_plots.empty_figure("α against γ appears here."),
+            None,
+            status_html(f"Sweeping {len(plan.cells)} settings × {len(plan.prompts)} prompts…", 0.0),
+        )
+        session = session_of(request)
+
+        def show(kind: str, payload, done: int, total: int) -> tuple:
+            progress((done, total), desc="sweeping")
+            if kind == "run":
+                return (*(gr.skip(),) * 4, status_html(f"Ran {payload} ({done}/{total})", done / total))
+            rows.append(payload)  # a finished cell: a table row, and a point per prompt for the Theory tab
+            for point in payload["points"]:
+                ctx.measurements.add(session, point)
+            done_cells = f"Measured {len(rows)} of {len(plan.cells)} settings."
+            return (*figures(rows), gr.skip(), status_html(done_cells, done / total))
+
+        try:
+            yield from streamed(lambda report: sweep.run_sweep(loaded, plan, report), show)
+        except ValueError as e:
+            yield from fail(N_OUTPUTS, STATUS, str(e))
+        except Exception as e:
+            log.exception("sweep failed")
+            yield from fail(N_OUTPUTS, STATUS, f"The sweep failed: {type(e).__name__}: {e}")
+        paths = list(sweep.write_files(plan, rows))
+        note = (
+            "\nRandom-weight pair: speedups are real, the text is gibberish." if loaded.random_weights else ""
+        )
+        yield (
+            *figures(rows),
+            paths,
+            status_html(f"Done: {len(rows)} settings measured. The points are on the Theory tab too.{note}"),
+        )
+
+    return run
+
+
+def figures(rows: list[dict]) -> tuple:
+    return (
+        sweep.table(rows),
+        teach_plots.sweep_figure(rows, "speedup", "Measured speedup against γ", "speedup ×"),
+        teach_plots.sweep_figure(rows, "alpha", "Acceptance rate α against γ", "α"),
+    )

@@ -1,0 +1,202 @@
+"""The Theory tab: the expected speedup against γ from this session's measured α and c, with the
+measured points on top, the recommended γ, and a button to measure α and c now.
+
+Points come from ctx.measurements (this session's runs: the sweep, this tab's button, and the
+race once it records its runs there), filtered to the pair, drafter and temperature chosen here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import gradio as gr
+
+from . import teach_plots, theory
+from .context import SERIAL, AppContext
+from .flow import check_prompt, fail, load_pair, read_settings, whole
+from .lockstep import streamed
+from .measured import session_of
+from .settings import DRAFT_MODEL, DRAFTERS
+from .tab_race import status_html
+
+TITLE = "Theory vs measurement"
+log = logging.getLogger(__name__)
+
+N_OUTPUTS, STATUS = 4, 3  # figure, explanation, points table, status
+MAX_MEASURE_TOKENS = 256
+DEFAULT_PROMPT = "Write a Python function that returns the n-th Fibonacci number."
+
+
+def build(ctx: AppContext) -> None:
+    spec = ctx.registry.pair(ctx.default_pair)
+    gr.Markdown(
+        "How much should speculation help, and at which γ? The curve is the paper's formula fed with **α** "
+        "and **c** measured here on this machine; the dots are speedups actually measured in this session."
+    )
+    with gr.Row():
+        with gr.Column(scale=3):
+            plot = gr.Plot(teach_plots.theory_figure([], None, None), show_label=False, elem_id="th-plot")
+        with gr.Column(scale=2):
+            explain = gr.HTML(
+                theory.explain_html([], None, spec.name), css_template=theory.CSS, elem_id="th-explain"
+            )
+    with gr.Row():
+        pair = gr.Dropdown(ctx.pair_choices(), value=spec.name, label="Model pair", elem_id="th-pair")
+        drafter = gr.Radio(list(DRAFTERS), value=DRAFT_MODEL, label="Drafter", elem_id="th-drafter")
+        temperature = gr.Slider(
+            0, 2, value=spec.temperature, step=0.05, label="Temperature", elem_id="th-temperature"
+        )
+    with gr.Row():
+        prompt = gr.Textbox(
+            DEFAULT_PROMPT, label="Prompt to measure on", lines=2, scale=3, elem_id="th-prompt"
+        )
+        with gr.Column(scale=2):
+            gamma = gr.Slider(
+                1, 16, value=spec.gamma, step=1, precision=0, label="γ of the measurement", elem_id="th-gamma"
+            )
+            tokens = gr.Slider(
+                8,
+                MAX_MEASURE_TOKENS,
+                value=48,
+                step=8,
+                precision=0,
+                label="New tokens per run",
+                elem_id="th-tokens",
+            )
+    with gr.Row():
+        measure = gr.Button("Measure α and c now", variant="primary", scale=3, elem_id="th-measure")
+        stop = gr.Button("Stop", variant="stop", scale=1, elem_id="th-stop")
+        clear = gr.Button("Forget my points", scale=1, elem_id="th-clear")
+    status = gr.HTML(
+        status_html(
+            "Measuring takes one warm-up and one timed run each way (autoregressive and speculative)."
+        ),
+        elem_id="th-status",
+    )
+    table = gr.Dataframe(
+        headers=theory.POINT_COLUMNS,
+        value=[],
+        label="Measured points (this session)",
+        interactive=False,
+        elem_id="th-points",
+    )
+
+    view = [pair, drafter, temperature]
+    outputs = [plot, explain, table, status]
+    redraw = redraw_handler(ctx)
+    for control in view:
+        control.change(redraw, view, outputs[:3], queue=False, api_visibility="private")
+    measuring = measure.click(
+        measure_handler(ctx),
+        [prompt, *view, gamma, tokens],
+        outputs,
+        api_name="measure",
+        show_progress="minimal",
+        show_progress_on=[status],
+        preprocess=False,
+        **SERIAL,
+    )
+    stop.click(
+        lambda: status_html("Stopped."),
+        None,
+        status,
+        cancels=[measuring],
+        queue=False,
+        api_name="measure_stop",
+    )
+    clear.click(clear_handler(ctx), view, outputs[:3], queue=False, api_visibility="private")
+    tab = gr.context.Context.block  # the enclosing gr.Tab: redraw when it is opened (points may be new)
+    if isinstance(tab, gr.Tab):
+        tab.select(redraw, view, outputs[:3], queue=False, api_visibility="private")
+
+
+def draw(ctx: AppContext, session, pair: str, drafter: str, temperature: float) -> tuple:
+    """Figure, explanation and table from this session's points of the chosen pair, drafter, T."""
+    points, pooled = theory.pooled_for(ctx.measurements.get(session), pair, drafter, temperature)
+    what = f"{pair}, {drafter}, temperature {float(temperature):g}"
+    return (
+        teach_plots.theory_figure(points, pooled, theory.recommended(pooled)),
+        theory.explain_html(points, pooled, what),
+        theory.points_table(points),
+    )
+
+
+def redraw_handler(ctx: AppContext):
+    def redraw(pair: str, drafter: str, temperature: float, request: gr.Request = None) -> tuple:
+        return draw(ctx, session_of(request), pair, drafter, temperature)
+
+    return redraw
+
+
+def clear_handler(ctx: AppContext):
+    def clear(pair: str, drafter: str, temperature: float, request: gr.Request = None) -> tuple:
+        ctx.measurements.clear(session_of(request))
+        return draw(ctx, session_of(request), pair, drafter, temperature)
+
+    return clear
+
+
+def measure_handler(ctx: AppContext):
+    """Measure one point now: warm-up, then baseline and speculative runs alternated (the bench's code)."""
+
+    def measure(
+        prompt: str,
+        pair: str,
+        drafter: str,
+        temperature: float,
+        gamma: int,
+        tokens: int,
+        request: gr.Request = None,
+        progress=gr.Progress(),
+    ) -> Iterator[tuple]:
+        try:
+            check_prompt(prompt)
+            tokens = whole("new tokens per run", tokens, 1, MAX_MEASURE_TOKENS)
+            settings = read_settings(
+                {
+                    "pair": pair,
+                    "drafter": drafter,
+                    "temperature": temperature,
+                    "gamma": gamma,
+                    "max_new_tokens": tokens,
+                }
+            )
+        except ValueError as e:
+            yield from fail(N_OUTPUTS, STATUS, str(e))
+        loaded = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
+        try:
+            from ..text import encode_prompt
+
+            ids = encode_prompt(loaded.tokenizer, prompt)
+
+            def work(report):
+                return theory.measure(loaded, ids, settings, 1, report, "measure", short(prompt))
+
+            def show(done: int, total: int, what: str) -> tuple:
+                progress((done, total), desc=f"ran {what}")
+                return (
+                    *(gr.skip(),) * 3,
+                    status_html(f"Measuring: ran {what} ({done}/{total})", done / total),
+                )
+
+            point = yield from streamed(work, show)
+        except ValueError as e:
+            yield from fail(N_OUTPUTS, STATUS, str(e))
+        except Exception as e:
+            log.exception("measurement failed")
+            yield from fail(N_OUTPUTS, STATUS, f"Measurement failed: {type(e).__name__}: {e}")
+        session = session_of(request)
+        ctx.measurements.add(session, point)
+        done = (
+            f"Measured at γ = {point.gamma}: speedup {point.speedup:.2f}×, α = {point.alpha:.2f}, "
+            f"c = {point.c:.2f}, verification cost {point.verify_cost:.2f}×."
+        )
+        yield (*draw(ctx, session, settings.pair, settings.drafter, settings.temperature), status_html(done))
+
+    return measure
+
+
+def short(prompt: str, n: int = 40) -> str:
+    text = " ".join(prompt.split())
+    return text if len(text) <= n else text[: n - 1] + "…"

@@ -1,0 +1,202 @@
+"""Theory against measurement: the formula's curve from the measured α and c, and a short
+measurement through the bench's own code (warm-up, alternated baseline and speculative runs).
+
+Pure functions and one measurement function; no Gradio.
+"""
+
+from __future__ import annotations
+
+import html
+
+from ..sampling import best_gamma, expected_speedup
+from .measured import Point, Pooled, point_from_record, pool
+from .settings import PROMPT_LOOKUP, RunSettings
+from .teach_plots import MAX_GAMMA, adjusted_speedup
+
+BENCH_DRAFTER = {PROMPT_LOOKUP: "prompt_lookup"}  # the bench's names; anything else is "model"
+
+CSS = """
+.theory { font-size: 14px; line-height: 1.45; }
+.theory .big { font-size: 20px; font-weight: 700; }
+.theory table { border-collapse: collapse; margin: 6px 0; font-size: 13px; }
+.theory td { padding: 3px 8px; vertical-align: top; border: none;
+  border-bottom: 1px solid var(--border-color-primary); }
+.theory table { border: none; }
+.theory td.v { font-weight: 700; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.theory .hint { color: var(--body-text-color-subdued); font-size: 12.5px; }
+.theory code { font-size: 12.5px; }
+"""
+
+FORMULA = "speedup = (1 − α^(γ+1)) / ((1 − α)(γc + 1))"
+ASSUMPTIONS = (
+    "The numerator is the expected number of tokens one target call yields; the denominator is what a step "
+    "costs, counted in plain target steps: γ draft steps at c each, plus one target pass. The formula "
+    "assumes that every guess is kept with the same chance α, independently of the others; that checking "
+    "γ + 1 tokens in one pass costs the same as one plain step (true on a GPU, where a pass waits on memory, "
+    "not on arithmetic); and that nothing else costs time."
+)
+
+
+def matching(points: list[Point], pair: str, drafter: str, temperature: float) -> list[Point]:
+    """The points of this pair, drafter and temperature: α depends on all three, c on the first two."""
+    return [
+        p for p in points if p.pair == pair and p.drafter == drafter and p.temperature == float(temperature)
+    ]
+
+
+def recommended(pooled: Pooled | None) -> int | None:
+    return None if pooled is None else best_gamma(pooled.alpha, pooled.c, MAX_GAMMA)
+
+
+def adjusted_best(pooled: Pooled) -> int:
+    return max(
+        range(MAX_GAMMA + 1), key=lambda g: adjusted_speedup(pooled.alpha, g, pooled.c, pooled.verify_slope)
+    )
+
+
+def explain_html(points: list[Point], pooled: Pooled | None, what: str) -> str:
+    """The panel beside the curve: the recommended γ, then α, c and v in plain words."""
+    if pooled is None:
+        return (
+            f'<div class="theory"><p class="big">No measurement yet for {html.escape(what)}.</p>'
+            "<p>Press <b>Measure α and c now</b> (a short run with and without speculation), run the "
+            "Sweep tab, or race in the Race tab. The grey curves show the shape for a few made-up α.</p>"
+            f"{formula_block()}</div>"
+        )
+    best = recommended(pooled)
+    gain = expected_speedup(pooled.alpha, best, pooled.c)
+    rows = [
+        (
+            "α",
+            f"{pooled.alpha:.2f}",
+            (
+                "acceptance rate: the share of the draft's guesses the target keeps. "
+                "Each guess survives with probability min(1, p/q), so α is high when the two models agree."
+            ),
+        ),
+        (
+            "c",
+            f"{pooled.c:.2f}",
+            (
+                "cost ratio: one draft step costs this fraction of one plain target step, "
+                "as timed here. Prompt lookup drafts almost for free (c ≈ 0)."
+            ),
+        ),
+    ]
+    timed = [p for p in points if p.verify_cost > 0]
+    if timed:
+        rows.append(verify_row(timed, pooled))
+    table = "".join(
+        f'<tr><td>{k}</td><td class="v">{v_}</td><td>{html.escape(t)}</td></tr>' for k, v_, t in rows
+    )
+    adjusted = ""
+    if pooled.verify_slope > 0:
+        g = adjusted_best(pooled)
+        s = adjusted_speedup(pooled.alpha, g, pooled.c, pooled.verify_slope)
+        adjusted = (
+            f'<p class="hint">With this machine\'s verification cost the best γ is {g} '
+            f"(expected {s:.2f}×).</p>"
+        )
+    return (
+        f'<div class="theory"><p><span class="big">Recommended γ = {best}</span> '
+        f"(expected {gain:.2f}× by the formula)</p>{adjusted}"
+        f"<table>{table}</table>"
+        f'<p class="hint">From {pooled.points} measured run{"s" if pooled.points != 1 else ""} of '
+        f"{html.escape(what)} in this session.</p>{formula_block()}</div>"
+    )
+
+
+def verify_row(timed: list[Point], pooled: Pooled) -> tuple[str, str, str]:
+    """v in words: whether this machine meets the formula's assumption that a check costs one step."""
+    gammas = sorted({p.gamma for p in timed})
+    low, high = min(p.verify_cost for p in timed), max(p.verify_cost for p in timed)
+    shown = f"{low:.2f}×" if high - low < 0.005 else f"{low:.2f}–{high:.2f}×"
+    where = f"γ = {gammas[0]}" if len(gammas) == 1 else f"γ = {gammas[0]}…{gammas[-1]}"
+    if pooled.verify_slope > 0.02:
+        text = (
+            f"verification cost: checking γ + 1 tokens in one target pass took {shown} a plain step "
+            "here. The formula assumes 1; the dashed curve uses the measured growth "
+            f"(about 1 + {pooled.verify_slope:.2f}γ), "
+            "which is why the dots sit below the formula."
+        )
+    else:
+        text = (
+            "verification cost: checking γ + 1 tokens in one target pass costs about one plain step here, as "
+            "the formula assumes. The rest of the gap between dots and curve is time the formula leaves out: "
+            "reading the prompt, sampling, and rolling the caches back after a rejection."
+        )
+    return "v", f"{shown} ({where})", text
+
+
+def formula_block() -> str:
+    return f'<p><code>{FORMULA}</code></p><p class="hint">{html.escape(ASSUMPTIONS)}</p>'
+
+
+def points_table(points: list[Point]) -> list[list]:
+    return [
+        [
+            p.source,
+            p.prompt,
+            p.gamma,
+            p.drafter,
+            p.temperature,
+            round(p.speedup, 3),
+            round(p.alpha, 3),
+            round(p.c, 3),
+            round(p.verify_cost, 3),
+        ]
+        for p in points
+    ]
+
+
+POINT_COLUMNS = ["source", "prompt", "γ", "drafter", "temperature", "speedup ×", "α", "c", "v"]
+
+
+def bench_setup(pair, drafter: str):
+    """The bench's Setup for a loaded pair: the same timed methods the CLI alternates."""
+    from ..bench.measure import Setup
+    from ..text import eos_ids
+
+    return Setup(
+        pair.target.model,
+        pair.draft.model,
+        BENCH_DRAFTER.get(drafter, "model"),
+        eos_ids(pair.tokenizer, pair.target.model, pair.draft.model),
+        pair.tokenizer.pad_token_id,
+    )
+
+
+def measure(
+    pair, ids: list[int], settings: RunSettings, repeats: int, report, source: str, prompt: str
+) -> Point:
+    """Warm up, then time baseline and speculative runs alternated (bench.measure), as one point.
+
+    report(done, total, what) is called after each run (the lockstep worker's callback)."""
+    from ..bench.measure import measure_prompt, warm_up
+    from .race import spare_a_core
+
+    config = settings.spec_config()
+    setup = bench_setup(pair, settings.drafter)
+    total = 2 * repeats + 1
+    with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
+        warm_up(setup, ids, config, 1)
+        report(1, total, "warm-up")
+        record = measure_prompt(
+            setup, ids, config, repeats, lambda method, done, _: report(1 + done, total, method)
+        )
+    return point_from_record(
+        record,
+        pair=settings.pair,
+        drafter=settings.drafter,
+        temperature=settings.temperature,
+        gamma=settings.gamma,
+        source=source,
+        prompt=prompt,
+    )
+
+
+def pooled_for(
+    points: list[Point], pair: str, drafter: str, temperature: float
+) -> tuple[list[Point], Pooled | None]:
+    chosen = matching(points, pair, drafter, temperature)
+    return chosen, pool(chosen)

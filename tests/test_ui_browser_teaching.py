@@ -1,0 +1,167 @@
+"""The teaching and tuning tabs in headless Chromium (Debian's), as a person sees them.
+
+Runs on the tiny random pair by default. For the README screenshots of the real default pair:
+    UI_BROWSER_PAIR=default UI_SCREENSHOT_DIR=assets \
+        python -m pytest -m browser tests/test_ui_browser_teaching.py
+(UI_SCREENSHOT_DIR alone saves the tiny pair's screenshots there instead of only in a temp dir).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PAIR = os.environ.get("UI_BROWSER_PAIR", "tiny")
+REAL = PAIR != "tiny"
+STEP_MS = 60_000 if not REAL else 900_000  # the first real step may load (and convert) the pair
+RUN_MS = 120_000 if not REAL else 900_000
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (CI installs it)"),
+]
+
+
+@pytest.fixture(scope="module")
+def url():
+    from playground.ui import build_demo
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo = build_demo(default_pair=PAIR)
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(url)
+    page.get_by_role("button", name="Run the race").wait_for(timeout=60_000)
+    yield page
+    assert not dialogs, f"a script ran from the page's content: {dialogs}"
+    page.close()
+
+
+def open_tab(page, title: str) -> None:
+    page.get_by_role("tab", name=title).click()
+
+
+def shoot(page, tmp_path, name: str) -> None:
+    page.wait_for_timeout(800)  # let the last redraw settle (plots animate, the status box fades in)
+    shot = tmp_path / name
+    page.screenshot(path=str(shot), full_page=True)
+    assert shot.stat().st_size > 10_000
+    if os.environ.get("UI_SCREENSHOT_DIR"):
+        shutil.copy(shot, Path(os.environ["UI_SCREENSHOT_DIR"]) / name)
+
+
+def step_until(page, text: str, clicks: int = 40) -> int:
+    """Press Next step until the stage panel shows `text`; returns the clicks it took."""
+    stages = page.locator("#st-stages")
+    for i in range(1, clicks + 1):
+        before = page.locator("#st-status").inner_text()
+        page.locator("#st-next").click()
+        page.wait_for_function(
+            "before => { const s = document.querySelector('#st-status').innerText;"
+            " return s !== before && /Step \\d+|finished|⚠/.test(s); }",
+            arg=before,
+            timeout=STEP_MS,
+        )
+        assert "⚠" not in page.locator("#st-status").inner_text()
+        if text in stages.inner_text():
+            return i
+        if "run has finished" in page.locator("#st-status").inner_text():
+            page.locator("#st-reset").click()
+            page.get_by_text("Back at the start").wait_for(timeout=30_000)
+            seed = page.locator("#st-seed input")
+            seed.fill(str(int(seed.input_value() or 0) + 1))
+    pytest.fail(f"no {text!r} in {clicks} steps")
+
+
+def test_step_through_a_rejection_and_a_full_acceptance(page, tmp_path):
+    open_tab(page, "Step-through")
+    page.get_by_text("Sampled: see a rejection and its residual").click()
+    expect(page.locator("#st-temperature input[type=number]")).to_have_value("0.8")
+    step_until(page, "③ Residual")
+    stages = page.locator("#st-stages")
+    assert "min(1, p/q)" in stages.inner_text() and "reject" in stages.inner_text()
+    assert page.locator("#st-plot .js-plotly-plot .barlayer .trace").count() >= 3  # q, p, residual
+    assert (
+        page.locator("#st-text .tok.rejected").count() > 0
+        and page.locator("#st-text .tok.resampled").count() > 0
+    )
+    page.locator("#st-stages").scroll_into_view_if_needed()
+    shoot(page, tmp_path, "stepthrough.png")
+    step_until(page, "③ Bonus token")
+    assert "γ + 1 tokens for a single target call" in stages.inner_text()
+    shoot(page, tmp_path, "stepthrough-bonus.png")
+
+
+def test_theory_view_measures_and_draws_the_curve_with_the_points(page, tmp_path):
+    open_tab(page, "Theory vs measurement")
+    assert "No measurement yet" in page.locator("#th-explain").inner_text()
+    gammas = (2, 4, 6) if REAL else (4,)
+    for gamma in gammas:
+        page.locator("#th-gamma input[type=number]").fill(str(gamma))
+        page.locator("#th-gamma input[type=number]").press("Enter")
+        page.locator("#th-measure").click()
+        page.get_by_text(f"Measured at γ = {gamma}").wait_for(timeout=RUN_MS)
+    explain = page.locator("#th-explain").inner_text()
+    assert "Recommended γ" in explain and "acceptance rate" in explain and "cost ratio" in explain
+    assert page.locator("#th-plot .js-plotly-plot .scatterlayer .trace").count() >= 2  # curve and points
+    assert page.locator("#th-points [role=grid]").get_attribute("aria-rowcount") == str(1 + len(gammas))
+    shoot(page, tmp_path, "theory.png")
+
+
+def test_lab_sweep_and_export_tabs(page, tmp_path):
+    open_tab(page, "Losslessness lab")
+    page.locator("#lab-run").click()
+    page.get_by_text("No detectable difference at 400 draws").wait_for(timeout=RUN_MS)
+    assert page.locator("#lab-plot .js-plotly-plot .barlayer .trace").count() == 2
+    shoot(page, tmp_path, "lab.png")
+
+    open_tab(page, "Sweep")
+    page.locator("#sw-gammas textarea, #sw-gammas input").first.fill("")
+    page.locator("#sw-run").click()
+    page.get_by_text("γ values: give at least one value").first.wait_for(timeout=30_000)
+    page.locator("#sw-gammas textarea, #sw-gammas input").first.fill("1,2,4")
+    page.locator("#sw-run").click()
+    page.get_by_text("Done: 3 settings measured").wait_for(timeout=RUN_MS)
+    assert page.locator("#sw-table [role=grid]").get_attribute("aria-rowcount") == "4"  # header + 3 rows
+    assert page.locator("#sw-files a").count() >= 2  # CSV and JSON links
+    shoot(page, tmp_path, "sweep.png")
+
+    open_tab(page, "Export")
+    expect(page.locator("#ex-vllm-serve")).to_contain_text("vllm serve")
+    page.get_by_role("tab", name="llama.cpp").click()
+    expect(page.locator("#ex-llamacpp")).to_contain_text("--spec-draft-n-max")
+    assert page.locator("#ex-llamacpp button").count() >= 1  # the copy button
+    shoot(page, tmp_path, "export.png")

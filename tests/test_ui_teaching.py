@@ -1,0 +1,622 @@
+"""The teaching and tuning tabs without a browser: their pure views on hand-made events, and their
+handlers called directly on the tiny random pair (no download)."""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import gradio as gr
+import pytest
+import torch
+
+from playground import sampling
+from playground.events import ACCEPTED, BONUS, REJECTED, RESAMPLED, DraftToken, StepEvent
+from playground.ui import step_view, sweep, teach_plots, theory
+from playground.ui.context import AppContext, build_context
+from playground.ui.lockstep import lockstep
+from playground.ui.measured import Measurements, Point, pool
+from playground.ui.settings import PROMPT_LOOKUP, RunSettings
+from playground.ui.stepthrough import Stepper, visible
+from playground.ui.tab_export import snippets
+from playground.ui.tab_lab import lab_handler
+from playground.ui.tab_stepthrough import reset_handler, step_handler
+from playground.ui.tab_sweep import sweep_handler
+from playground.ui.tab_theory import measure_handler, redraw_handler
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    return build_context()
+
+
+def knobs(**changes) -> list:
+    settings = RunSettings(pair="tiny", max_new_tokens=40)
+    values = {**{n: getattr(settings, n) for n in RunSettings.names()}, **changes}
+    return [values[n] for n in RunSettings.names()]
+
+
+def status_of(output: tuple) -> str:
+    return html.unescape(output[-1])
+
+
+def raises_in_page(outputs_iter, message: str) -> list:
+    """Run a handler to its gr.Error; the message is also in the status box (not a traceback)."""
+    outputs = []
+    with pytest.raises(gr.Error) as raised:
+        for o in outputs_iter:
+            outputs.append(o)
+    assert message in raised.value.message, raised.value.message
+    assert message in status_of(outputs[-1]) and "Traceback" not in status_of(outputs[-1])
+    return outputs
+
+
+# -- the step-through view, on hand-made events ------------------------------------------------
+
+
+def event(drafts, n_accepted, next_token, next_fate, residual_top=(), next_top=()):
+    """drafts: (token, q, p, accept_prob, uniform)."""
+    tokens = tuple(
+        DraftToken(
+            t,
+            q,
+            p,
+            a,
+            u,
+            ACCEPTED if i < n_accepted else REJECTED,
+            top_q=((t, q), (9, 0.1)),
+            top_p=((9, 0.5), (t, p)),
+        )
+        for i, (t, q, p, a, u) in enumerate(drafts)
+    )
+    emitted = tuple(d.token for d in tokens[:n_accepted]) + (next_token,)
+    return StepEvent(
+        0,
+        len(drafts),
+        tokens,
+        n_accepted,
+        next_token,
+        next_fate,
+        0.4,
+        emitted,
+        0,
+        0,
+        0,
+        0,
+        residual_top=residual_top,
+        next_top=next_top or ((next_token, 0.4),),
+    )
+
+
+TEXT = {1: "def", 2: "<script>alert(1)</script>", 3: " x", 9: "\n", 5: "(", 6: "&"}
+
+
+def label(token):
+    return visible(TEXT.get(token, f"t{token}"))
+
+
+def test_a_rejection_shows_the_numbers_the_verdict_and_the_residual():
+    e = event(
+        [(1, 0.9, 0.8, 0.889, 0.2), (2, 0.6, 0.1, 0.167, 0.9), (3, 0.5, 0.1, 0.2, None)],
+        1,
+        5,
+        RESAMPLED,
+        residual_top=((5, 0.6), (6, 0.3)),
+    )
+    page = step_view.step_html(e, label, greedy=False, drafter="draft model", step_no=3)
+    text = html.unescape(page)
+    assert "Step 3" in text and "① Draft: 3 guesses" in text and "② Verify: 1 of 3 kept" in text
+    assert "u < 0.889: keep" in text and "u ≥ 0.167: reject" in text and "not tested" in text
+    assert "③ Residual" in text and "norm(max(0, p − q))" in text and "has residual 0" in text
+    assert "kept with probability min(1, p/q)" in text  # the why, beside the numbers
+    assert "the draft gave it q = 0.600 but the target only p = 0.100" in text  # and this step's own numbers
+    assert "u = 0.900 is not below that: rejected, and the 1 guess after it is dropped unread" in text
+    assert "<script" not in page and "&lt;script&gt;" in page  # token text is escaped
+    assert "produced 2 tokens (1 kept guess + 1 from the target)" in text
+
+
+def test_a_full_acceptance_shows_the_bonus_and_greedy_explains_its_rule():
+    e = event(
+        [(1, 0.9, 0.95, 1.0, None), (3, 0.7, 0.9, 1.0, None)], 2, 9, BONUS, next_top=((9, 0.7), (5, 0.2))
+    )
+    text = html.unescape(step_view.step_html(e, label, greedy=True, drafter="draft model", step_no=1))
+    assert "③ Bonus token" in text and "γ + 1 tokens for a single target call" in text
+    assert "target's top" in text and "temperature 0" in text and "2 of 2 kept" in text
+    greedy_reject = event([(1, 0.9, 0.2, 0.0, None)], 0, 9, RESAMPLED)
+    text = html.unescape(step_view.step_html(greedy_reject, label, True, "draft model", 2))
+    assert "differs: reject" in text and "③ Replacement" in text and "target's own top token" in text
+
+
+def test_prompt_lookup_says_q_is_one_hot_and_a_plain_step_is_explained():
+    e = event([(1, 1.0, 0.3, 0.3, 0.1)], 1, 3, BONUS)
+    assert "q(x) = 1" in html.unescape(step_view.step_html(e, label, False, PROMPT_LOOKUP, 1))
+    plain = StepEvent(0, 4, (), 0, 3, "target", 0.5, (3,), 0, 0, 0, 0, next_top=((3, 0.5),))
+    assert "Plain step" in step_view.step_html(plain, label, False, PROMPT_LOOKUP, 1)
+
+
+def test_step_figure_draws_q_and_p_per_tested_position_then_the_outcome():
+    e = event(
+        [(1, 0.9, 0.8, 0.889, 0.2), (2, 0.6, 0.1, 0.167, 0.9), (3, 0.5, 0.1, 0.2, None)],
+        1,
+        5,
+        RESAMPLED,
+        residual_top=((5, 0.6), (6, 0.3)),
+    )
+    fig = teach_plots.step_figure(e, label, greedy=False)
+    bars = [t for t in fig.data if t.x != (None,)]  # the rest are legend entries
+    assert [t.name for t in bars] == [
+        "q: draft",
+        "p: target",
+        "q: draft",
+        "p: target",
+        "residual",
+    ]  # 2 tested
+    assert {t.name for t in fig.data if t.showlegend is not False} == {"q: draft", "p: target", "residual"}
+    assert "&lt;script&gt;" in " ".join(bars[2].x)  # plotly reads HTML in labels: escaped
+    assert dict(zip(bars[3].x, bars[3].y, strict=True))[teach_plots.plot_text(label(2))] == pytest.approx(0.1)
+
+
+def test_visible_shows_whitespace_and_control_characters():
+    assert visible(" def\n\t\x05") == "␣def↵⇥␅" and visible("") == "∅"
+
+
+# -- the step-through handler on the tiny pair ----------------------------------------------------
+
+
+def test_step_through_runs_one_target_call_per_click_and_shows_every_stage(ctx):
+    handler, stepper = step_handler(ctx), None
+    seen = set()
+    for _ in range(12):
+        outputs = list(
+            handler("Once upon a time", "", stepper, *knobs(temperature=1.0, seed=1, max_new_tokens=60))
+        )
+        assert all(len(o) == 5 for o in outputs)
+        stepper, text, stages, figure, status = outputs[-1]
+        assert isinstance(stepper, Stepper)
+        seen.add(stepper.history[-1].next_fate)
+        assert f"Step {len(stepper.history)}" in status
+        assert isinstance(figure, teach_plots.go.Figure) and 'class="tok' in text
+        if {RESAMPLED, BONUS} <= seen:
+            break
+    assert {RESAMPLED, BONUS} <= seen, seen  # a rejection with its residual and a full acceptance
+    assert len(stepper.history) == len(stepper.track.events) and stepper.track.tokens
+
+
+def test_changing_a_knob_starts_over_and_back_to_start_closes_the_run(ctx):
+    handler = step_handler(ctx)
+    *_, (first, *_) = handler("def f(x):", "", None, *knobs())
+    *_, (again, *_) = handler("def f(x):", "", first, *knobs())
+    assert again is first and len(first.history) == 2
+    *_, last = handler("def f(x):", "", first, *knobs(gamma=2))
+    assert last[0] is not first and "started over" in status_of(last)
+    with pytest.raises(StopIteration):  # the old run was closed, not left holding the models
+        next(first.events)
+    state, text, stages, _, status = reset_handler(last[0])
+    assert state is None and "Back at the start" in status and "Next step" in stages
+    with pytest.raises(StopIteration):
+        next(last[0].events)
+
+
+def test_text_so_far_is_continued_and_the_end_of_the_run_is_said(ctx):
+    handler, stepper = step_handler(ctx), None
+    for _ in range(10):
+        *_, out = handler("Say hi", "Hello", stepper, *knobs(max_new_tokens=3, gamma=2))
+        stepper = out[0]
+        if stepper.finished:
+            break
+    assert stepper.finished and "Hello" in stepper.context
+    *_, after = handler("Say hi", "Hello", stepper, *knobs(max_new_tokens=3, gamma=2))
+    assert "The run has finished" in status_of(after)
+
+
+@pytest.mark.parametrize(
+    "prompt, changes, message",
+    [
+        ("  ", {}, "prompt must be non-empty text"),
+        ("hi", {"gamma": 0}, "gamma must be an integer in [1, 64], got 0"),
+        ("hi", {"top_p": 0}, "top_p must be in (0.0, 1.0], got 0"),
+        ("hi", {"drafter": "oracle"}, "drafter must be one of"),
+        ("x" * 2100, {}, "the target's context holds 2048"),
+    ],
+)
+def test_step_through_bad_input_is_a_message_naming_the_field(ctx, prompt, changes, message):
+    raises_in_page(step_handler(ctx)(prompt, "", None, *knobs(**changes)), message)
+    *_, ok = step_handler(ctx)("still serving", "", None, *knobs())
+    assert "Step 1" in status_of(ok)
+
+
+# -- lockstep: long work that stops when the page says Stop ---------------------------------------
+
+
+def test_lockstep_streams_reports_returns_the_result_and_raises_errors():
+    def work(report):
+        for i in range(3):
+            report(i)
+        return "done"
+
+    runs = lockstep(work)
+    assert [next(runs), next(runs), next(runs)] == [(0,), (1,), (2,)]
+    with pytest.raises(StopIteration) as finished:
+        next(runs)
+    assert finished.value.value == "done"
+    with pytest.raises(KeyError):
+        list(lockstep(lambda report: {}["missing"]))
+
+
+def test_closing_lockstep_stops_the_worker_at_its_next_report():
+    steps, ended = [], threading.Event()
+
+    def work(report):
+        try:
+            for i in range(1000):
+                steps.append(i)
+                report(i)
+        finally:
+            ended.set()
+
+    runs = lockstep(work)
+    next(runs), next(runs)
+    runs.close()  # what Gradio does on Stop
+    assert ended.wait(5) and steps == [0, 1]  # parked at its report: no work ran after Stop
+
+
+def test_lockstep_throttles_reports_but_always_passes_the_final_one():
+    clock = iter(range(100))
+    runs = lockstep(
+        lambda report: [report(i, final=i == 9) for i in range(10)], every=3, clock=lambda: next(clock)
+    )
+    assert [r[0] for r in runs][-1] == 9
+
+
+# -- measured points --------------------------------------------------------------------------------
+
+
+def point(gamma=4, accepted=6, tested=8, verify_seconds=2.0, session_prompt="p", **kw) -> Point:
+    values = dict(
+        pair="tiny",
+        drafter="draft model",
+        temperature=0.0,
+        gamma=gamma,
+        speedup=1.5,
+        accepted=accepted,
+        tested=tested,
+        drafted=10,
+        draft_seconds=1.0,
+        verify_seconds=verify_seconds,
+        target_calls=4,
+        baseline_calls=10,
+        baseline_seconds=5.0,
+        prompt=session_prompt,
+    )
+    return Point(**{**values, **kw})
+
+
+def test_points_pool_exact_sums_and_fit_the_verification_cost():
+    a, b = point(accepted=6, tested=8), point(gamma=2, accepted=1, tested=4, verify_seconds=3.0)
+    assert a.alpha == 0.75 and a.c == pytest.approx((1.0 / 10) / (5.0 / 10))
+    assert a.verify_cost == pytest.approx((2.0 / 4) / (5.0 / 10))
+    pooled = pool([a, b])
+    assert pooled.alpha == pytest.approx(7 / 12) and pooled.points == 2
+    # v(γ) = 1 + kγ through (4, 1.0) and (2, 1.5): k = (0*4 + 0.5*2) / (16 + 4)
+    assert pooled.verify_slope == pytest.approx(0.05)
+    assert pool([point(tested=0)]) is None
+
+
+def test_a_finished_race_becomes_a_point_with_the_same_numbers_as_its_stats(ctx):
+    from playground.events import summarize
+    from playground.ui.measured import point_from_race
+    from playground.ui.race import race_frames
+
+    settings = RunSettings(pair="tiny", max_new_tokens=24, gamma=3)
+    running = []
+    for frame in race_frames(ctx.cache.get("tiny"), "def f(x):", "", settings, every=0):
+        running.append(point_from_race(frame))  # the same frame object, updated as the race goes
+    frames = [frame]
+    assert running[0] is None and running[-1] is not None  # a point only once the race is done
+    p = point_from_race(frames[-1], "def f")
+    spec, base = summarize(frames[-1].speculative.events), summarize(frames[-1].baseline.events)
+    assert (p.source, p.gamma, p.pair) == ("race", 3, "tiny") and p.alpha == pytest.approx(spec.alpha)
+    assert p.speedup == pytest.approx(spec.tok_s / base.tok_s)
+    adaptive = list(
+        race_frames(
+            ctx.cache.get("tiny"),
+            "def f(x):",
+            "",
+            RunSettings(pair="tiny", max_new_tokens=8, adaptive=True),
+            every=0,
+        )
+    )
+    assert point_from_race(adaptive[-1]) is None  # no single γ to put it at
+
+
+def test_the_store_keeps_sessions_apart_and_stays_bounded():
+    store = Measurements(sessions=2, per_session=3)
+    for i in range(5):
+        store.add("a", point(gamma=i + 1))
+    store.add("b", point())
+    assert [p.gamma for p in store.get("a")] == [3, 4, 5] and len(store.get("b")) == 1
+    store.add("c", point())
+    assert store.get("a") == [] and store.get("c")  # the least recently used session was dropped
+
+
+# -- theory vs measurement ---------------------------------------------------------------------------
+
+
+def test_measure_now_adds_a_point_for_this_session_and_the_curve_uses_it():
+    ctx = build_context()
+    request = SimpleNamespace(session_hash="me")
+    outputs = list(measure_handler(ctx)("def fib(n):", "tiny", "draft model", 0.0, 4, 24, request))
+    figure, explain, table, status = outputs[-1]
+    assert any("Measuring" in status_of(o) for o in outputs[:-1])  # progress was streamed
+    assert "Measured at γ = 4" in status and len(table) == 1 and table[0][2] == 4
+    assert "Recommended γ" in explain and "acceptance rate" in explain and "verification cost" in explain
+    names = [t.name for t in figure.data]
+    assert names[0].startswith("formula: α =") and "measured here" in names
+    assert any("recommended γ" in a.text for a in figure.layout.annotations)
+    assert len(ctx.measurements.get("me")) == 1 and ctx.measurements.get("someone else") == []
+    elsewhere = redraw_handler(ctx)("tiny", "draft model", 0.0, SimpleNamespace(session_hash="someone else"))
+    assert "No measurement yet" in elsewhere[1] and "illustration" in elsewhere[0].data[0].name
+    other_t = redraw_handler(ctx)("tiny", "draft model", 0.7, request)
+    assert "No measurement yet" in other_t[1]  # α depends on the temperature: points are not mixed
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("", "tiny", "draft model", 0.0, 4, 24), "prompt must be non-empty text"),
+        (
+            ("hi", "tiny", "draft model", 0.0, 4, 0),
+            "new tokens per run must be a whole number in [1, 256], got 0",
+        ),
+        (("hi", "tiny", "draft model", 0.0, 99, 24), "gamma must be an integer in [1, 64], got 99"),
+        (("hi", "nope", "draft model", 0.0, 4, 24), "unknown pair 'nope'"),
+    ],
+)
+def test_measure_bad_input_is_a_message_naming_the_field(ctx, args, message):
+    raises_in_page(measure_handler(ctx)(*args), message)
+
+
+def test_theory_panel_explains_alpha_c_and_the_assumptions_before_any_measurement():
+    page = html.unescape(theory.explain_html([], None, "tiny"))
+    assert "No measurement yet" in page and "(1 − α^(γ+1)) / ((1 − α)(γc + 1))" in page
+    assert "checking γ + 1 tokens in one pass costs the same as one plain step" in page
+
+
+# -- losslessness lab ------------------------------------------------------------------------------
+
+
+class FixedPair:
+    """A pair cache that always hands out the same pair (here: two unrelated tiny models, so the
+    draft often disagrees with the target and every branch of Algorithm 1 fires)."""
+
+    def __init__(self, pair):
+        self.pair = pair
+
+    def get(self, *args, progress=None, **kwargs):
+        return self.pair
+
+
+@pytest.fixture(scope="module")
+def disagreeing_ctx(ctx):
+    from playground.tiny import byte_tokenizer, tiny_model
+
+    tokenizer = byte_tokenizer()
+    target = tiny_model(len(tokenizer), 2, seed=11, logit_scale=0.3)
+    draft = tiny_model(len(tokenizer), 1, seed=12, logit_scale=0.3)
+    pair = SimpleNamespace(
+        tokenizer=tokenizer,
+        target=SimpleNamespace(model=target),
+        draft=SimpleNamespace(model=draft),
+        random_weights=True,
+    )
+    return AppContext(ctx.registry, FixedPair(pair))
+
+
+LAB = ("Once upon a time", "tiny")
+
+
+def test_lab_reports_no_difference_on_the_engine_with_a_progress_bar(disagreeing_ctx):
+    outputs = list(lab_handler(disagreeing_ctx)(*LAB, 1000, 1.0, 0, 1.0, 0))
+    figure, verdict, status = outputs[-1]
+    assert any("Drawing:" in status_of(o) for o in outputs[:-1])
+    assert "No detectable difference at 1000 draws" in html.unescape(verdict)
+    assert "The draft's own guess was kept in" in verdict and "Done: 1000 draws each way" in status
+    assert [t.name for t in figure.data][:2] == ["speculative", "exact p"]
+
+
+def test_lab_alarms_when_the_acceptance_rule_is_broken(disagreeing_ctx, monkeypatch):
+    def wrong(p, q, tokens):  # q/p instead of p/q: accepts what the draft over-proposes
+        rows = torch.arange(tokens.shape[0])
+        return (q[rows, tokens] / p[rows, tokens]).clamp(max=1.0)
+
+    monkeypatch.setattr(sampling, "acceptance_probs", wrong)
+    *_, (figure, verdict, status) = lab_handler(disagreeing_ctx)(*LAB, 1000, 1.0, 0, 1.0, 0)
+    assert "Significant difference at 1000 draws" in verdict and "the engine is broken" in verdict
+
+
+def test_lab_runs_on_the_tiny_pair_from_the_registry(ctx):
+    *_, (figure, verdict, status) = lab_handler(ctx)("def", "tiny", 200, 0.8, 20, 0.9, 3)
+    assert "No detectable difference at 200 draws" in html.unescape(verdict) and "Random-weight" in status
+
+
+@pytest.mark.parametrize(
+    "draws, changes, message",
+    [
+        (0, {}, "N draws must be a whole number in [1, 20000], got 0"),
+        (10**9, {}, "N draws must be a whole number in [1, 20000], got 1000000000"),
+        (2.5, {}, "N draws must be a whole number in [1, 20000], got 2.5"),
+        (None, {}, "N draws must be a whole number"),
+        (10, {"temperature": 0}, "temperature must be above 0 for the lab"),
+        (10, {"top_p": 1.5}, "top_p must be in (0.0, 1.0], got 1.5"),
+    ],
+)
+def test_lab_bad_input_is_a_message_naming_the_field(ctx, draws, changes, message):
+    values = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0, **changes}
+    raises_in_page(lab_handler(ctx)("hi", "tiny", draws, *values.values()), message)
+
+
+def test_stopping_the_lab_stops_drawing(disagreeing_ctx):
+    runs = lab_handler(disagreeing_ctx)(*LAB, 20_000, 1.0, 0, 1.0, 0)
+    started = time.monotonic()
+    shown = next(status_of(o) for o in runs if "Drawing:" in status_of(o))
+    runs.close()  # Gradio's Stop: 20,000 draws would take a minute, closing takes no time
+    assert "of 20000" in shown and time.monotonic() - started < 10
+
+
+# -- sweep ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text, kind, expected",
+    [
+        ("1,2,4", int, [1, 2, 4]),
+        ("1-3, 8", int, [1, 2, 3, 8]),
+        ("2,2,1", int, [2, 1]),
+        ("0, 0.7", float, [0.0, 0.7]),
+    ],
+)
+def test_grid_values_parse(text, kind, expected):
+    assert sweep.parse_list("f", text, kind) == expected
+
+
+def plan_args(**changes):
+    values = dict(
+        pair="tiny",
+        gammas_text="1,2",
+        drafters=["draft model"],
+        temperatures_text="0",
+        examples=["Code"],
+        categories=[],
+        per_category=1,
+        max_new_tokens=16,
+        repeats=1,
+        seed=0,
+    )
+    return {**values, **changes}
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"gammas_text": ""}, "γ values: give at least one value"),
+        (
+            {"gammas_text": "1,x"},
+            "γ values: expected whole numbers or ranges like 1-8 separated by commas, got 'x'",
+        ),
+        ({"gammas_text": "0,2"}, "γ values: gamma must be an integer in [1, 64], got 0"),
+        ({"gammas_text": "1-500"}, "γ values: expected whole numbers"),
+        ({"temperatures_text": "-1"}, "temperatures: temperature must be in [0.0, 100.0], got -1.0"),
+        ({"drafters": []}, "drafters: choose at least one"),
+        ({"examples": [], "categories": []}, "prompts: choose at least one example or Spec-Bench category"),
+        ({"categories": ["nope"]}, "Spec-Bench categories: unknown category nope"),
+        (
+            {"categories": ["coding"], "per_category": 0},
+            "prompts per category must be a whole number in [1, 20]",
+        ),
+        ({"max_new_tokens": 0}, "max new tokens must be a whole number in [1, 1024], got 0"),
+        (
+            {
+                "gammas_text": "1-40",
+                "temperatures_text": "0,0.5,1",
+                "categories": ["coding", "translation"],
+                "per_category": 3,
+            },
+            "more than 400",
+        ),
+    ],
+)
+def test_bad_grids_are_refused_naming_the_field(changes, message):
+    from playground.ui.tab_sweep import BUILTIN
+
+    with pytest.raises(ValueError) as raised:
+        sweep.make_plan(**plan_args(**changes), builtin=BUILTIN)
+    assert message in str(raised.value)
+
+
+def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx):
+    request = SimpleNamespace(session_hash="sweeper")
+    outputs = list(
+        sweep_handler(ctx)(
+            "tiny", "1,3", ["draft model", PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0, request
+        )
+    )
+    table, speedup, alpha, files, status = outputs[-1]
+    assert "Done: 4 settings measured" in status
+    assert [row[:3] for row in table] == [
+        ["draft model", 0.0, 1],
+        ["draft model", 0.0, 3],
+        [PROMPT_LOOKUP, 0.0, 1],
+        [PROMPT_LOOKUP, 0.0, 3],
+    ]
+    assert {t.name for t in speedup.data} == {"draft model, T = 0", f"{PROMPT_LOOKUP}, T = 0"}
+    assert sum(1 for o in outputs if "Ran " in status_of(o)) >= 8  # progress after every run
+    csv_path, json_path = files
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 4 and rows[0]["gamma"] == "1" and float(rows[0]["speedup"]) > 0
+    report = json.loads(Path(json_path).read_text())
+    assert report["schema"] == sweep.SCHEMA and len(report["rows"]) == 4 and report["rows"][0]["records"]
+    assert len(ctx.measurements.get("sweeper")) == 4
+
+
+def test_sweep_bad_input_is_a_message_and_stop_ends_it(ctx):
+    raises_in_page(
+        sweep_handler(ctx)("tiny", "", ["draft model"], "0", ["Code"], [], 1, 12, 1, 0), "γ values"
+    )
+    runs = sweep_handler(ctx)("tiny", "1-16", ["draft model"], "0", ["Code"], [], 1, 64, 1, 0)
+    started = time.monotonic()
+    for o in runs:
+        if "Ran " in status_of(o):
+            break
+    runs.close()
+    assert time.monotonic() - started < 30
+
+
+# -- export (the tab's handler; the snippets themselves are tested in test_export.py) ---------------
+
+
+def test_export_tab_turns_the_knobs_into_snippets_and_says_a_bad_knob(ctx):
+    notes, serve, python, llama, transformers = snippets(ctx, knobs(gamma=6, temperature=0.7))
+    assert (
+        '"num_speculative_tokens": 6' in serve
+        and "llama-server" in llama
+        and "assistant_model=draft" in transformers
+    )
+    assert "random weights" in notes and "Checked against" in notes
+    bad = snippets(ctx, knobs(gamma=0))
+    assert "gamma must be an integer in [1, 64], got 0" in bad[0]
+
+
+# -- through the launched app: sessions are kept apart --------------------------------------------
+
+
+def test_through_the_app_each_session_has_its_own_paused_run_and_points():
+    import socket
+
+    from gradio_client import Client
+
+    from playground.ui import build_demo
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo = build_demo(default_pair="tiny")
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        a, b = (Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=False) for _ in range(2))
+        for _ in range(2):
+            *_, status_a = a.predict("def f(x):", "", *knobs(), api_name="/step")
+        *_, status_b = b.predict("def f(x):", "", *knobs(), api_name="/step")
+        assert "Step 2:" in status_a and "Step 1:" in status_b  # each client its own gr.State
+        assert "Back at the start" in a.predict(api_name="/step_reset")[-1]
+        assert "Step 1:" in a.predict("def f(x):", "", *knobs(), api_name="/step")[-1]
+        table_a = a.predict("hi", "tiny", "draft model", 0.0, 4, 8, api_name="/measure")[2]
+        table_b = b.predict("hi", "tiny", "draft model", 0.0, 4, 8, api_name="/measure")[2]
+        assert len(table_a["data"]) == len(table_b["data"]) == 1  # points are per session
+    finally:
+        demo.close()
