@@ -1,6 +1,6 @@
 """Drafters: whatever proposes the next tokens for the target to verify.
 
-One small protocol: `prefill(ids)` once per prompt, then `propose(ids, k, ...)` each step,
+One small protocol: `begin(ids)` once per prompt, then `propose(ids, k, ...)` each step,
 returning up to k tokens and q, the distribution each was drawn from (None when the drafter is
 deterministic, i.e. q is one-hot on the proposed token).
 """
@@ -26,7 +26,7 @@ class Drafter(Protocol):
     name: str
     vocab_size: int | None  # width of q, or None when q is one-hot
 
-    def prefill(self, ids: list[int]) -> None: ...
+    def begin(self, ids: list[int]) -> None: ...
 
     def propose(
         self,
@@ -35,6 +35,7 @@ class Drafter(Protocol):
         sampling: Sampling,
         generator: torch.Generator | None,
         min_confidence: float = 0.0,
+        stop_tokens: frozenset[int] = frozenset(),
     ) -> Draft: ...
 
 
@@ -53,20 +54,19 @@ class ModelDrafter:
         self.vocab_size = vocab_size or self.lm.vocab_size
         self.device = self.lm.device
 
-    def prefill(self, ids: list[int]) -> None:
-        self.lm.reset()
-        if len(ids) > 1:
-            self.lm.feed(ids[:-1], keep=1)
+    def begin(self, ids: list[int]) -> None:
+        self.lm.reset()  # the first proposal reads the prompt
 
-    def propose(self, ids, k, sampling, generator, min_confidence=0.0) -> Draft:
-        """Draft k tokens; stop early once the draft's top probability falls under min_confidence."""
+    def propose(self, ids, k, sampling, generator, min_confidence=0.0, stop_tokens=frozenset()) -> Draft:
+        """Draft k tokens; stop early once the draft's top probability falls under min_confidence,
+        or after an end-of-turn token (nothing after it can be emitted)."""
         tokens, rows = [], []
         for _ in range(k):
             logits = self.lm.logits_for(ids + tokens, keep=1)[-1, : self.vocab_size]
             q = display_probs(logits, sampling)  # processed q; softmax when greedy
             tokens.append(pick(q, sampling, generator))
             rows.append(q)
-            if min_confidence > 0 and float(q.max()) < min_confidence:
+            if tokens[-1] in stop_tokens or (min_confidence > 0 and float(q.max()) < min_confidence):
                 break
         return Draft(tokens, torch.stack(rows) if rows else None)
 
@@ -84,15 +84,23 @@ class PromptLookupDrafter:
         check_int("max_ngram", max_ngram, low=min_ngram, high=32)
         self.min_ngram, self.max_ngram = min_ngram, max_ngram
 
-    def prefill(self, ids: list[int]) -> None:
+    def begin(self, ids: list[int]) -> None:
         pass
 
-    def propose(self, ids, k, sampling, generator, min_confidence=0.0) -> Draft:
+    def propose(self, ids, k, sampling, generator, min_confidence=0.0, stop_tokens=frozenset()) -> Draft:
         for n in range(self.max_ngram, self.min_ngram - 1, -1):
             start = find_previous_ngram(ids, n)
             if start is not None:
-                return Draft(ids[start : start + k], None)
+                return Draft(cut_after_stop(ids[start : start + k], stop_tokens), None)
         return Draft([], None)
+
+
+def cut_after_stop(tokens: list[int], stop_tokens) -> list[int]:
+    """Tokens up to and including the first end-of-turn token."""
+    for i, token in enumerate(tokens):
+        if token in stop_tokens:
+            return tokens[: i + 1]
+    return tokens
 
 
 def find_previous_ngram(ids: list[int], n: int) -> int | None:

@@ -1,4 +1,4 @@
-"""The speculative decoding loop at batch size 1: prefill, draft, verify, accept, roll back.
+"""The speculative decoding loop at batch size 1: draft, verify, accept, roll back.
 
 `generate` yields one StepEvent per target call and never prints. With no drafter the same loop
 is plain autoregressive decoding, so a baseline and a speculative run differ only in speculation.
@@ -82,15 +82,14 @@ def generate(
     lm = CachedModel(target)
     vocab = min(lm.vocab_size, drafter.vocab_size or lm.vocab_size) if drafter else lm.vocab_size
     generators = Generators(config.seed)
-    started = clock(lm.device)
-    prefill(lm, drafter, prompt_ids)
-    prefill_s = clock(lm.device) - started
+    begin(lm, drafter, prompt_ids)
     context, gamma, produced, index = list(prompt_ids), config.gamma, 0, 0
+    eos = frozenset(eos_token_ids)
     while True:
         k = min(gamma, config.max_new_tokens - produced - 1) if drafter else 0
-        event = speculative_step(lm, drafter, context, k, gamma, vocab, config, generators, index)
-        emitted, finish = cut_output(event, context, produced, config, set(eos_token_ids), tokenizer)
-        event = replace(event, emitted=emitted, finish=finish, prefill_s=prefill_s if index == 0 else 0.0)
+        event = speculative_step(lm, drafter, context, k, gamma, vocab, config, generators, index, eos)
+        emitted, finish = cut_output(event, context, produced, config, eos, tokenizer)
+        event = replace(event, emitted=emitted, finish=finish, prompt_tokens=len(prompt_ids) if index == 0 else 0)
         context += emitted
         produced += len(emitted)
         yield event
@@ -117,19 +116,19 @@ def check_inputs(target, prompt_ids, config, drafter, tokenizer) -> None:
                          f"(the target's context holds {limit}), got {config.max_new_tokens}")
 
 
-def prefill(lm: CachedModel, drafter: Drafter | None, prompt_ids: list[int]) -> None:
-    """Run both models over the prompt but its last token, which the first step feeds."""
+def begin(lm: CachedModel, drafter: Drafter | None, prompt_ids: list[int]) -> None:
+    """Start a prompt with empty caches. There is no separate prefill call: the first step's
+    target forward reads the prompt together with the first draft (and the draft model reads it
+    in its first proposal), which saves one forward of each model per generation."""
     lm.reset()
-    if len(prompt_ids) > 1:
-        lm.feed(prompt_ids[:-1], keep=1)
     if drafter is not None:
-        drafter.prefill(prompt_ids)
+        drafter.begin(prompt_ids)
 
 
-def speculative_step(lm, drafter, context, k, gamma, vocab, config, generators, index) -> StepEvent:
+def speculative_step(lm, drafter, context, k, gamma, vocab, config, generators, index, eos=frozenset()) -> StepEvent:
     """Draft k tokens, verify them in one target forward, accept, and roll the target back."""
     t0 = clock(lm.device)
-    draft = draft_tokens(drafter, context, k, config, generators)
+    draft = draft_tokens(drafter, context, k, config, generators, eos)
     t1 = clock(lm.device)
     target_logits = lm.logits_for(context + draft.tokens, keep=len(draft.tokens) + 1)[:, :vocab]
     t2 = clock(lm.device)
@@ -140,12 +139,12 @@ def speculative_step(lm, drafter, context, k, gamma, vocab, config, generators, 
     return replace(event, draft_s=t1 - t0, verify_s=t2 - t1, overhead_s=t3 - t2)
 
 
-def draft_tokens(drafter, context, k, config, generators) -> Draft:
+def draft_tokens(drafter, context, k, config, generators, eos=frozenset()) -> Draft:
     if k <= 0:
         return Draft([], None)
     device = getattr(drafter, "device", None)
     gen = generators.on(device) if device is not None else None
-    draft = drafter.propose(context, k, config.sampling, gen, config.min_confidence)
+    draft = drafter.propose(context, k, config.sampling, gen, config.min_confidence, eos)
     return Draft(draft.tokens[:k], None if draft.q is None else draft.q[:k])
 
 
@@ -191,7 +190,7 @@ def describe_step(index, gamma, draft, verdict, p, q, detail) -> StepEvent:
         next_fate=TARGET if k == 0 else (BONUS if n == k else RESAMPLED),
         next_p=float(source[verdict.next_token]),
         emitted=tuple(draft.tokens[:n]) + (verdict.next_token,),
-        prefill_s=0.0,
+        prompt_tokens=0,
         draft_s=0.0,
         verify_s=0.0,
         overhead_s=0.0,

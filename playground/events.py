@@ -40,7 +40,7 @@ class StepEvent:
     next_fate: str  # RESAMPLED after a rejection, BONUS after a full acceptance, TARGET if no draft
     next_p: float  # probability of next_token under the distribution it was drawn from
     emitted: tuple[int, ...]  # tokens appended to the output (cut at EOS, stop string or budget)
-    prefill_s: float  # seconds of prompt prefill (both models), on the first event only
+    prompt_tokens: int  # prompt tokens this call also read: the whole prompt on the first, else 0
     draft_s: float  # seconds the drafter spent proposing
     verify_s: float  # seconds of the target forward
     overhead_s: float  # the rest of the step: sampling math, cache rollback, bookkeeping
@@ -50,7 +50,7 @@ class StepEvent:
 
     @property
     def seconds(self) -> float:
-        return self.prefill_s + self.draft_s + self.verify_s + self.overhead_s
+        return self.draft_s + self.verify_s + self.overhead_s
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class RunMetrics:
     mean_tokens_per_call: float  # Spec-Bench's "mean accepted tokens"
     mean_gamma: float  # drafted tokens per target call
     per_position: list[float] = field(default_factory=list)  # acceptance at draft position i
-    seconds: float = 0.0  # wall time, prefill included
+    seconds: float = 0.0  # wall time, the prompt's processing included
     tok_s: float = 0.0
     draft_forward_s: float = 0.0  # seconds per drafted token
     target_call_s: float = 0.0  # seconds per target call (verification forward)
@@ -81,7 +81,8 @@ def summarize(events: list[StepEvent], baseline: list[StepEvent] | None = None) 
 
     c is one draft forward over one plain target forward. With the autoregressive `baseline` of
     the same prompt, its steps give the plain forward's cost; without, the verification call
-    stands in for it (the formula's own assumption that verifying costs one forward).
+    stands in for it (the formula's own assumption that verifying costs one forward). Per-forward
+    costs leave out the first call of each run, which also reads the prompt.
     """
     new_tokens = sum(len(e.emitted) for e in events)
     calls = len(events)
@@ -90,13 +91,12 @@ def summarize(events: list[StepEvent], baseline: list[StepEvent] | None = None) 
     # A position is tested when it was accepted or was the first rejection.
     tested = sum(e.n_accepted + (e.n_accepted < len(e.drafts)) for e in events)
     seconds = sum(e.seconds for e in events)
-    draft_s = sum(e.draft_s for e in events)
-    verify_s = sum(e.verify_s for e in events)
+    cost, plain = costs(events), costs(baseline or [])
     alpha = accepted / tested if tested else 0.0
     mean_gamma = drafted / calls if calls else 0.0
-    draft_forward_s = draft_s / drafted if drafted else 0.0
-    target_call_s = verify_s / calls if calls else 0.0
-    target_step_s = sum(e.verify_s for e in baseline) / len(baseline) if baseline else target_call_s
+    draft_forward_s = cost.draft_s / cost.drafted if cost.drafted else 0.0
+    target_call_s = cost.verify_s / cost.calls if cost.calls else 0.0
+    target_step_s = plain.verify_s / plain.calls if plain.calls else target_call_s
     c = draft_forward_s / target_step_s if target_step_s else 0.0
     return RunMetrics(
         new_tokens=new_tokens,
@@ -117,6 +117,29 @@ def summarize(events: list[StepEvent], baseline: list[StepEvent] | None = None) 
         verify_cost=target_call_s / target_step_s if baseline and target_step_s else None,
         predicted_speedup=expected_speedup(alpha, mean_gamma, c) if drafted else 1.0,
     )
+
+
+def steady_events(events: list[StepEvent]) -> list[StepEvent]:
+    """The calls that decode only: all but the first, which also reads the prompt (kept when it
+    is the only one, so a one-call run still has a cost)."""
+    return [e for e in events if not e.prompt_tokens] or list(events)
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Raw sums behind the per-forward costs, over the calls that decode only (steady_events), so
+    runs and prompts pool exactly: cost per drafted token = draft_s / drafted, and so on."""
+
+    drafted: int
+    draft_s: float
+    calls: int
+    verify_s: float
+
+
+def costs(events: list[StepEvent]) -> Costs:
+    steady = steady_events(events)
+    return Costs(sum(len(e.drafts) for e in steady), sum(e.draft_s for e in steady), len(steady),
+                 sum(e.verify_s for e in steady))
 
 
 def acceptance_by_position(events: list[StepEvent]) -> list[float]:

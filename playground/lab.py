@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from .drafters import Drafter
-from .engine import Generators, SpecConfig, check_inputs, prefill, speculative_step
+from .engine import Generators, SpecConfig, begin, check_inputs, speculative_step
 from .kvcache import CachedModel
 from .sampling import logits_to_probs
 from .stats import Fit, goodness_of_fit, two_sample
@@ -54,7 +54,7 @@ def losslessness_lab(
         raise ValueError(f"draws must be an integer in [1, {MAX_DRAWS}], got {draws!r}")
     check_inputs(target, prompt_ids, config, drafter, None)
     lm = CachedModel(target)
-    prefill(lm, drafter, prompt_ids)
+    begin(lm, drafter, prompt_ids)
     vocab = min(lm.vocab_size, drafter.vocab_size or lm.vocab_size)
     p = logits_to_probs(lm.logits_for(prompt_ids, keep=1)[-1, :vocab], config.sampling)
     generators = Generators(config.seed)

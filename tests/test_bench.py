@@ -176,7 +176,7 @@ def test_both_formats_and_clear_errors(tmp_path):
 def event(emitted, tops, n_accepted=0, drafts=()):
     """A greedy StepEvent whose target rows have the given top-2 (token, prob) pairs."""
     return StepEvent(index=0, gamma=len(drafts), drafts=drafts, n_accepted=n_accepted, next_token=emitted[-1],
-                     next_fate=TARGET, next_p=tops[-1][0][1], emitted=tuple(emitted), prefill_s=0, draft_s=0,
+                     next_fate=TARGET, next_p=tops[-1][0][1], emitted=tuple(emitted), prompt_tokens=0, draft_s=0,
                      verify_s=0, overhead_s=0, next_top=tops[-1])
 
 
@@ -267,8 +267,8 @@ def test_summary_uses_medians_of_ratios_and_pooled_counts():
                 "speculative_seconds": seconds, "baseline_seconds": seconds * speedup, "drafted": drafted,
                 "accepted": accepted, "tested": drafted, "target_calls": calls,
                 "draft_seconds": drafted * 0.1, "verify_seconds": calls * 1.0, "baseline_calls": tokens,
-                "baseline_call_seconds": tokens * 0.5,
-                "identical": True}
+                "baseline_call_seconds": tokens * 0.5, "cost_drafted": drafted, "cost_calls": calls,
+                "cost_baseline_calls": tokens, "identical": True}
     s = summarize_records([record(0.5, 10, 1.0, 8, 4, 4), record(2.0, 30, 1.0, 8, 8, 4),
                            record(3.0, 20, 1.0, 8, 8, 4)])
     assert s["speedup"] == 2.0 and s["losing_prompts"] == 1  # median of per-prompt ratios; losses counted

@@ -120,7 +120,7 @@ def test_events_describe_the_step(pair):
                 assert d.uniform is not None and (d.uniform < d.accept_prob) == (i < e.n_accepted)
         if e.next_fate == RESAMPLED:
             assert e.residual_top and e.residual_top[0][1] > 0
-    assert events[0].prefill_s > 0 and all(e.prefill_s == 0 for e in events[1:])
+    assert events[0].prompt_tokens == len(ids_of(tokenizer)) and all(e.prompt_tokens == 0 for e in events[1:])
 
 
 def test_same_seed_same_text_and_seed_matters(pair):
@@ -280,3 +280,32 @@ def test_token_pieces_rebuild_the_text_even_when_tokens_split_characters():
     out = [pieces.add(t) for t in ids]
     assert "".join(out) == text
     assert "" in out  # multi-byte characters arrive in several tokens; the first ones add nothing yet
+
+
+def test_no_separate_prefill_forward(pair):
+    """The first target call reads the prompt together with the first draft: a baseline of n
+    tokens costs exactly n target forwards, and a speculative run one forward per event."""
+    target, draft, tokenizer = pair
+    ids = ids_of(tokenizer)
+    widths = []
+    handle = target.register_forward_pre_hook(lambda m, a, kw: widths.append(kw["input_ids"].shape[1]),
+                                              with_kwargs=True)
+    try:
+        assert len(run(target, ids, max_new_tokens=10)) == len(widths) == 10
+        assert widths[0] == len(ids) and set(widths[1:]) == {1}
+        widths.clear()
+        events = run(target, ids, ModelDrafter(draft), gamma=4, max_new_tokens=20)
+        assert len(widths) == len(events) and widths[0] == len(ids) + len(events[0].drafts)
+    finally:
+        handle.remove()
+
+
+def test_drafting_stops_at_an_end_of_turn_token(pair, greedy_reference):
+    """Nothing after EOS can be emitted, so drafting past it only wastes draft forwards."""
+    target, _, _ = pair
+    ids, reference = greedy_reference
+    eos = reference[3]
+    drafter = ModelDrafter(target)  # drafts exactly the target's greedy tokens
+    draft = drafter.propose(ids, 8, SpecConfig().sampling, None, stop_tokens=frozenset([eos]))
+    assert draft.tokens == reference[: reference.index(eos) + 1]
+    assert PromptLookupDrafter(1, 2).propose([5, 6, 7, 9, 5, 6], 4, None, None, stop_tokens={7}).tokens == [7]

@@ -127,13 +127,16 @@ def timed(methods: dict, repeats: int) -> dict:
 
 def per_call_s(run) -> float:
     """Seconds of one target forward in this run: a verification, or one autoregressive step."""
-    return sum(e.verify_s for e in run.events) / len(run.events)
+    from ..events import steady_events
+
+    steady = steady_events(run.events)  # the first call also reads the prompt
+    return sum(e.verify_s for e in steady) / len(steady)
 
 
 def other_ms(run) -> float:
-    """Milliseconds per target call spent outside the prefill and the target's forwards: for the
+    """Milliseconds per target call spent outside the target's forwards: for the
     oracle (whose proposals cost nothing) this is the engine's own overhead."""
-    outside = run.seconds - sum(e.prefill_s + e.verify_s for e in run.events)
+    outside = run.seconds - sum(e.verify_s for e in run.events)
     return 1000 * outside / len(run.events)
 
 

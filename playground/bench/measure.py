@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..drafters import ModelDrafter, PromptLookupDrafter
 from ..engine import SpecConfig, clock, generate
-from ..events import StepEvent, output_tokens, summarize
+from ..events import StepEvent, costs, output_tokens, summarize
 from .divergence import first_divergence, margin_at
 from .reference import hf_generate
 
@@ -149,6 +149,7 @@ def speed_fields(base: Run, spec: Run) -> dict:
 def speculation_fields(base: Run, spec: Run) -> dict:
     """Acceptance and cost from the speculative run's events, with the raw sums the summary pools."""
     m = summarize(spec.events, baseline=base.events)
+    spec_cost, base_cost = costs(spec.events), costs(base.events)  # decoding calls only
     return {
         "acceptance_rate": m.acceptance_rate,
         "mean_accepted_tokens": m.mean_tokens_per_call,  # tokens per target call (Spec-Bench's metric)
@@ -160,10 +161,14 @@ def speculation_fields(base: Run, spec: Run) -> dict:
         "drafted": m.drafted,
         "accepted": m.accepted,
         "tested": tested_positions(spec.events),
-        "draft_seconds": sum(e.draft_s for e in spec.events),
-        "verify_seconds": sum(e.verify_s for e in spec.events),
         "baseline_calls": len(base.events),
-        "baseline_call_seconds": sum(e.verify_s for e in base.events),
+        # per-forward costs pool these sums, over the calls that decode only (not the prompt's)
+        "draft_seconds": spec_cost.draft_s,
+        "cost_drafted": spec_cost.drafted,
+        "verify_seconds": spec_cost.verify_s,
+        "cost_calls": spec_cost.calls,
+        "baseline_call_seconds": base_cost.verify_s,
+        "cost_baseline_calls": base_cost.calls,
     }
 
 

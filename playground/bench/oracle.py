@@ -22,10 +22,10 @@ class OracleDrafter:
     def __init__(self, sequence: list[int]):
         self.sequence = [int(t) for t in sequence]
 
-    def prefill(self, ids: list[int]) -> None:
+    def begin(self, ids: list[int]) -> None:
         pass  # nothing to compute: the continuation is already known
 
-    def propose(self, ids, k, sampling, generator, min_confidence=0.0) -> Draft:
+    def propose(self, ids, k, sampling, generator, min_confidence=0.0, stop_tokens=frozenset()) -> Draft:
         """The next k recorded tokens, if the context is still on the recorded path; else none."""
         n = len(ids)
         if self.sequence[:n] != list(ids):

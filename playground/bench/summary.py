@@ -60,12 +60,14 @@ def rate_summary(records) -> dict:
 
 def speculation_summary(records) -> dict:
     drafted, accepted, tested = (total(records, k) for k in ("drafted", "accepted", "tested"))
-    calls, base_calls = total(records, "target_calls"), total(records, "baseline_calls")
+    calls = total(records, "target_calls")
+    cost_calls, cost_drafted = total(records, "cost_calls"), total(records, "cost_drafted")
+    cost_base_calls = total(records, "cost_baseline_calls")
     alpha = accepted / tested if tested else 0.0
     mean_gamma = drafted / calls if calls else 0.0
-    target_call_s = total(records, "verify_seconds") / calls if calls else 0.0
-    draft_token_s = total(records, "draft_seconds") / drafted if drafted else 0.0
-    decode_call_s = total(records, "baseline_call_seconds") / base_calls if base_calls else 0.0
+    target_call_s = total(records, "verify_seconds") / cost_calls if cost_calls else 0.0
+    draft_token_s = total(records, "draft_seconds") / cost_drafted if cost_drafted else 0.0
+    decode_call_s = total(records, "baseline_call_seconds") / cost_base_calls if cost_base_calls else 0.0
     # DESIGN.md's c: one draft forward over one plain target forward (the baseline's step)
     step_s = decode_call_s or target_call_s
     c = draft_token_s / step_s if step_s else 0.0

@@ -26,7 +26,8 @@ class Point:
     speedup: float  # measured: speculative tok/s ÷ baseline tok/s
     accepted: int
     tested: int  # draft positions tested: accepted ones and each first rejection (α's denominator)
-    drafted: int
+    # Cost sums over the calls that decode only (events.costs): the first call also reads the prompt.
+    drafted: int  # tokens drafted in those calls
     draft_seconds: float
     verify_seconds: float  # speculative run: seconds of its target forwards
     target_calls: int  # speculative run: target forwards
@@ -70,11 +71,11 @@ def point_from_record(
         speedup=record["speedup"],
         accepted=record["accepted"],
         tested=record["tested"],
-        drafted=record["drafted"],
+        drafted=record["cost_drafted"],
         draft_seconds=record["draft_seconds"],
         verify_seconds=record["verify_seconds"],
-        target_calls=record["target_calls"],
-        baseline_calls=record["baseline_calls"],
+        target_calls=record["cost_calls"],
+        baseline_calls=record["cost_baseline_calls"],
         baseline_seconds=record["baseline_call_seconds"],
         source=source,
         prompt=prompt,
@@ -93,9 +94,10 @@ def point_from_events(
     prompt: str = "",
 ) -> Point:
     """A point from two event lists (e.g. a finished race: RaceFrame.baseline/speculative.events)."""
-    from ..events import summarize
+    from ..events import costs, summarize
 
     a, s = summarize(baseline), summarize(speculative)
+    spec_cost, base_cost = costs(speculative), costs(baseline)  # decoding calls only
     return Point(
         pair=pair,
         drafter=drafter,
@@ -104,12 +106,12 @@ def point_from_events(
         speedup=s.tok_s / a.tok_s if a.tok_s else 0.0,
         accepted=s.accepted,
         tested=sum(e.n_accepted + (e.n_accepted < len(e.drafts)) for e in speculative),
-        drafted=s.drafted,
-        draft_seconds=sum(e.draft_s for e in speculative),
-        verify_seconds=sum(e.verify_s for e in speculative),
-        target_calls=s.target_calls,
-        baseline_calls=a.target_calls,
-        baseline_seconds=sum(e.verify_s for e in baseline),
+        drafted=spec_cost.drafted,
+        draft_seconds=spec_cost.draft_s,
+        verify_seconds=spec_cost.verify_s,
+        target_calls=spec_cost.calls,
+        baseline_calls=base_cost.calls,
+        baseline_seconds=base_cost.verify_s,
         source=source,
         prompt=prompt,
     )
