@@ -1,3 +1,5 @@
+import socket
+
 import pytest
 
 from playground.tiny import tiny_model, tiny_pair
@@ -14,3 +16,45 @@ def small_vocab_pair():
     """Two independent random models over 8 tokens: q differs a lot from p, so every branch of
     Algorithm 1 fires often and a wrong rule shows up in a few thousand draws."""
     return tiny_model(8, 2, seed=11, logit_scale=0.25), tiny_model(8, 1, seed=12, logit_scale=0.25)
+
+
+# -- browser tests: the app on a free port, Debian's Chromium, one page per test ----------------
+
+
+@pytest.fixture(scope="module")
+def url():
+    from browser import PAIR
+
+    from playground.ui import build_demo
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    demo = build_demo(default_pair=PAIR)
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    yield f"http://127.0.0.1:{port}/"
+    demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        from browser import ARGS, CHROMIUM
+
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, url):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    dialogs = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.goto(url)
+    page.get_by_role("button", name="Run the race").wait_for(timeout=60_000)
+    yield page
+    assert not dialogs, f"a script ran from the page's content: {dialogs}"
+    page.close()

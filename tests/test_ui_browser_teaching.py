@@ -10,64 +10,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import expect, sync_playwright
+from browser import PAIR, needs_chromium
+from playwright.sync_api import expect
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--no-sandbox",
-    "--headless",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-PAIR = os.environ.get("UI_BROWSER_PAIR", "tiny")
 REAL = PAIR != "tiny"
 STEP_MS = 60_000 if not REAL else 900_000  # the first real step may load (and convert) the pair
 RUN_MS = 120_000 if not REAL else 900_000
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (CI installs it)"),
-]
-
-
-@pytest.fixture(scope="module")
-def url():
-    from playground.ui import build_demo
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    demo = build_demo(default_pair=PAIR)
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
-    yield f"http://127.0.0.1:{port}/"
-    demo.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser, url):
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    dialogs = []
-    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-    page.goto(url)
-    page.get_by_role("button", name="Run the race").wait_for(timeout=60_000)
-    yield page
-    assert not dialogs, f"a script ran from the page's content: {dialogs}"
-    page.close()
+pytestmark = needs_chromium
 
 
 def open_tab(page, title: str) -> None:
