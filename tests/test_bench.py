@@ -48,7 +48,7 @@ def test_json_has_every_field_per_prompt_summary_and_category(bench_run):
     report = json.loads((bench_run / "r.json").read_text())
     assert report["schema"] == "playground.bench/1"
     facts = {"torch", "transformers", "python", "cpu", "torch_threads", "device_name",
-             "load_average_at_start"}
+             "load_average_at_start", "others_cpu_share"}
     assert facts <= set(report["environment"])
     assert report["models"]["pair"] == "tiny" and "peak_rss_bytes" in report["memory"]
     assert all("peak_rss_bytes" in run["summary"]["peak_memory"] for run in report["runs"])
@@ -309,3 +309,24 @@ def test_nothing_heavy_at_import():
     code = "import sys, playground.bench, playground.bench.cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_busy_machine_is_measured_as_other_processes_cpu():
+    from playground.bench.machine import busy_warning, others_cpu_share
+
+    # 10 s of wall time on 2 cores: the machine was busy 10 CPU-seconds, 8 of them ours
+    share = others_cpu_share((0.0, 100.0, 40.0), (10.0, 110.0, 48.0), cores=2)
+    assert share == pytest.approx(0.1)
+    assert "10% of the CPU" in busy_warning(share)
+    assert busy_warning(0.01) is None
+
+
+def test_profile_splits_each_run_into_verify_draft_and_overhead(capsys):
+    from playground.bench.profile import main
+
+    assert main(["--pair", "tiny", "--max-new-tokens", "12", "--gamma", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "autoregressive: 12 tokens" in out and "speculative, gamma=3: 12 tokens" in out
+    assert out.count("verify") == 2 and out.count("overhead") == 2 and "predicted speedup=" in out
+    assert main(["--pair", "tiny", "--gamma", "0"]) == 2
+    assert "gamma must be an integer in [1, 64]" in capsys.readouterr().err

@@ -157,7 +157,7 @@ def load_pair(args, plan: Plan):
 
 def run_benchmark(args, plan: Plan, pair) -> dict:
     from ..text import encode_prompt, eos_ids
-    from .machine import busy_warning, environment, load_average, peak_memory
+    from .machine import busy_warning, cpu_clock, environment, load_average, others_cpu_share, peak_memory
     from .measure import Setup
 
     setup = Setup(pair.target.model, pair.draft.model, args.drafter,
@@ -165,11 +165,12 @@ def run_benchmark(args, plan: Plan, pair) -> dict:
                   pair.tokenizer.pad_token_id, reference=args.reference == "transformers")
     encoded = [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
     device = pair.target.device
-    facts = environment(device)  # before measuring: the load average tells whether the machine was idle
-    if busy_warning(facts):
-        print(busy_warning(facts), file=sys.stderr)
-    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    facts = environment(device)
+    started, clock_start = time.strftime("%Y-%m-%dT%H:%M:%S%z"), cpu_clock()
     runs = [run_setting(setup, encoded, config, args, device) for config in plan.configs]
+    facts["others_cpu_share"] = others_cpu_share(clock_start, cpu_clock(), facts["cpu_cores_usable"] or 1)
+    if busy_warning(facts["others_cpu_share"]):
+        print(busy_warning(facts["others_cpu_share"]), file=sys.stderr)
     return {
         "schema": SCHEMA,
         "created": started,

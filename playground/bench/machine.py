@@ -46,12 +46,33 @@ def load_average() -> list[float] | None:
         return None
 
 
-def busy_warning(facts: dict) -> str | None:
-    """A warning when the machine was busy before we started: such timings are not results."""
-    load, cores = facts.get("load_average_at_start"), facts.get("cpu_cores_usable") or 1
-    if load and load[0] >= 0.5 * cores:
-        return (f"warning: load average {load[0]} on {cores} cores before the benchmark started: other "
-                "processes compete for the CPU, so these timings are not results")
+BUSY_SHARE = 0.05  # other processes using more than this share of the CPU make timings suspect
+
+
+def cpu_clock() -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds busy on the whole machine, CPU seconds of this process)."""
+    import time
+
+    machine = psutil.cpu_times()
+    busy = sum(machine) - machine.idle - getattr(machine, "iowait", 0.0)
+    mine = psutil.Process().cpu_times()
+    return time.monotonic(), busy, mine.user + mine.system + mine.children_user + mine.children_system
+
+
+def others_cpu_share(start: tuple, end: tuple, cores: int) -> float:
+    """The share of the machine's CPU that other processes used between two cpu_clock() readings.
+
+    Measured, unlike a load average, which also counts this process and lags by a minute."""
+    wall = end[0] - start[0]
+    others = (end[1] - start[1]) - (end[2] - start[2])
+    return max(0.0, others / (wall * cores)) if wall > 0 else 0.0
+
+
+def busy_warning(share: float) -> str | None:
+    """A warning when other processes competed for the CPU while we measured."""
+    if share > BUSY_SHARE:
+        return (f"warning: other processes used {share:.0%} of the CPU during the benchmark: "
+                "these timings are not results")
     return None
 
 
