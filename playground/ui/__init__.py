@@ -1,7 +1,8 @@
 """The Gradio app: a header and one tab per module in TABS.
 
 Adding a tab: write `playground/ui/tab_<name>.py` with `TITLE` and `build(ctx)` (layout, then
-wiring; pass `**context.SERIAL` to every event that runs a model), and add it to TABS below.
+wiring: `flow.model_job` for a button that runs the models, or `**context.SERIAL` on any other
+event that does), and add it to TABS below.
 Nothing here loads a model: pairs load on the first run, through the context's PairCache.
 """
 

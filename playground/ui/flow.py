@@ -1,5 +1,6 @@
-"""What every teaching and tuning handler does the same way: read the knobs, load the pair while
-streaming its progress, and turn an error into a message in the page (never a traceback).
+"""What every tab's handler does the same way: read the knobs, load the pair while streaming its
+progress, turn an error into a message in the page (never a traceback), and wire its Run and
+Stop buttons.
 
 Handlers yield one tuple per redraw; `n` is the number of outputs and `at` the index of the
 status box among them. Everything but the status box is left as it is (gr.skip()).
@@ -7,22 +8,40 @@ status box among them. Everything but the status box is left as it is (gr.skip()
 
 from __future__ import annotations
 
+import html
 import logging
 from collections.abc import Iterator
 
 import gradio as gr
 
-from .context import Loading
+from .context import SERIAL, Loading
 from .settings import RunSettings
-from .tab_race import status_html
 
 log = logging.getLogger(__name__)
 
 
-def status_only(n: int, at: int, html: str) -> tuple:
+def status_html(message: str, fraction: float | None = None, error: bool = False) -> str:
+    bar = f' <progress value="{fraction:.3f}" max="1"></progress>' if fraction is not None else ""
+    color = "#b42318" if error else "var(--body-text-color-subdued)"
+    return f'<div style="color:{color};font-size:13px;white-space:pre-wrap">{html.escape(message)}{bar}</div>'
+
+
+def status_only(n: int, at: int, status: str) -> tuple:
     out = [gr.skip()] * n
-    out[at] = html
+    out[at] = status
     return tuple(out)
+
+
+def model_job(button, handler, inputs, outputs, status, api_name: str, stop=None, stop_api: str | None = None,
+              stopped: str = "Stopped."):
+    """Wire a button to a handler that runs the models: one job at a time across the app (the
+    hardware is shared), progress on the status box, and Stop cancelling it between steps.
+    Values reach the handler as the page sends them; the handler checks them itself."""
+    job = button.click(handler, inputs, outputs, api_name=api_name, show_progress="minimal",
+                       show_progress_on=[status], preprocess=False, **SERIAL)
+    if stop is not None:
+        stop.click(lambda: status_html(stopped), None, status, cancels=[job], queue=False, api_name=stop_api)
+    return job
 
 
 def fail(n: int, at: int, message: str):

@@ -12,11 +12,10 @@ from collections.abc import Iterator
 import gradio as gr
 
 from . import teach_plots
-from .context import SERIAL, AppContext
-from .flow import check_prompt, fail, load_pair, read_settings, whole
+from .context import AppContext
+from .flow import check_prompt, fail, load_pair, model_job, read_settings, status_html, whole
 from .lockstep import streamed
 from .stepthrough import visible
-from .tab_race import status_html
 
 TITLE = "Losslessness lab"
 log = logging.getLogger(__name__)
@@ -87,19 +86,8 @@ def build(ctx: AppContext) -> None:
         with gr.Column(scale=2):
             verdict = gr.HTML(intro_html(), css_template=CSS, elem_id="lab-verdict")
     outputs = [figure, verdict, status]
-    drawing = run.click(
-        lab_handler(ctx),
-        [prompt, pair, draws, temperature, top_k, top_p, seed],
-        outputs,
-        api_name="lab",
-        show_progress="minimal",
-        show_progress_on=[status],
-        preprocess=False,
-        **SERIAL,
-    )
-    stop.click(
-        lambda: status_html("Stopped."), None, status, cancels=[drawing], queue=False, api_name="lab_stop"
-    )
+    model_job(run, lab_handler(ctx), [prompt, pair, draws, temperature, top_k, top_p, seed], outputs, status,
+              "lab", stop=stop, stop_api="lab_stop")
 
 
 def lab_handler(ctx: AppContext):

@@ -6,7 +6,6 @@ the stats panel and a status line. Rendering and plotting are pure functions of 
 
 from __future__ import annotations
 
-import html
 import logging
 from collections.abc import Iterator
 
@@ -14,7 +13,8 @@ import gradio as gr
 
 from ..events import summarize
 from . import controls, plots, render, summary
-from .context import SERIAL, AppContext, Loading
+from .context import AppContext
+from .flow import check_prompt, fail, load_pair, model_job, read_settings, status_html
 from .measured import point_from_race, session_of
 from .race import BASELINE, SPECULATIVE, TIMING_NOTE, RaceFrame, race_frames
 from .settings import PROMPT_LOOKUP, RunSettings
@@ -54,6 +54,7 @@ EXAMPLES = [
     ),
 ]
 N_OUTPUTS = 7  # baseline text, speculative text, three plots, stats, status
+STATUS = N_OUTPUTS - 1
 
 
 def build(ctx: AppContext) -> None:
@@ -114,17 +115,7 @@ def build(ctx: AppContext) -> None:
         # points on this session's theory view.
         yield from handler(prompt, system, *knobs, session=session_of(request))
 
-    race = run.click(
-        race_event,
-        inputs,
-        outputs,
-        api_name="race",
-        show_progress="minimal",
-        show_progress_on=[status],
-        preprocess=False,
-        **SERIAL,
-    )
-    stop.click(lambda: status_html("Stopped."), None, status, cancels=[race], queue=False, api_name="stop")
+    model_job(run, race_event, inputs, outputs, status, "race", stop=stop, stop_api="stop")
     knobs["pair"].change(
         lambda name: controls.pair_defaults(ctx, name),
         knobs["pair"],
@@ -138,49 +129,23 @@ def race_handler(ctx: AppContext):
 
     def race(prompt: str, system: str, *knobs, session: str | None = None) -> Iterator[tuple]:
         try:
-            settings = RunSettings.from_values(dict(zip(RunSettings.names(), knobs, strict=True)))
-            settings.spec_config()  # a bad knob fails before anything loads
-            if not isinstance(prompt, str) or not prompt.strip():
-                raise ValueError("prompt must be non-empty text")
+            settings = read_settings(dict(zip(RunSettings.names(), knobs, strict=True)))
+            check_prompt(prompt)  # a bad knob or prompt fails before anything loads
         except ValueError as e:
-            yield from fail(str(e))
-        try:
-            pair = yield from loading(ctx.load(settings))
-        except ValueError as e:
-            yield from fail(str(e))
-        except Exception as e:  # offline, disk full, no source: say so in the page, keep serving
-            log.exception("loading pair %s failed", settings.pair)
-            yield from fail(f"Could not load pair {settings.pair!r}: {e}")
+            yield from fail(N_OUTPUTS, STATUS, str(e))
+        pair = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
         try:
             for frame in race_frames(pair, prompt, system, settings, every=ctx.frame_every):
                 if (point := point_from_race(frame, prompt[:40])) is not None:
                     ctx.measurements.add(session, point)
                 yield view(frame, pair.random_weights)
         except ValueError as e:  # the prompt or settings do not fit the model (context length…)
-            yield from fail(str(e))
+            yield from fail(N_OUTPUTS, STATUS, str(e))
         except Exception as e:
             log.exception("race failed")
-            yield from fail(f"Generation failed: {type(e).__name__}: {e}")
+            yield from fail(N_OUTPUTS, STATUS, f"Generation failed: {type(e).__name__}: {e}")
 
     return race
-
-
-def loading(progress: Iterator[Loading]):
-    """Stream load progress to the status box; returns what the loader returns (the pair)."""
-    skip = (gr.skip(),) * (N_OUTPUTS - 1)
-    while True:
-        try:
-            report = next(progress)
-        except StopIteration as done:
-            return done.value
-        yield (*skip, status_html(f"Loading: {report.message}", report.fraction))
-
-
-def fail(message: str):
-    """Show the error in the status box, then raise it as a Gradio error (a message, never a
-    traceback): `yield from fail(...)` ends the handler."""
-    yield (*(gr.skip(),) * (N_OUTPUTS - 1), status_html(f"⚠ {message}", error=True))
-    raise gr.Error(message, print_exception=False)
 
 
 def view(frame: RaceFrame, random_weights: bool) -> tuple:
@@ -226,9 +191,3 @@ def status_line(frame: RaceFrame, random_weights: bool) -> str:
         f"Done. Autoregressive: {len(a.tokens)} tokens in {a.clock:.1f} s of compute; "
         f"speculative: {len(s.tokens)} tokens in {s.clock:.1f} s.{note}"
     )
-
-
-def status_html(message: str, fraction: float | None = None, error: bool = False) -> str:
-    bar = f' <progress value="{fraction:.3f}" max="1"></progress>' if fraction is not None else ""
-    color = "#b42318" if error else "var(--body-text-color-subdued)"
-    return f'<div style="color:{color};font-size:13px;white-space:pre-wrap">{html.escape(message)}{bar}</div>'

@@ -13,10 +13,10 @@ import gradio as gr
 
 from . import controls, render, step_view, teach_plots
 from .context import SERIAL, AppContext
-from .flow import check_prompt, fail, load_pair, read_settings
+from .flow import check_prompt, fail, load_pair, model_job, read_settings, status_html
 from .settings import PROMPT_LOOKUP, RunSettings
 from .stepthrough import Stepper, close_stepper, start, stepper_key
-from .tab_race import EDIT_PROMPT, status_html
+from .tab_race import EDIT_PROMPT
 
 TITLE = "Step-through"
 log = logging.getLogger(__name__)
@@ -100,16 +100,7 @@ def build(ctx: AppContext) -> None:
     stepper = gr.State(None, time_to_live=SESSION_TTL_S, delete_callback=close_stepper)
 
     outputs = [stepper, text, stages, figure, status]
-    step.click(
-        step_handler(ctx),
-        [prompt, so_far, stepper, *knobs.values()],
-        outputs,
-        api_name="step",
-        show_progress="minimal",
-        show_progress_on=[status],
-        preprocess=False,
-        **SERIAL,
-    )
+    model_job(step, step_handler(ctx), [prompt, so_far, stepper, *knobs.values()], outputs, status, "step")
     reset.click(reset_handler, [stepper], outputs, api_name="step_reset", **SERIAL)
     knobs["pair"].change(
         lambda name: controls.pair_defaults(ctx, name),

@@ -12,12 +12,12 @@ from collections.abc import Iterator
 import gradio as gr
 
 from . import sweep, teach_plots
-from .context import SERIAL, AppContext
-from .flow import fail, load_pair, read_settings
+from .context import AppContext
+from .flow import fail, load_pair, model_job, read_settings, status_html
 from .lockstep import streamed
 from .measured import session_of
 from .settings import DRAFT_MODEL, DRAFTERS, MAX_NEW_TOKENS
-from .tab_race import EXAMPLES, status_html
+from .tab_race import EXAMPLES
 
 TITLE = "Sweep"
 log = logging.getLogger(__name__)
@@ -102,24 +102,8 @@ def build(ctx: AppContext) -> None:
 
     inputs = [pair, gammas, drafters, temperatures, examples, categories, per_category, tokens, repeats, seed]
     outputs = [table, speedup_plot, alpha_plot, files, status]
-    sweeping = run.click(
-        sweep_handler(ctx),
-        inputs,
-        outputs,
-        api_name="sweep",
-        show_progress="minimal",
-        show_progress_on=[status],
-        preprocess=False,
-        **SERIAL,
-    )
-    stop.click(
-        lambda: status_html("Stopped. The rows measured so far stay in the table."),
-        None,
-        status,
-        cancels=[sweeping],
-        queue=False,
-        api_name="sweep_stop",
-    )
+    model_job(run, sweep_handler(ctx), inputs, outputs, status, "sweep", stop=stop, stop_api="sweep_stop",
+              stopped="Stopped. The rows measured so far stay in the table.")
 
 
 def sweep_handler(ctx: AppContext):

@@ -13,12 +13,11 @@ from collections.abc import Iterator
 import gradio as gr
 
 from . import teach_plots, theory
-from .context import SERIAL, AppContext
-from .flow import check_prompt, fail, load_pair, read_settings, whole
+from .context import AppContext
+from .flow import check_prompt, fail, load_pair, model_job, read_settings, status_html, whole
 from .lockstep import streamed
 from .measured import session_of
 from .settings import DRAFT_MODEL, DRAFTERS
-from .tab_race import status_html
 
 TITLE = "Theory vs measurement"
 log = logging.getLogger(__name__)
@@ -87,24 +86,8 @@ def build(ctx: AppContext) -> None:
     redraw = redraw_handler(ctx)
     for control in view:
         control.change(redraw, view, outputs[:3], queue=False, api_visibility="private")
-    measuring = measure.click(
-        measure_handler(ctx),
-        [prompt, *view, gamma, tokens],
-        outputs,
-        api_name="measure",
-        show_progress="minimal",
-        show_progress_on=[status],
-        preprocess=False,
-        **SERIAL,
-    )
-    stop.click(
-        lambda: status_html("Stopped."),
-        None,
-        status,
-        cancels=[measuring],
-        queue=False,
-        api_name="measure_stop",
-    )
+    model_job(measure, measure_handler(ctx), [prompt, *view, gamma, tokens], outputs, status, "measure",
+              stop=stop, stop_api="measure_stop")
     clear.click(clear_handler(ctx), view, outputs[:3], queue=False, api_visibility="private")
     tab = gr.context.Context.block  # the enclosing gr.Tab: redraw when it is opened (points may be new)
     if isinstance(tab, gr.Tab):
