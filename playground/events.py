@@ -52,6 +52,12 @@ class StepEvent:
     def seconds(self) -> float:
         return self.draft_s + self.verify_s + self.overhead_s
 
+    @property
+    def n_tested(self) -> int:
+        """Draft positions the target tested: the accepted ones and the first rejection, if any
+        (the ones after it were never tested). Summed over a run, alpha's denominator."""
+        return self.n_accepted + (self.n_accepted < len(self.drafts))
+
 
 @dataclass(frozen=True)
 class RunMetrics:
@@ -88,8 +94,7 @@ def summarize(events: list[StepEvent], baseline: list[StepEvent] | None = None) 
     calls = len(events)
     drafted = sum(len(e.drafts) for e in events)
     accepted = sum(e.n_accepted for e in events)
-    # A position is tested when it was accepted or was the first rejection.
-    tested = sum(e.n_accepted + (e.n_accepted < len(e.drafts)) for e in events)
+    tested = sum(e.n_tested for e in events)
     seconds = sum(e.seconds for e in events)
     cost, plain = costs(events), costs(baseline or [])
     alpha = accepted / tested if tested else 0.0

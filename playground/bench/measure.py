@@ -160,7 +160,7 @@ def speculation_fields(base: Run, spec: Run) -> dict:
         "target_calls": m.target_calls,
         "drafted": m.drafted,
         "accepted": m.accepted,
-        "tested": tested_positions(spec.events),
+        "tested": sum(e.n_tested for e in spec.events),
         "baseline_calls": len(base.events),
         # per-forward costs pool these sums, over the calls that decode only (not the prompt's)
         "draft_seconds": spec_cost.draft_s,
@@ -170,11 +170,6 @@ def speculation_fields(base: Run, spec: Run) -> dict:
         "baseline_call_seconds": base_cost.verify_s,
         "cost_baseline_calls": base_cost.calls,
     }
-
-
-def tested_positions(events: list[StepEvent]) -> int:
-    """Draft positions that were tested: the accepted ones and each first rejection (alpha's denominator)."""
-    return sum(e.n_accepted + (e.n_accepted < len(e.drafts)) for e in events)
 
 
 def identity_fields(setup: Setup, ids, config: SpecConfig, base: Run, spec: Run) -> dict:

@@ -105,7 +105,7 @@ def point_from_events(
         gamma=int(gamma),
         speedup=s.tok_s / a.tok_s if a.tok_s else 0.0,
         accepted=s.accepted,
-        tested=sum(e.n_accepted + (e.n_accepted < len(e.drafts)) for e in speculative),
+        tested=sum(e.n_tested for e in speculative),
         drafted=spec_cost.drafted,
         draft_seconds=spec_cost.draft_s,
         verify_seconds=spec_cost.verify_s,

@@ -40,7 +40,7 @@ def unique_labels(tokens: list[int], label) -> list[str]:
 
 def step_figure(event: StepEvent, label, greedy: bool) -> go.Figure:
     """q and p side by side at every tested draft position, then the residual or the bonus."""
-    tested = event.drafts[: event.n_accepted + (event.n_accepted < len(event.drafts))]
+    tested = event.drafts[: event.n_tested]
     titles = [position_title(i, d, label, greedy) for i, d in enumerate(tested)] + [
         outcome_title(event, label, greedy)
     ]
