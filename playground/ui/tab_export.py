@@ -15,6 +15,11 @@ from .context import AppContext
 from .settings import RunSettings
 
 TITLE = "Export"
+SNIPPET_BOXES = (  # (tab, [(language, label, elem_id)]) in the order snippets() returns them
+    ("vLLM", [("shell", "vllm serve", "ex-vllm-serve"), ("python", "vLLM in Python", "ex-vllm-python")]),
+    ("llama.cpp", [("shell", "llama-server", "ex-llamacpp")]),
+    ("transformers", [("python", "generate(assistant_model=…)", "ex-transformers")]),
+)
 
 
 def build(ctx: AppContext) -> None:
@@ -30,39 +35,15 @@ def build(ctx: AppContext) -> None:
         with gr.Column(scale=3):
             first = snippets(ctx, default_values(ctx))
             notes = gr.HTML(first[0], elem_id="ex-notes")
+            codes = []
             with gr.Tabs():
-                with gr.Tab("vLLM"):
-                    vllm_serve = gr.Code(
-                        first[1],
-                        language="shell",
-                        label="vllm serve",
-                        wrap_lines=True,
-                        elem_id="ex-vllm-serve",
-                    )
-                    vllm_python = gr.Code(
-                        first[2],
-                        language="python",
-                        label="vLLM in Python",
-                        wrap_lines=True,
-                        elem_id="ex-vllm-python",
-                    )
-                with gr.Tab("llama.cpp"):
-                    llamacpp = gr.Code(
-                        first[3],
-                        language="shell",
-                        label="llama-server",
-                        wrap_lines=True,
-                        elem_id="ex-llamacpp",
-                    )
-                with gr.Tab("transformers"):
-                    transformers = gr.Code(
-                        first[4],
-                        language="python",
-                        label="generate(assistant_model=…)",
-                        wrap_lines=True,
-                        elem_id="ex-transformers",
-                    )
-    outputs = [notes, vllm_serve, vllm_python, llamacpp, transformers]
+                for tab, boxes in SNIPPET_BOXES:
+                    with gr.Tab(tab):
+                        for language, label, elem_id in boxes:
+                            text = first[1 + len(codes)]
+                            codes.append(gr.Code(text, language=language, label=label, wrap_lines=True,
+                                                 elem_id=elem_id))
+    outputs = [notes, *codes]
     handler = export_handler(ctx)
     for component in knobs.values():
         component.change(
