@@ -103,3 +103,14 @@ def pair_defaults(ctx: AppContext, name: str):
     """When the pair changes: its description, and its suggested γ and temperature."""
     spec = ctx.registry.pair(name)
     return gr.update(info=spec.description), spec.gamma, spec.temperature
+
+
+def follow_pair(ctx: AppContext, knobs: dict) -> None:
+    """Wire the pair dropdown of settings_controls() to show the chosen pair's description and set
+    its suggested γ and temperature."""
+    knobs["pair"].change(
+        lambda name: pair_defaults(ctx, name),
+        knobs["pair"],
+        [knobs["pair"], knobs["gamma"], knobs["temperature"]],
+        api_visibility="private",
+    )

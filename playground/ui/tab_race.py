@@ -116,12 +116,7 @@ def build(ctx: AppContext) -> None:
         yield from handler(prompt, system, *knobs, session=session_of(request))
 
     model_job(run, race_event, inputs, outputs, status, "race", stop=stop, stop_api="stop")
-    knobs["pair"].change(
-        lambda name: controls.pair_defaults(ctx, name),
-        knobs["pair"],
-        [knobs["pair"], knobs["gamma"], knobs["temperature"]],
-        api_visibility="private",
-    )
+    controls.follow_pair(ctx, knobs)
 
 
 def race_handler(ctx: AppContext):

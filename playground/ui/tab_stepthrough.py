@@ -102,12 +102,7 @@ def build(ctx: AppContext) -> None:
     outputs = [stepper, text, stages, figure, status]
     model_job(step, step_handler(ctx), [prompt, so_far, stepper, *knobs.values()], outputs, status, "step")
     reset.click(reset_handler, [stepper], outputs, api_name="step_reset", **SERIAL)
-    knobs["pair"].change(
-        lambda name: controls.pair_defaults(ctx, name),
-        knobs["pair"],
-        [knobs["pair"], knobs["gamma"], knobs["temperature"]],
-        api_visibility="private",
-    )
+    controls.follow_pair(ctx, knobs)
 
 
 def step_handler(ctx: AppContext):
