@@ -15,7 +15,7 @@ from playground.bench.grid import SettingError, expand, parse_sweep
 from playground.bench.measure import Run, Setup, identity_fields
 from playground.bench.oracle import OracleDrafter, greedy_continuation
 from playground.bench.prompts import load_prompts
-from playground.bench.reference import constant_assistant, hf_generate
+from playground.bench.reference import hf_generate, matched_assistant
 from playground.bench.report import atomic_write
 from playground.bench.summary import summarize_records
 from playground.engine import SpecConfig, generate
@@ -95,6 +95,9 @@ def test_outputs_leave_no_temporary_files(bench_run):
     (["--limit", "0"], "argument --limit: must be an integer in [1, 1000000], got 0"),
     (["--sweep", "gamma=1,x"], "argument --sweep: gamma takes integers"),
     (["--sweep", "gamma=2,99"], "argument --sweep: gamma must be an integer in [1, 64], got 99"),
+    (["--gamma-max", "99"], "argument --gamma-max: gamma_max must be an integer in [1, 64], got 99"),
+    (["--min-confidence", "1.5"], "argument --min-confidence: min_confidence must be in [0.0, 1.0]"),
+    (["--sweep", "min_confidence=0,-1"], "argument --sweep: min_confidence must be in [0.0, 1.0]"),
     (["--sweep", "beta=1"], "argument --sweep: expected KEY=V1,V2,... with KEY one of gamma, temperature"),
     (["--pair", "nope"], "argument --pair: "),
     (["--categories", "coding,poetry"], "argument --categories: unknown category poetry; this file has: wri"),
@@ -247,9 +250,22 @@ def test_transformers_assisted_reference_drafts_exactly_gamma(pair):
     assert len(tokens) == 20
     assert set(widths[1:-1]) == {4}  # after the prefill, each verification checks 3 drafts + 1
     before = dict(vars(draft.generation_config))
-    with constant_assistant(draft, 5):
-        assert draft.generation_config.num_assistant_tokens == 5
+    with matched_assistant(draft, SpecConfig(gamma=5, adaptive=True, min_confidence=0.3)):
+        config = draft.generation_config
+        assert (config.num_assistant_tokens, config.num_assistant_tokens_schedule) == (5, "heuristic")
+        assert config.assistant_confidence_threshold == 0.3
     assert dict(vars(draft.generation_config)) == before  # the model is left as it was
+
+
+def test_adaptive_and_confidence_settings_reach_both_engines(tmp_path):
+    argv = SMALL_RUN + ["--categories", "qa", "--max-new-tokens", "12", "--gamma", "2", "--adaptive",
+                        "--gamma-max", "6", "--sweep", "min_confidence=0,0.5", "--reference", "transformers",
+                        "--json", str(tmp_path / "a.json")]
+    assert cli.main(argv) == 0
+    runs = json.loads((tmp_path / "a.json").read_text())["runs"]
+    assert [(r["settings"]["adaptive"], r["settings"]["gamma_max"], r["settings"]["min_confidence"])
+            for r in runs] == [(True, 6, 0.0), (True, 6, 0.5)]
+    assert all("hf_assisted_tok_s" in r["summary"] for r in runs)
 
 
 def test_sweep_grid_and_errors():

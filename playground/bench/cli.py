@@ -77,14 +77,23 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--dtype", choices=DTYPES, help="default: models.yaml's")
     models.add_argument("--device", choices=DEVICES, help="default: models.yaml's")
     knobs = p.add_argument_group("decoding")
-    knobs.add_argument("--gamma", type=int, help="drafted tokens per target call (default: the pair's)")
+    knobs.add_argument("--gamma", type=int, help="drafted tokens per target call (default: the pair's); "
+                       "with --adaptive, the first call's")
+    knobs.add_argument("--adaptive", action="store_true",
+                       help="adaptive lookahead: gamma +2 after a fully accepted draft, -1 after a rejection "
+                            "(transformers' 'heuristic' schedule, also given to the reference)")
+    knobs.add_argument("--gamma-min", type=int, default=1, help="adaptive lower bound (default 1)")
+    knobs.add_argument("--gamma-max", type=int, default=16, help="adaptive upper bound (default 16)")
+    knobs.add_argument("--min-confidence", type=float, default=0.0,
+                       help="stop drafting when the draft's top probability falls below this "
+                            "(default 0: off; transformers' assistant_confidence_threshold)")
     knobs.add_argument("--temperature", type=float, help="0 is greedy (default: the pair's)")
     knobs.add_argument("--top-k", type=int, default=0, help="0 (default) is off")
     knobs.add_argument("--top-p", type=float, default=1.0, help="1 (default) is off")
     knobs.add_argument("--seed", type=int, default=0, help="default 0; every method of a prompt uses it")
     knobs.add_argument("--max-new-tokens", type=int, default=128, help="default 128")
     knobs.add_argument("--sweep", nargs="+", metavar="KEY=V1,V2",
-                       help="grid over gamma, temperature, top_k, top_p, "
+                       help="grid over gamma, temperature, top_k, top_p, min_confidence, "
                             "e.g. gamma=1,2,4,8 temperature=0,0.7")
     timing = p.add_argument_group("timing")
     timing.add_argument("--repeats", type=int_in(1, 1000), default=3,
@@ -133,7 +142,8 @@ def make_plan(args) -> Plan:
     base = {"gamma": spec.gamma if args.gamma is None else args.gamma,
             "temperature": spec.temperature if args.temperature is None else args.temperature,
             "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed,
-            "max_new_tokens": args.max_new_tokens}
+            "max_new_tokens": args.max_new_tokens, "adaptive": args.adaptive, "gamma_min": args.gamma_min,
+            "gamma_max": args.gamma_max, "min_confidence": args.min_confidence}
     configs = expand(base, grid)
     if args.png and len({c.gamma for c in configs}) < 2:
         raise SettingError("--png", "the speedup-vs-gamma plot needs a gamma sweep, "

@@ -25,7 +25,8 @@ def format_report(report: dict) -> str:
     lines = [header, "-" * len(header)]
     for run in report["runs"]:
         s = run["settings"]
-        label = f"gamma={s['gamma']} T={s['temperature']} k={s['top_k']} p={s['top_p']}"
+        label = f"gamma={s['gamma']}{'+' if s.get('adaptive') else ''} T={s['temperature']} k={s['top_k']} p={s['top_p']}"
+        label += f" conf={s['min_confidence']}" if s.get("min_confidence") else ""
         for category, summary in {**run["categories"], "all": run["summary"]}.items():
             cells = " ".join(f"{cell(summary.get(key), fmt):>{w}}" for key, _, w, fmt in used)
             lines.append(f"{label:<28} {category[:15]:<15} {cells}")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import itertools
 
-SWEEPABLE = {"gamma": int, "temperature": float, "top_k": int, "top_p": float}
+SWEEPABLE = {"gamma": int, "temperature": float, "top_k": int, "top_p": float, "min_confidence": float}
 FLAGS = {"gamma": "--gamma", "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p",
-         "seed": "--seed", "max_new_tokens": "--max-new-tokens"}
+         "seed": "--seed", "max_new_tokens": "--max-new-tokens", "gamma_min": "--gamma-min",
+         "gamma_max": "--gamma-max", "min_confidence": "--min-confidence"}
 
 
 class SettingError(ValueError):
@@ -59,5 +60,7 @@ def make_config(settings: dict, swept: set[str]):
 
 
 def settings_of(config) -> dict:
-    return {"gamma": config.gamma, "temperature": config.temperature, "top_k": config.top_k,
-            "top_p": config.top_p, "seed": config.seed, "max_new_tokens": config.max_new_tokens}
+    return {"gamma": config.gamma, "adaptive": config.adaptive, "gamma_min": config.gamma_min,
+            "gamma_max": config.gamma_max, "min_confidence": config.min_confidence,
+            "temperature": config.temperature, "top_k": config.top_k, "top_p": config.top_p,
+            "seed": config.seed, "max_new_tokens": config.max_new_tokens}

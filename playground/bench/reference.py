@@ -3,8 +3,10 @@
 `hf_generate(..., assistant=draft)` is transformers' assisted generation. Its draft length is read
 from the *assistant's* generation_config, not from generate()'s arguments, and by default it also
 stops drafting below a confidence of 0.4 (and adapts that threshold when scikit-learn is
-installed). To compare at the same gamma we set num_assistant_tokens = gamma, schedule "constant"
-and threshold 0 on the assistant for the call, and restore them afterwards.
+installed). To compare at the same settings we set num_assistant_tokens = gamma, the schedule
+("constant", or "heuristic" when ours is adaptive: the same +2/-1 rule, though without our upper
+bound) and the threshold (our min_confidence) on the assistant for the call, and restore them
+afterwards, so every call starts from gamma as ours does.
 """
 
 from __future__ import annotations
@@ -30,15 +32,16 @@ def sampling_kwargs(config: SpecConfig) -> dict:
 
 
 @contextmanager
-def constant_assistant(assistant, gamma: int):
-    """Make the assistant draft exactly gamma tokens per step for the duration of the call."""
+def matched_assistant(assistant, config: SpecConfig):
+    """Make the assistant draft as our engine does under `config` for the duration of the call:
+    gamma tokens a step, or the adaptive schedule from gamma, with the same confidence cut."""
     if assistant is None:
         yield None
         return
     saved = {name: getattr(assistant.generation_config, name, None) for name in ASSISTANT_FIELDS}
-    assistant.generation_config.num_assistant_tokens = gamma
-    assistant.generation_config.num_assistant_tokens_schedule = "constant"
-    assistant.generation_config.assistant_confidence_threshold = 0.0
+    assistant.generation_config.num_assistant_tokens = config.gamma
+    assistant.generation_config.num_assistant_tokens_schedule = "heuristic" if config.adaptive else "constant"
+    assistant.generation_config.assistant_confidence_threshold = config.min_confidence
     try:
         yield assistant
     finally:
@@ -65,7 +68,7 @@ def hf_generate(target, prompt_ids, config: SpecConfig, eos_token_ids, pad_token
     # transformers samples from the global RNG: seed it for repeatable runs, inside a fork so the
     # caller's RNG state is left as it was (the fork is outside the timed region).
     devices = [target.device] if target.device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices), constant_assistant(assistant, config.gamma):
+    with torch.random.fork_rng(devices=devices), matched_assistant(assistant, config):
         torch.manual_seed(config.seed)
         started = clock(target.device)
         out = target.generate(ids, **kwargs)

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 SCHEMA = "playground.bench/1"
-SETTINGS = ("gamma", "temperature", "top_k", "top_p")
+SETTINGS = ("gamma", "adaptive", "min_confidence", "temperature", "top_k", "top_p")
 
 
 def atomic_write(path, data: str | bytes) -> None:
