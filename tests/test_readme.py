@@ -10,3 +10,28 @@ def test_readme_engine_snippet_runs(capsys):
     exec(compile(snippet, "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert "alpha=" in out and "predicted speedup=" in out
+
+
+def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses():
+    """docs/benchmarks.md shows docs/reproduce.sh verbatim, and every command in it is accepted by
+    the CLI it calls (flags and settings checked as a real run checks them, no model loaded)."""
+    import shlex
+
+    from playground.bench import cli, gpu_oracle, profile
+
+    root = Path(__file__).parents[1]
+    script = (root / "docs" / "reproduce.sh").read_text()
+    page = (root / "docs" / "benchmarks.md").read_text()
+    block = re.search(r"## Reproduce.*?is these commands.*?```bash\n(.*?)```", page, re.S).group(1)
+    assert block == script[script.index("mkdir -p out"):]
+    lines = re.sub(r"\\\n\s*", "", script).replace("$tq", "nf4").replace("$dq", "none").splitlines()
+    calls = [line.split("python -m ", 1)[1].split("|")[0] for line in lines if "python -m playground" in line]
+    modules = [shlex.split(c)[0] for c in calls]
+    assert modules == ["playground.bench"] * 5 + ["playground.bench.profile", "playground.bench.gpu_oracle"]
+    for call in calls[:5]:
+        argv = shlex.split(call)[1:]
+        args = cli.build_parser().parse_args(argv)
+        args.argv = argv
+        cli.make_plan(args)
+    profile.options(shlex.split(calls[5])[1:])
+    gpu_oracle.options(shlex.split(calls[6])[1:])

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Every number in docs/benchmarks.md, in the order of its tables: about 2 hours on a 2-core CPU.
+# Run from a checkout with the requirements installed, on an idle machine (each report records the
+# share of CPU other processes took while it measured). The block under "Reproduce" in
+# docs/benchmarks.md is this file from `mkdir` on; tests/test_readme.py keeps the two the same.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+mkdir -p out
+# Table 1 - greedy, default pair, per category, with the transformers reference (about 25 min)
+python -m playground.bench --categories coding,summarization,translation,qa,math_reasoning --limit 2 \
+    --temperature 0 --gamma 4 --max-new-tokens 96 --repeats 2 --warmup 1 --reference transformers \
+    --json out/greedy.json --csv out/greedy.csv --html out/greedy.html
+# Table 2 - the same at temperature 0.7 (about 25 min)
+python -m playground.bench --categories coding,summarization,translation,qa,math_reasoning --limit 2 \
+    --temperature 0.7 --gamma 4 --max-new-tokens 96 --repeats 2 --warmup 1 --reference transformers \
+    --json out/t07.json --csv out/t07.csv --html out/t07.html
+# Table 3 and the plot - speedup against gamma, greedy, coding and qa (about 25 min)
+python -m playground.bench --categories coding,qa --limit 2 --temperature 0 --sweep gamma=1,2,4,6,8 \
+    --max-new-tokens 96 --repeats 1 --warmup 1 --reference transformers \
+    --json out/gamma.json --html out/gamma.html --png assets/bench_speedup_vs_gamma.png
+# Table 3b - adaptive lookahead, without and with the draft-confidence cut (about 12 min)
+python -m playground.bench --categories coding,qa --limit 2 --temperature 0 --gamma 4 --adaptive \
+    --sweep min_confidence=0,0.3 --max-new-tokens 96 --repeats 1 --warmup 1 --reference transformers \
+    --json out/adaptive.json
+# Table 4 - quantization of each model, one run per row (about 6 min each)
+for tq in none nf4; do for dq in none nf4; do
+  python -m playground.bench --categories coding,qa --limit 2 --temperature 0 --gamma 4 --max-new-tokens 64 \
+      --repeats 2 --warmup 1 --reference transformers --target-quantization $tq --draft-quantization $dq \
+      --json out/quant-$tq-$dq.json
+done; done
+# Where the time goes - one coding answer split into verify, draft and engine overhead (about 2 min)
+python -m playground.bench.profile --gamma 4 --max-new-tokens 96 | tee out/profile.txt
+# Table 5 - the GPU oracle (one CUDA GPU, no network, no model files; skipped without one)
+if python -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
+  python -m playground.bench.gpu_oracle --json out/gpu_oracle.json
+else
+  echo "no CUDA GPU: table 5 (the GPU oracle) not run"
+fi
