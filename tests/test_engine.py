@@ -1,6 +1,8 @@
 """The engine on tiny random models built in-process: greedy identity, KV rollback, edges, bad input,
 and losslessness over two steps of real (tiny) models."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -246,11 +248,11 @@ def exact_joint(target, prompt, vocab):
     return (first[:, None] * second).flatten().numpy()
 
 
-def joint_counts(target, draft, prompt, vocab, draws):
+def joint_counts(target, draft, prompt, vocab, draws, draft_vocab=None):
     counts = np.zeros(vocab * vocab)
     for seed in range(draws):
-        out = output_tokens(generate(target, prompt, SpecConfig(gamma=2, temperature=1.0, seed=seed,
-                                                                max_new_tokens=3), ModelDrafter(draft)))
+        config = SpecConfig(gamma=2, temperature=1.0, seed=seed, max_new_tokens=3)
+        out = output_tokens(generate(target, prompt, config, ModelDrafter(draft, draft_vocab=draft_vocab)))
         counts[out[0] * vocab + out[1]] += 1
     return counts
 
@@ -262,12 +264,47 @@ def test_two_token_joint_follows_target(small_vocab_pair):
     assert fit.p_value > 1e-4, fit
 
 
-def test_two_token_joint_check_catches_a_wrong_rule(small_vocab_pair, monkeypatch):
+@pytest.mark.parametrize("draft_vocab", [None, 5])
+def test_two_token_joint_check_catches_a_wrong_rule(small_vocab_pair, monkeypatch, draft_vocab):
     monkeypatch.setattr(sampling, "residual_distribution", lambda p, q: p)
     target, draft = small_vocab_pair
     prompt = [1, 5, 2]
-    fit = goodness_of_fit(joint_counts(target, draft, prompt, 8, JOINT_DRAWS), exact_joint(target, prompt, 8))
+    counts = joint_counts(target, draft, prompt, 8, JOINT_DRAWS, draft_vocab)
+    fit = goodness_of_fit(counts, exact_joint(target, prompt, 8))
     assert fit.p_value < 1e-4, fit
+
+
+def test_two_token_joint_follows_target_with_a_trimmed_draft_vocabulary(small_vocab_pair):
+    """q = 0 for tokens 5-7, which the target gives mass: only the residual can emit them."""
+    target, draft = small_vocab_pair
+    prompt = [1, 5, 2]
+    counts = joint_counts(target, draft, prompt, 8, JOINT_DRAWS, draft_vocab=5)
+    fit = goodness_of_fit(counts, exact_joint(target, prompt, 8))
+    assert fit.p_value > 1e-4, fit
+    # about 11% of the exact joint has a token the draft cannot propose: those are emitted too
+    assert JOINT_DRAWS - counts.reshape(8, 8)[:5, :5].sum() > 0.05 * JOINT_DRAWS
+
+
+@pytest.mark.parametrize("draft_vocab", [40, 120])
+def test_trimmed_draft_vocabulary_keeps_greedy_identity(pair, greedy_reference, draft_vocab):
+    target, draft, _ = pair
+    ids, reference = greedy_reference
+    drafter = ModelDrafter(draft, draft_vocab=draft_vocab)
+    assert output_tokens(run(target, ids, drafter, gamma=4, max_new_tokens=48)) == reference
+    proposal = ModelDrafter(draft, draft_vocab=draft_vocab).propose(ids, 3, SpecConfig(temperature=1.0).sampling,
+                                                                     torch.Generator().manual_seed(0))
+    assert max(proposal.tokens) < draft_vocab and float(proposal.q[:, draft_vocab:].sum()) == 0.0
+    assert float(proposal.q[:, :draft_vocab].sum()) == pytest.approx(len(proposal.tokens), rel=1e-5)
+
+
+def test_draft_vocabulary_out_of_range_or_on_a_transformed_head_is_refused(pair):
+    _, draft, _ = pair
+    with pytest.raises(ValueError, match=r"draft_vocab must be in \[1, "):
+        ModelDrafter(draft, draft_vocab=0)
+    capped = copy.deepcopy(draft)
+    capped.lm_head.bias = torch.nn.Parameter(torch.ones(capped.lm_head.weight.shape[0]))
+    with pytest.raises(ValueError, match="plain linear layer"):
+        ModelDrafter(capped, draft_vocab=50)
 
 
 def test_token_pieces_rebuild_the_text_even_when_tokens_split_characters():
