@@ -346,3 +346,16 @@ def test_profile_splits_each_run_into_verify_draft_and_overhead(capsys):
     assert out.count("verify") == 2 and out.count("overhead") == 2 and "predicted speedup=" in out
     assert main(["--pair", "tiny", "--gamma", "0"]) == 2
     assert "gamma must be an integer in [1, 64]" in capsys.readouterr().err
+
+
+def test_draft_vocab_reaches_the_drafter_and_is_checked_against_the_draft(tmp_path, capsys):
+    argv = SMALL_RUN + ["--draft-vocab", "120", "--json", str(tmp_path / "v.json")]
+    assert cli.main(argv) == 0
+    report = json.loads((tmp_path / "v.json").read_text())
+    assert report["config"]["draft_vocab"] == 120
+    assert all(r["identical"] for r in report["runs"][0]["prompts"])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(SMALL_RUN + ["--draft-vocab", "100000", "--json", str(tmp_path / "w.json")])
+    assert exit_.value.code == 2
+    assert "argument --draft-vocab: draft_vocab must be in [1, " in capsys.readouterr().err
+    assert not (tmp_path / "w.json").exists()

@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--drafter", choices=DRAFTERS, default="model",
                         help="the pair's draft model (default), or prompt lookup "
                              "(n-gram copy, no draft model)")
+    models.add_argument("--draft-vocab", type=int_in(1, 10**7), metavar="N",
+                        help="the draft model proposes only among the first N token ids (a cheaper output "
+                             "layer; still lossless; ours only, transformers' assistant keeps its full head)")
     models.add_argument("--target-quantization", choices=QUANTIZATIONS, help="default: models.yaml's")
     models.add_argument("--draft-quantization", choices=QUANTIZATIONS, help="default: models.yaml's")
     models.add_argument("--dtype", choices=DTYPES, help="default: models.yaml's")
@@ -172,7 +175,8 @@ def run_benchmark(args, plan: Plan, pair) -> dict:
 
     setup = Setup(pair.target.model, pair.draft.model, args.drafter,
                   eos_ids(pair.tokenizer, pair.target.model, pair.draft.model),
-                  pair.tokenizer.pad_token_id, reference=args.reference == "transformers")
+                  pair.tokenizer.pad_token_id, reference=args.reference == "transformers",
+                  draft_vocab=args.draft_vocab)
     encoded = [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
     device = pair.target.device
     facts = environment(device)
@@ -226,7 +230,7 @@ def show_run(bar, prompt_id: str, method: str, done: int, total: int) -> None:
 
 
 def run_config(args, plan: Plan) -> dict:
-    return {"pair": plan.pair, "drafter": args.drafter, "prompts": args.prompts,
+    return {"pair": plan.pair, "drafter": args.drafter, "draft_vocab": args.draft_vocab, "prompts": args.prompts,
             "categories": args.categories,
             "limit_per_category": args.limit, "repeats": args.repeats, "warmup": args.warmup,
             "reference": args.reference, "sweep": args.sweep, "prompt_count": len(plan.prompts)}
@@ -267,6 +271,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, RuntimeError) as error:
         print(f"{parser.prog}: error: could not load pair {plan.pair!r}: {error}", file=sys.stderr)
         return 1
+    if args.draft_vocab is not None:  # checked against the loaded draft before anything is timed
+        from ..drafters import ModelDrafter
+
+        try:
+            ModelDrafter(pair.draft.model, draft_vocab=args.draft_vocab)
+        except ValueError as error:
+            parser.error(f"argument --draft-vocab: {error}")
     report = run_benchmark(args, plan, pair)
     print(format_report(report))
     try:

@@ -42,11 +42,12 @@ class Setup:
     eos: tuple[int, ...]
     pad_token_id: int | None = None
     reference: bool = False  # also time transformers' generate() and assisted generation
+    draft_vocab: int | None = None  # draft among the first N token ids only (ours; transformers has no such knob)
 
     def make_drafter(self):
         if self.drafter == "prompt_lookup":
             return PromptLookupDrafter(1, 3)
-        return ModelDrafter(self.draft)
+        return ModelDrafter(self.draft, draft_vocab=self.draft_vocab)
 
     def methods(self, config: SpecConfig) -> dict[str, Callable[[list[int]], Run]]:
         """Each timed method as a function of the prompt ids, in the order they first run."""

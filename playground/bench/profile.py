@@ -21,6 +21,8 @@ def options(argv=None) -> argparse.Namespace:
     p.add_argument("--prompt", default=PROMPT)
     p.add_argument("--gamma", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=96)
+    p.add_argument("--draft-vocab", type=int, default=None, metavar="N",
+                   help="the draft proposes only among the first N token ids")
     p.add_argument("--target-quantization", choices=["none", "nf4", "int8"], default=None)
     p.add_argument("--draft-quantization", choices=["none", "nf4", "int8"], default=None)
     return p.parse_args(argv)
@@ -65,10 +67,15 @@ def main(argv=None) -> int:
     target, draft = pair.target.model, pair.draft.model
     ids = encode_prompt(pair.tokenizer, args.prompt)
     eos = eos_ids(pair.tokenizer, target, draft)
-    for drafter in (None, ModelDrafter(draft)):  # warm-up: first calls allocate and pick kernels
+    try:
+        drafters = [ModelDrafter(draft, draft_vocab=args.draft_vocab) for _ in range(2)]
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    for drafter in (None, drafters[0]):  # warm-up: first calls allocate and pick kernels
         timed_run(target, ids, config, drafter, eos)
     base, base_s = timed_run(target, ids, config, None, eos)
-    spec, spec_s = timed_run(target, ids, config, ModelDrafter(draft), eos)
+    spec, spec_s = timed_run(target, ids, config, drafters[1], eos)
     m = summarize(spec, baseline=base)
     print(breakdown("autoregressive", base, base_s))
     print(breakdown(f"speculative, gamma={args.gamma}", spec, spec_s))
