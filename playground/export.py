@@ -70,6 +70,7 @@ class ExportSettings:
     max_new_tokens: int = 96
     ngram_min: int = 1
     ngram_max: int = 3
+    draft_vocab: int = 0
 
     @property
     def greedy(self) -> bool:
@@ -132,6 +133,7 @@ def from_settings(registry, settings) -> ExportSettings:
         "max_new_tokens",
         "ngram_min",
         "ngram_max",
+        "draft_vocab",
     )
     return ExportSettings(
         model_ref(registry.model(pair.target)),
@@ -336,6 +338,11 @@ def caveats(s: ExportSettings) -> list[str]:
         notes.append(
             "Draft confidence threshold: llama.cpp's --spec-draft-p-min and transformers' "
             "assistant_confidence_threshold are the same idea; vLLM has no such option."
+        )
+    if s.draft_vocab and not s.lookup:
+        notes.append(
+            f"Draft vocabulary (first {s.draft_vocab} token ids): none of these tools has that knob for "
+            "a draft model; there it drafts over its whole vocabulary."
         )
     if s.lookup:
         notes.append(

@@ -175,3 +175,9 @@ def test_caveats_say_what_does_not_carry_over(registry):
     notes = " ".join(export.caveats(settings(registry, adaptive=True, min_confidence=0.3)))
     assert "vLLM has no per-request adaptive draft length" in notes and "vLLM has no such option" in notes
     assert "Quantization is not exported" in notes
+
+
+def test_a_trimmed_draft_vocabulary_is_said_not_to_carry_over(registry):
+    assert not any("Draft vocabulary" in n for n in export.caveats(settings(registry)))
+    notes = export.caveats(settings(registry, draft_vocab=32768))
+    assert any("Draft vocabulary (first 32768 token ids)" in n for n in notes)

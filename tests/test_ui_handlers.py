@@ -214,6 +214,11 @@ def test_sampled_race_says_texts_differ_by_chance(ctx):
     assert "sampled (temperature 0.9)" in last[5]
 
 
+def test_draft_vocabulary_knob_reaches_the_drafter(ctx):
+    *_, last = race_handler(ctx)("def fibonacci(n):", "", *knobs(gamma=4, draft_vocab=120))
+    assert "identical to the baseline" in last[5] and "Done" in last[-1]
+
+
 def test_prompt_lookup_race_runs(ctx):
     prompt = "x = [1, 2, 3]\ny = [1, 2, 3]\nz = [1, 2, 3]\n" * 3
     *_, last = race_handler(ctx)(prompt, "be brief", *knobs(drafter=PROMPT_LOOKUP, gamma=6, ngram_max=4))
@@ -231,6 +236,8 @@ def test_prompt_lookup_race_runs(ctx):
         ("hi", {"top_p": 0}, "top_p must be in (0.0, 1.0], got 0"),
         ("hi", {"pair": "nope"}, "unknown pair 'nope'"),
         ("hi", {"drafter": "oracle"}, "drafter must be one of"),
+        ("hi", {"draft_vocab": -1}, "draft_vocab must be a whole number >= 0"),
+        ("hi", {"draft_vocab": 10**6}, "draft_vocab must be in [1, "),
         ("x" * 2100, {}, "the target's context holds 2048"),
         ("x" * 2000, {"max_new_tokens": 100}, "max_new_tokens must be at most"),
     ],

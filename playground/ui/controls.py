@@ -78,6 +78,13 @@ def settings_controls(ctx: AppContext) -> tuple[dict[str, gr.components.Componen
         with gr.Row():
             c["ngram_min"] = slider("ngram_min", 1, 8, 1, label="Prompt lookup: n-gram min")
             c["ngram_max"] = slider("ngram_max", 1, 8, 3, label="n-gram max")
+        c["draft_vocab"] = gr.Number(
+            0,
+            minimum=0,
+            precision=0,
+            label="Draft vocabulary: first N token ids (0 is all)",
+            info="a cheaper draft output layer; still lossless, but the target's tokens past N are never drafted",
+        )
         with gr.Row():
             c["target_quantization"] = gr.Dropdown(
                 list(QUANTIZATIONS),

@@ -33,6 +33,7 @@ class RunSettings:
     max_new_tokens: int = 96
     ngram_min: int = 1
     ngram_max: int = 3
+    draft_vocab: int = 0  # 0: the draft's whole vocabulary; N: it drafts among the first N token ids
     target_quantization: str = "default"
     draft_quantization: str = "default"
 
@@ -56,6 +57,9 @@ class RunSettings:
                 raise ValueError(
                     f"{field} must be one of: {', '.join(QUANTIZATIONS)}, got {getattr(self, field)!r}"
                 )
+        if isinstance(self.draft_vocab, bool) or not isinstance(self.draft_vocab, int) or self.draft_vocab < 0:
+            raise ValueError(f"draft_vocab must be a whole number >= 0 (0: the whole vocabulary), "
+                             f"got {self.draft_vocab!r}")
         if isinstance(self.max_new_tokens, int) and not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
             raise ValueError(
                 f"max_new_tokens must be an integer in [1, {MAX_NEW_TOKENS}], got {self.max_new_tokens}"
@@ -85,7 +89,7 @@ class RunSettings:
 
         if self.drafter == PROMPT_LOOKUP:
             return PromptLookupDrafter(self.ngram_min, self.ngram_max)
-        return ModelDrafter(draft_model)
+        return ModelDrafter(draft_model, draft_vocab=self.draft_vocab or None)
 
     def quantization(self) -> dict:
         """Keyword arguments for PairCache.get: None keeps the registry's own setting."""
