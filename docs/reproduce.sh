@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every number in docs/benchmarks.md, in the order of its tables: about 2 hours on a 2-core CPU.
+# Every number in docs/benchmarks.md, in the order of its tables: about 2.5 hours on a 2-core CPU.
 # Run from a checkout with the requirements installed, on an idle machine (each report records the
 # share of CPU other processes took while it measured). The block under "Reproduce" in
 # docs/benchmarks.md is this file from `mkdir` on; tests/test_readme.py keeps the two the same.
@@ -23,13 +23,21 @@ python -m playground.bench --categories coding,qa --limit 2 --temperature 0 --sw
 python -m playground.bench --categories coding,qa --limit 2 --temperature 0 --gamma 4 --adaptive \
     --sweep min_confidence=0,0.3 --max-new-tokens 96 --repeats 1 --warmup 1 --reference transformers \
     --json out/adaptive.json
+# Table 3c - a smaller draft vocabulary: the first 32768 and 65536 token ids, then gamma 6 and 8 (about 30 min)
+for n in 32768 65536; do
+  python -m playground.bench --categories coding,qa --limit 2 --temperature 0 --gamma 4 --max-new-tokens 96 \
+      --repeats 2 --warmup 1 --reference transformers --draft-vocab $n --json out/vocab-$n.json
+done
+python -m playground.bench --categories coding,qa --limit 2 --temperature 0 --sweep gamma=6,8 --max-new-tokens 96 \
+    --repeats 1 --warmup 1 --reference transformers --draft-vocab 65536 --json out/vocab-gamma.json
 # Table 4 - quantization of each model, one run per row (about 6 min each)
 for tq in none nf4; do for dq in none nf4; do
   python -m playground.bench --categories coding,qa --limit 2 --temperature 0 --gamma 4 --max-new-tokens 64 \
       --repeats 2 --warmup 1 --reference transformers --target-quantization $tq --draft-quantization $dq \
       --json out/quant-$tq-$dq.json
 done; done
-# Where the time goes - one coding answer split into verify, draft and engine overhead (about 2 min)
+# Where the time goes - one coding answer split into verify, draft and engine overhead (about 4 min)
+python -m playground.bench.profile --gamma 4 --max-new-tokens 96 --draft-vocab 65536 | tee out/profile-vocab.txt
 python -m playground.bench.profile --gamma 4 --max-new-tokens 96 | tee out/profile.txt
 # Table 5 - the GPU oracle (one CUDA GPU, no network, no model files; skipped without one)
 if python -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then

@@ -24,14 +24,17 @@ def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses():
     page = (root / "docs" / "benchmarks.md").read_text()
     block = re.search(r"## Reproduce.*?is these commands.*?```bash\n(.*?)```", page, re.S).group(1)
     assert block == script[script.index("mkdir -p out"):]
-    lines = re.sub(r"\\\n\s*", "", script).replace("$tq", "nf4").replace("$dq", "none").splitlines()
-    calls = [line.split("python -m ", 1)[1].split("|")[0] for line in lines if "python -m playground" in line]
-    modules = [shlex.split(c)[0] for c in calls]
-    assert modules == ["playground.bench"] * 5 + ["playground.bench.profile", "playground.bench.gpu_oracle"]
-    for call in calls[:5]:
-        argv = shlex.split(call)[1:]
-        args = cli.build_parser().parse_args(argv)
-        args.argv = argv
-        cli.make_plan(args)
-    profile.options(shlex.split(calls[5])[1:])
-    gpu_oracle.options(shlex.split(calls[6])[1:])
+    lines = re.sub(r"\\\n\s*", "", script)
+    for variable, value in (("$tq", "nf4"), ("$dq", "none"), ("$n", "65536")):
+        lines = lines.replace(variable, value)
+    calls = [shlex.split(line.split("python -m ", 1)[1].split("|")[0])
+             for line in lines.splitlines() if "python -m playground" in line]
+    assert [c[0] for c in calls].count("playground.bench") >= 6
+    assert [c[0] for c in calls][-2:] == ["playground.bench.profile", "playground.bench.gpu_oracle"]
+    for module, *argv in calls:
+        if module == "playground.bench":
+            args = cli.build_parser().parse_args(argv)
+            args.argv = argv
+            cli.make_plan(args)
+        else:
+            {"playground.bench.profile": profile, "playground.bench.gpu_oracle": gpu_oracle}[module].options(argv)
