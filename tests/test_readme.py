@@ -12,7 +12,7 @@ def test_readme_engine_snippet_runs(capsys):
     assert "alpha=" in out and "predicted speedup=" in out
 
 
-def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses():
+def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses(tmp_path, monkeypatch):
     """docs/benchmarks.md shows docs/reproduce.sh verbatim, and every command in it is accepted by
     the CLI it calls (flags and settings checked as a real run checks them, no model loaded)."""
     import shlex
@@ -31,6 +31,9 @@ def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses():
              for line in lines.splitlines() if "python -m playground" in line]
     assert [c[0] for c in calls].count("playground.bench") >= 6
     assert [c[0] for c in calls][-2:] == ["playground.bench.profile", "playground.bench.gpu_oracle"]
+    monkeypatch.chdir(tmp_path)  # the output folders the script writes to, as after its `mkdir -p out`
+    (tmp_path / "out").mkdir()
+    (tmp_path / "assets").mkdir()
     for module, *argv in calls:
         if module == "playground.bench":
             args = cli.build_parser().parse_args(argv)
