@@ -13,7 +13,10 @@ from typing import Protocol
 import torch
 
 from .kvcache import CachedModel
-from .sampling import Sampling, check_int, display_probs, pick
+from .config import KNOBS, check_value, defaults
+from .sampling import Sampling, display_probs, pick
+
+DEFAULT = defaults()
 
 
 @dataclass(frozen=True)
@@ -82,9 +85,9 @@ class PromptLookupDrafter:
     name = "prompt lookup"
     vocab_size = None
 
-    def __init__(self, min_ngram: int = 1, max_ngram: int = 3):
-        check_int("min_ngram", min_ngram, low=1, high=32)
-        check_int("max_ngram", max_ngram, low=min_ngram, high=32)
+    def __init__(self, min_ngram: int = DEFAULT["ngram_min"], max_ngram: int = DEFAULT["ngram_max"]):
+        check_value(KNOBS["ngram_min"], min_ngram)  # the run configuration's names and ranges
+        check_value(KNOBS["ngram_max"], max_ngram, {"ngram_min": min_ngram})
         self.min_ngram, self.max_ngram = min_ngram, max_ngram
 
     def begin(self, ids: list[int]) -> None:

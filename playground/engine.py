@@ -19,41 +19,38 @@ from .sampling import (
     Sampling,
     Verdict,
     check_int,
-    check_number,
     display_probs,
     greedy_verify,
     logits_to_probs,
     speculative_verify,
 )
 
-MAX_GAMMA = 64  # past this a draft is nearly never fully accepted and verification dominates
+from .config import MAX_GAMMA, check, defaults  # noqa: F401  (MAX_GAMMA: the engine's bound, declared there)
+
+D = defaults()
 
 
 @dataclass(frozen=True)
 class SpecConfig:
-    """Every knob of a run. Validated on creation; errors name the field and the allowed range."""
+    """The decoding knobs of a run (RunConfig's "decoding" group: defaults and ranges declared
+    there, once) and the engine-only options. Validated on creation; errors name the field."""
 
-    gamma: int = 4  # lookahead: tokens drafted per target call (the start value when adaptive)
-    adaptive: bool = False  # grow gamma by 2 after a fully accepted draft, shrink by 1 after a rejection
-    gamma_min: int = 1  # bounds of the adaptive schedule
-    gamma_max: int = 16
-    min_confidence: float = 0.0  # stop drafting when the draft's top probability falls below this
-    temperature: float = 0.0  # 0 is greedy
-    top_k: int = 0  # 0 is off
-    top_p: float = 1.0  # 1 is off
-    seed: int = 0  # seeds the run's own generators; nothing global is reseeded
-    max_new_tokens: int = 128
+    gamma: int = D["gamma"]  # lookahead: tokens drafted per target call (the start value when adaptive)
+    adaptive: bool = D["adaptive"]  # grow gamma by 2 after a full acceptance, shrink by 1 after a rejection
+    gamma_min: int = D["gamma_min"]  # bounds of the adaptive schedule
+    gamma_max: int = D["gamma_max"]
+    min_confidence: float = D["min_confidence"]  # stop drafting when the draft's top probability is lower
+    temperature: float = D["temperature"]  # 0 is greedy
+    top_k: int = D["top_k"]  # 0 is off
+    top_p: float = D["top_p"]  # 1 is off
+    seed: int = D["seed"]  # seeds the run's own generators; nothing global is reseeded
+    max_new_tokens: int = D["max_new_tokens"]
     stop_strings: tuple[str, ...] = ()
     detail: int = 0  # record the top-`detail` tokens of p, q and the residual in each event
     sampling: Sampling = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
-        check_int("gamma", self.gamma, low=1, high=MAX_GAMMA)
-        check_int("gamma_min", self.gamma_min, low=1, high=MAX_GAMMA)
-        check_int("gamma_max", self.gamma_max, low=self.gamma_min, high=MAX_GAMMA)
-        check_number("min_confidence", self.min_confidence, low=0.0, high=1.0)
-        check_int("seed", self.seed, low=0, high=2**63 - 1)
-        check_int("max_new_tokens", self.max_new_tokens, low=1, high=1_000_000)
+        check(self)
         check_int("detail", self.detail, low=0, high=1000)
         if not isinstance(self.stop_strings, (tuple, list)) or not all(
             isinstance(s, str) and s for s in self.stop_strings

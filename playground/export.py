@@ -13,6 +13,8 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from .config import PROMPT_LOOKUP, RunConfig
+
 CHECKED = {
     "vllm": "vLLM main, mid-2026 (vllm/config/speculative.py: SpeculativeConfig; "
     "docs/features/speculative_decoding)",
@@ -32,7 +34,6 @@ VLLM_KEYS = frozenset(
         "draft_sample_method",
     }
 )
-DRAFT_MODEL, PROMPT_LOOKUP = "draft model", "prompt lookup"  # settings.DRAFTERS, without importing the UI
 EXAMPLE_MESSAGE = "Write a Python function is_prime(n) with a short docstring."
 
 
@@ -54,27 +55,11 @@ class ModelRef:
 
 
 @dataclass(frozen=True)
-class ExportSettings:
-    target: ModelRef
-    draft: ModelRef
-    drafter: str = DRAFT_MODEL
-    gamma: int = 4
-    adaptive: bool = False
-    gamma_min: int = 1
-    gamma_max: int = 16
-    min_confidence: float = 0.0
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-    max_new_tokens: int = 96
-    ngram_min: int = 1
-    ngram_max: int = 3
-    draft_vocab: int = 0
+class ExportSettings(RunConfig):
+    """The run configuration's knobs (declared there, once) and where other tools find the models."""
 
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
+    target: ModelRef | None = None
+    draft: ModelRef | None = None
 
     @property
     def lookup(self) -> bool:
@@ -116,29 +101,13 @@ def pack_file(name: str) -> str | None:
     return pack.file if pack else None
 
 
-def from_settings(registry, settings) -> ExportSettings:
-    """ExportSettings from a registry and a RunSettings-like record (any object with its fields)."""
+def from_settings(registry, settings: RunConfig) -> ExportSettings:
+    """ExportSettings from a registry and a run configuration."""
     pair = registry.pair(settings.pair)
-    fields = (
-        "drafter",
-        "gamma",
-        "adaptive",
-        "gamma_min",
-        "gamma_max",
-        "min_confidence",
-        "temperature",
-        "top_k",
-        "top_p",
-        "seed",
-        "max_new_tokens",
-        "ngram_min",
-        "ngram_max",
-        "draft_vocab",
-    )
     return ExportSettings(
-        model_ref(registry.model(pair.target)),
-        model_ref(registry.model(pair.draft)),
-        **{f: getattr(settings, f) for f in fields},
+        **{name: getattr(settings, name) for name in RunConfig.names()},
+        target=model_ref(registry.model(pair.target)),
+        draft=model_ref(registry.model(pair.draft)),
     )
 
 

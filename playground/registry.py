@@ -13,12 +13,12 @@ from pathlib import Path
 
 import yaml
 
+from .config import MAX_GAMMA, MODEL_QUANTIZATIONS as QUANTIZATIONS
+
 SOURCE_KINDS = ("hub", "local", "pack", "tiny")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-QUANTIZATIONS = ("none", "nf4", "int8")
 DEVICES = ("auto", "cpu", "cuda")
 TINY_ROLES = ("target", "draft")
-MAX_GAMMA = 64  # the engine's bound (engine.MAX_GAMMA); repeated here so this module needs no torch
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "models.yaml"
 

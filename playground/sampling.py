@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .config import check
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -22,9 +24,7 @@ class Sampling:
     top_p: float = 1.0  # keep the smallest set whose mass reaches top_p; 1 turns it off
 
     def __post_init__(self):
-        check_number("temperature", self.temperature, low=0.0, high=100.0)
-        check_int("top_k", self.top_k, low=0, high=10**7)
-        check_number("top_p", self.top_p, low=0.0, high=1.0, low_open=True)
+        check(self)  # ranges declared once, in config.RunConfig
 
     @property
     def greedy(self) -> bool:

@@ -13,6 +13,7 @@ from playground.bench import charts, cli, gpu_oracle
 from playground.bench.divergence import first_divergence, margin_at, margins_by_position, top2_margin
 from playground.bench.grid import SettingError, expand, parse_sweep
 from playground.bench.measure import Run, Setup, identity_fields
+from playground.config import RunConfig
 from playground.bench.oracle import OracleDrafter, greedy_continuation
 from playground.bench.prompts import load_prompts
 from playground.bench.reference import hf_generate, matched_assistant
@@ -90,7 +91,7 @@ def test_outputs_leave_no_temporary_files(bench_run):
 @pytest.mark.parametrize("args, message", [
     (["--gamma", "0"], "argument --gamma: gamma must be an integer in [1, 64], got 0"),
     (["--top-p", "1.5"], "argument --top-p: top_p must be in (0.0, 1.0]"),
-    (["--temperature", "-1"], "argument --temperature: temperature must be in [0.0, 100.0]"),
+    (["--temperature", "-1"], "argument --temperature: temperature must be in [0.0, 2.0]"),
     (["--repeats", "0"], "argument --repeats: must be an integer in [1, 1000], got 0"),
     (["--limit", "0"], "argument --limit: must be an integer in [1, 1000000], got 0"),
     (["--sweep", "gamma=1,x"], "argument --sweep: gamma takes integers"),
@@ -98,7 +99,7 @@ def test_outputs_leave_no_temporary_files(bench_run):
     (["--gamma-max", "99"], "argument --gamma-max: gamma_max must be an integer in [1, 64], got 99"),
     (["--min-confidence", "1.5"], "argument --min-confidence: min_confidence must be in [0.0, 1.0]"),
     (["--sweep", "min_confidence=0,-1"], "argument --sweep: min_confidence must be in [0.0, 1.0]"),
-    (["--sweep", "beta=1"], "argument --sweep: expected KEY=V1,V2,... with KEY one of gamma, temperature"),
+    (["--sweep", "beta=1"], "argument --sweep: expected KEY=V1,V2,... with KEY one of gamma, min_confidence"),
     (["--pair", "nope"], "argument --pair: "),
     (["--categories", "coding,poetry"], "argument --categories: unknown category poetry; this file has: wri"),
     (["--drafter", "magic"], "argument --drafter: invalid choice"),
@@ -208,7 +209,7 @@ def test_divergence_is_reported_with_both_margins(pair):
     config = SpecConfig(gamma=3, max_new_tokens=10)
     base = output_tokens(list(generate(target, ids, config)))
     spec = base[:4] + [(base[4] + 1) % 256] + base[5:]  # pretend speculation flipped token 4
-    setup = Setup(target, draft, "model", eos=())
+    setup = Setup(target, draft, RunConfig(), eos=())
     fields = identity_fields(setup, ids, config, Run(base, 1.0), Run(spec, 1.0))
     assert fields["identical"] is False and fields["first_divergence"] == 4
     margins = fields["divergence_margin"]

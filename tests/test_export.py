@@ -12,7 +12,7 @@ import pytest
 from playground import export
 from playground.registry import load_registry
 from playground.tiny import tiny_pair
-from playground.ui.settings import PROMPT_LOOKUP, RunSettings
+from playground.config import PROMPT_LOOKUP, RunConfig
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def registry():
 
 
 def settings(registry, **changes) -> export.ExportSettings:
-    return export.from_settings(registry, RunSettings(**{"pair": "default", **changes}))
+    return export.from_settings(registry, RunConfig(**{"pair": "default", **changes}))
 
 
 def args_of(command: str) -> list[str]:

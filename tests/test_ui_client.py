@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from gradio_client import Client
 
-from playground.ui.settings import RunSettings
+from playground.config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -54,9 +54,9 @@ def url():
 
 
 def args(prompt="def add(a, b):", **changes) -> list:
-    settings = RunSettings(pair="tiny", max_new_tokens=24)
-    values = {**{n: getattr(settings, n) for n in RunSettings.names()}, **changes}
-    return [prompt, ""] + [values[n] for n in RunSettings.names()]
+    settings = RunConfig(pair="tiny", max_new_tokens=24)
+    values = {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
+    return [prompt, ""] + [values[n] for n in RunConfig.names()]
 
 
 def client(url) -> Client:
@@ -100,8 +100,8 @@ def test_cancel_stops_the_job_and_frees_the_queue(url):
     "changes, message",
     [
         ({"prompt": ""}, "prompt must be non-empty text"),
-        ({"max_new_tokens": 0}, "max_new_tokens must be an integer in [1, 1024], got 0"),
-        ({"max_new_tokens": 10**6}, "max_new_tokens must be an integer in [1, 1024], got 1000000"),
+        ({"max_new_tokens": 0}, "max_new_tokens must be an integer in [1, 4096], got 0"),
+        ({"max_new_tokens": 10**6}, "max_new_tokens must be an integer in [1, 4096], got 1000000"),
         ({"gamma": 99}, "gamma must be an integer in [1, 64], got 99"),
         ({"seed": -1}, "seed must be an integer in [0, "),
         ({"top_p": 1.5}, "top_p must be in (0.0, 1.0], got 1.5"),

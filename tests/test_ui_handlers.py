@@ -13,7 +13,7 @@ from playground.events import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, Draf
 from playground.ui import plots, render
 from playground.ui.context import build_context
 from playground.ui.race import interleave
-from playground.ui.settings import PROMPT_LOOKUP, RunSettings
+from playground.config import PROMPT_LOOKUP, RunConfig
 from playground.ui.tab_race import N_OUTPUTS, race_handler
 
 FATES = {ACCEPTED, REJECTED, RESAMPLED, BONUS}
@@ -180,9 +180,9 @@ def ctx():
 
 
 def knobs(**changes) -> list:
-    settings = RunSettings(pair="tiny", max_new_tokens=40)
-    values = {**{n: getattr(settings, n) for n in RunSettings.names()}, **changes}
-    return [values[n] for n in RunSettings.names()]
+    settings = RunConfig(pair="tiny", max_new_tokens=40)
+    values = {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
+    return [values[n] for n in RunConfig.names()]
 
 
 def frames(outputs) -> list[tuple]:
@@ -229,14 +229,14 @@ def test_prompt_lookup_race_runs(ctx):
     "prompt, changes, message",
     [
         ("   ", {}, "prompt must be non-empty text"),
-        ("hi", {"max_new_tokens": 0}, "max_new_tokens must be an integer in [1, 1024], got 0"),
-        ("hi", {"max_new_tokens": 10**9}, "max_new_tokens must be an integer in [1, 1024]"),
+        ("hi", {"max_new_tokens": 0}, "max_new_tokens must be an integer in [1, 4096], got 0"),
+        ("hi", {"max_new_tokens": 10**9}, "max_new_tokens must be an integer in [1, 4096]"),
         ("hi", {"gamma": 0}, "gamma must be an integer in [1, 64], got 0"),
         ("hi", {"gamma": 2.5}, "gamma must be an integer, got 2.5"),
         ("hi", {"top_p": 0}, "top_p must be in (0.0, 1.0], got 0"),
         ("hi", {"pair": "nope"}, "unknown pair 'nope'"),
         ("hi", {"drafter": "oracle"}, "drafter must be one of"),
-        ("hi", {"draft_vocab": -1}, "draft_vocab must be a whole number >= 0"),
+        ("hi", {"draft_vocab": -1}, "draft_vocab must be an integer in [0, 10000000], got -1"),
         ("hi", {"draft_vocab": 10**6}, "draft_vocab must be in [1, "),
         ("x" * 2100, {}, "the target's context holds 2048"),
         ("x" * 2000, {"max_new_tokens": 100}, "max_new_tokens must be at most"),
@@ -283,7 +283,7 @@ def test_the_race_leaves_a_core_to_the_page_and_restores_torch_threads(ctx):
 
     before = torch.get_num_threads()
     pair = ctx.cache.get("tiny")
-    frames = race_frames(pair, "hi", "", RunSettings(pair="tiny", max_new_tokens=8))
+    frames = race_frames(pair, "hi", "", RunConfig(pair="tiny", max_new_tokens=8))
     seen = {torch.get_num_threads() for frame in frames if not frame.done}
     assert seen == {max(1, min(before, len(os.sched_getaffinity(0)) - 1))}
     assert torch.get_num_threads() == before

@@ -21,7 +21,7 @@ from playground.ui import step_view, sweep, teach_plots, theory
 from playground.ui.context import AppContext, build_context
 from playground.ui.lockstep import lockstep
 from playground.ui.measured import Measurements, Point, pool
-from playground.ui.settings import PROMPT_LOOKUP, RunSettings
+from playground.config import MODEL, PROMPT_LOOKUP, RunConfig
 from playground.ui.stepthrough import Stepper, visible
 from playground.ui.tab_export import snippets
 from playground.ui.tab_lab import lab_handler
@@ -36,9 +36,9 @@ def ctx():
 
 
 def knobs(**changes) -> list:
-    settings = RunSettings(pair="tiny", max_new_tokens=40)
-    values = {**{n: getattr(settings, n) for n in RunSettings.names()}, **changes}
-    return [values[n] for n in RunSettings.names()]
+    settings = RunConfig(pair="tiny", max_new_tokens=40)
+    values = {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
+    return [values[n] for n in RunConfig.names()]
 
 
 def status_of(output: tuple) -> str:
@@ -108,7 +108,7 @@ def test_a_rejection_shows_the_numbers_the_verdict_and_the_residual():
         RESAMPLED,
         residual_top=((5, 0.6), (6, 0.3)),
     )
-    page = step_view.step_html(e, label, greedy=False, drafter="draft model", step_no=3)
+    page = step_view.step_html(e, label, greedy=False, drafter=MODEL, step_no=3)
     text = html.unescape(page)
     assert "Step 3" in text and "① Draft: 3 guesses" in text and "② Verify: 1 of 3 kept" in text
     assert "u < 0.889: keep" in text and "u ≥ 0.167: reject" in text and "not tested" in text
@@ -124,11 +124,11 @@ def test_a_full_acceptance_shows_the_bonus_and_greedy_explains_its_rule():
     e = event(
         [(1, 0.9, 0.95, 1.0, None), (3, 0.7, 0.9, 1.0, None)], 2, 9, BONUS, next_top=((9, 0.7), (5, 0.2))
     )
-    text = html.unescape(step_view.step_html(e, label, greedy=True, drafter="draft model", step_no=1))
+    text = html.unescape(step_view.step_html(e, label, greedy=True, drafter=MODEL, step_no=1))
     assert "③ Bonus token" in text and "γ + 1 tokens for a single target call" in text
     assert "target's top" in text and "temperature 0" in text and "2 of 2 kept" in text
     greedy_reject = event([(1, 0.9, 0.2, 0.0, None)], 0, 9, RESAMPLED)
-    text = html.unescape(step_view.step_html(greedy_reject, label, True, "draft model", 2))
+    text = html.unescape(step_view.step_html(greedy_reject, label, True, MODEL, 2))
     assert "differs: reject" in text and "③ Replacement" in text and "target's own top token" in text
 
 
@@ -279,7 +279,7 @@ def test_lockstep_throttles_reports_but_always_passes_the_final_one():
 def point(gamma=4, accepted=6, tested=8, verify_seconds=2.0, session_prompt="p", **kw) -> Point:
     values = dict(
         pair="tiny",
-        drafter="draft model",
+        drafter=MODEL,
         temperature=0.0,
         gamma=gamma,
         speedup=1.5,
@@ -312,7 +312,7 @@ def test_a_finished_race_becomes_a_point_with_the_same_numbers_as_its_stats(ctx)
     from playground.ui.measured import point_from_race
     from playground.ui.race import race_frames
 
-    settings = RunSettings(pair="tiny", max_new_tokens=24, gamma=3)
+    settings = RunConfig(pair="tiny", max_new_tokens=24, gamma=3)
     running = []
     for frame in race_frames(ctx.cache.get("tiny"), "def f(x):", "", settings, every=0):
         running.append(point_from_race(frame))  # the same frame object, updated as the race goes
@@ -327,7 +327,7 @@ def test_a_finished_race_becomes_a_point_with_the_same_numbers_as_its_stats(ctx)
             ctx.cache.get("tiny"),
             "def f(x):",
             "",
-            RunSettings(pair="tiny", max_new_tokens=8, adaptive=True),
+            RunConfig(pair="tiny", max_new_tokens=8, adaptive=True),
             every=0,
         )
     )
@@ -350,7 +350,7 @@ def test_the_store_keeps_sessions_apart_and_stays_bounded():
 def test_measure_now_adds_a_point_for_this_session_and_the_curve_uses_it():
     ctx = build_context()
     request = SimpleNamespace(session_hash="me")
-    outputs = list(measure_handler(ctx)("def fib(n):", "tiny", "draft model", 0.0, 4, 24, request))
+    outputs = list(measure_handler(ctx)("def fib(n):", "tiny", MODEL, 0.0, 4, 24, request))
     figure, explain, table, status = outputs[-1]
     assert any("Measuring" in status_of(o) for o in outputs[:-1])  # progress was streamed
     assert "Measured at γ = 4" in status and len(table) == 1 and table[0][2] == 4
@@ -359,22 +359,22 @@ def test_measure_now_adds_a_point_for_this_session_and_the_curve_uses_it():
     assert names[0].startswith("formula: α =") and "measured here" in names
     assert any("recommended γ" in a.text for a in figure.layout.annotations)
     assert len(ctx.measurements.get("me")) == 1 and ctx.measurements.get("someone else") == []
-    elsewhere = redraw_handler(ctx)("tiny", "draft model", 0.0, SimpleNamespace(session_hash="someone else"))
+    elsewhere = redraw_handler(ctx)("tiny", MODEL, 0.0, SimpleNamespace(session_hash="someone else"))
     assert "No measurement yet" in elsewhere[1] and "illustration" in elsewhere[0].data[0].name
-    other_t = redraw_handler(ctx)("tiny", "draft model", 0.7, request)
+    other_t = redraw_handler(ctx)("tiny", MODEL, 0.7, request)
     assert "No measurement yet" in other_t[1]  # α depends on the temperature: points are not mixed
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (("", "tiny", "draft model", 0.0, 4, 24), "prompt must be non-empty text"),
+        (("", "tiny", MODEL, 0.0, 4, 24), "prompt must be non-empty text"),
         (
-            ("hi", "tiny", "draft model", 0.0, 4, 0),
+            ("hi", "tiny", MODEL, 0.0, 4, 0),
             "new tokens per run must be a whole number in [1, 256], got 0",
         ),
-        (("hi", "tiny", "draft model", 0.0, 99, 24), "gamma must be an integer in [1, 64], got 99"),
-        (("hi", "nope", "draft model", 0.0, 4, 24), "unknown pair 'nope'"),
+        (("hi", "tiny", MODEL, 0.0, 99, 24), "gamma must be an integer in [1, 64], got 99"),
+        (("hi", "nope", MODEL, 0.0, 4, 24), "unknown pair 'nope'"),
     ],
 )
 def test_measure_bad_input_is_a_message_naming_the_field(ctx, args, message):
@@ -488,7 +488,7 @@ def plan_args(**changes):
     values = dict(
         pair="tiny",
         gammas_text="1,2",
-        drafters=["draft model"],
+        drafters=[MODEL],
         temperatures_text="0",
         examples=["Code"],
         categories=[],
@@ -510,7 +510,7 @@ def plan_args(**changes):
         ),
         ({"gammas_text": "0,2"}, "γ values: gamma must be an integer in [1, 64], got 0"),
         ({"gammas_text": "1-500"}, "γ values: expected whole numbers"),
-        ({"temperatures_text": "-1"}, "temperatures: temperature must be in [0.0, 100.0], got -1.0"),
+        ({"temperatures_text": "-1"}, "temperatures: temperature must be in [0.0, 2.0], got -1.0"),
         ({"drafters": []}, "drafters: choose at least one"),
         ({"examples": [], "categories": []}, "prompts: choose at least one example or Spec-Bench category"),
         ({"categories": ["nope"]}, "Spec-Bench categories: unknown category nope"),
@@ -518,7 +518,7 @@ def plan_args(**changes):
             {"categories": ["coding"], "per_category": 0},
             "prompts per category must be a whole number in [1, 20]",
         ),
-        ({"max_new_tokens": 0}, "max new tokens must be a whole number in [1, 1024], got 0"),
+        ({"max_new_tokens": 0}, "max new tokens must be a whole number in [1, 4096], got 0"),
         (
             {
                 "gammas_text": "1-40",
@@ -542,18 +542,18 @@ def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx):
     request = SimpleNamespace(session_hash="sweeper")
     outputs = list(
         sweep_handler(ctx)(
-            "tiny", "1,3", ["draft model", PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0, request
+            "tiny", "1,3", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0, request
         )
     )
     table, speedup, alpha, files, status = outputs[-1]
     assert "Done: 4 settings measured" in status
     assert [row[:3] for row in table] == [
-        ["draft model", 0.0, 1],
-        ["draft model", 0.0, 3],
+        [MODEL, 0.0, 1],
+        [MODEL, 0.0, 3],
         [PROMPT_LOOKUP, 0.0, 1],
         [PROMPT_LOOKUP, 0.0, 3],
     ]
-    assert {t.name for t in speedup.data} == {"draft model, T = 0", f"{PROMPT_LOOKUP}, T = 0"}
+    assert {t.name for t in speedup.data} == {"draft model, T = 0", "prompt lookup, T = 0"}
     assert sum(1 for o in outputs if "Ran " in status_of(o)) >= 8  # progress after every run
     csv_path, json_path = files
     with open(csv_path) as f:
@@ -566,9 +566,9 @@ def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx):
 
 def test_sweep_bad_input_is_a_message_and_stop_ends_it(ctx):
     raises_in_page(
-        sweep_handler(ctx)("tiny", "", ["draft model"], "0", ["Code"], [], 1, 12, 1, 0), "γ values"
+        sweep_handler(ctx)("tiny", "", [MODEL], "0", ["Code"], [], 1, 12, 1, 0), "γ values"
     )
-    runs = sweep_handler(ctx)("tiny", "1-16", ["draft model"], "0", ["Code"], [], 1, 64, 1, 0)
+    runs = sweep_handler(ctx)("tiny", "1-16", [MODEL], "0", ["Code"], [], 1, 64, 1, 0)
     started = time.monotonic()
     for o in runs:
         if "Ran " in status_of(o):
@@ -615,8 +615,8 @@ def test_through_the_app_each_session_has_its_own_paused_run_and_points():
         assert "Step 2:" in status_a and "Step 1:" in status_b  # each client its own gr.State
         assert "Back at the start" in a.predict(api_name="/step_reset")[-1]
         assert "Step 1:" in a.predict("def f(x):", "", *knobs(), api_name="/step")[-1]
-        table_a = a.predict("hi", "tiny", "draft model", 0.0, 4, 8, api_name="/measure")[2]
-        table_b = b.predict("hi", "tiny", "draft model", 0.0, 4, 8, api_name="/measure")[2]
+        table_a = a.predict("hi", "tiny", MODEL, 0.0, 4, 8, api_name="/measure")[2]
+        table_b = b.predict("hi", "tiny", MODEL, 0.0, 4, 8, api_name="/measure")[2]
         assert len(table_a["data"]) == len(table_b["data"]) == 1  # points are per session
     finally:
         demo.close()

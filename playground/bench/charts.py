@@ -10,7 +10,10 @@ import html
 import itertools
 import json
 
+from ..config import defaults
 from .report import SETTINGS, atomic_write
+
+DEFAULTS = defaults()
 
 METHODS = (  # (summary key, label): what the bars compare
     ("baseline_tok_s", "ours, autoregressive"),
@@ -28,7 +31,9 @@ TABLE = (  # (summary key, column title, format)
 
 
 def setting_label(settings: dict) -> str:
-    return ", ".join(f"{k}={settings[k]}" for k in SETTINGS)
+    """The knobs of a setting that differ from the run configuration's defaults (γ and T always)."""
+    shown = [k for k in SETTINGS if k in ("gamma", "temperature") or settings.get(k) != DEFAULTS[k]]
+    return ", ".join(f"{k}={settings[k]}" for k in shown if k in settings)
 
 
 def rates_figure(run: dict):

@@ -15,12 +15,11 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+from ..config import KNOBS, check_value, group, parse_text
 from .console import format_report
-from .grid import SettingError, expand, parse_sweep, settings_of
+from .grid import SWEEPABLE, SettingError, expand, parse_sweep, settings_of
 from .prompts import DEFAULT_PROMPTS, read_jsonl, select
 from .report import SCHEMA
-
-DRAFTERS = ("model", "prompt_lookup")  # measure.Setup.make_drafter builds them
 
 OUTPUTS = ("json", "csv", "html", "png")
 
@@ -53,8 +52,37 @@ def comma_list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+def add_knob_flags(parser, names) -> None:
+    """One flag per knob of the run configuration, with its default, range and help from there.
+    A knob the pair suggests (γ, temperature) defaults to the pair's value."""
+    for name in names:
+        k = KNOBS[name]
+        default = None if k.pair_default else k.default
+        shown = "the pair's" if k.pair_default else repr(k.default)
+        if k.kind is bool:
+            parser.add_argument(k.flag, action="store_true", help=f"{k.help}")
+        elif k.choices:
+            parser.add_argument(k.flag, choices=k.choices, default=default, help=f"{k.help} (default {shown})")
+        else:
+            parser.add_argument(k.flag, type=knob_type(k), default=default, metavar=k.name.upper(),
+                                help=f"{k.help} (default {shown})")
+
+
+def knob_type(k):
+    """An argparse type: the knob's own parse and range check, so the message names the allowed values."""
+    def parse(text: str):
+        try:
+            value = parse_text(k, text)
+            check_value(k, value)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return value
+    parse.__name__ = k.name
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from ..registry import DEVICES, DTYPES, QUANTIZATIONS  # plain config module: no torch
+    from ..registry import DEVICES, DTYPES  # plain config module: no torch
 
     p = argparse.ArgumentParser(prog="python -m playground.bench",
                                 epilog="Method and tables: docs/benchmarks.md",
@@ -69,35 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
                       help="at most N prompts per category (a balanced subset)")
     models = p.add_argument_group("models")
     models.add_argument("--pair", help="pair name from models.yaml (default: the registry's default pair)")
-    models.add_argument("--drafter", choices=DRAFTERS, default="model",
-                        help="the pair's draft model (default), or prompt lookup "
-                             "(n-gram copy, no draft model)")
-    models.add_argument("--draft-vocab", type=int_in(1, 10**7), metavar="N",
-                        help="the draft model proposes only among the first N token ids (a cheaper output "
-                             "layer; still lossless; ours only, transformers' assistant keeps its full head)")
-    models.add_argument("--target-quantization", choices=QUANTIZATIONS, help="default: models.yaml's")
-    models.add_argument("--draft-quantization", choices=QUANTIZATIONS, help="default: models.yaml's")
+    add_knob_flags(models, ("drafter", "ngram_min", "ngram_max", "draft_vocab", "target_quantization",
+                            "draft_quantization"))
     models.add_argument("--dtype", choices=DTYPES, help="default: models.yaml's")
     models.add_argument("--device", choices=DEVICES, help="default: models.yaml's")
     knobs = p.add_argument_group("decoding")
-    knobs.add_argument("--gamma", type=int, help="drafted tokens per target call (default: the pair's); "
-                       "with --adaptive, the first call's")
-    knobs.add_argument("--adaptive", action="store_true",
-                       help="adaptive lookahead: gamma +2 after a fully accepted draft, -1 after a rejection "
-                            "(transformers' 'heuristic' schedule, also given to the reference)")
-    knobs.add_argument("--gamma-min", type=int, default=1, help="adaptive lower bound (default 1)")
-    knobs.add_argument("--gamma-max", type=int, default=16, help="adaptive upper bound (default 16)")
-    knobs.add_argument("--min-confidence", type=float, default=0.0,
-                       help="stop drafting when the draft's top probability falls below this "
-                            "(default 0: off; transformers' assistant_confidence_threshold)")
-    knobs.add_argument("--temperature", type=float, help="0 is greedy (default: the pair's)")
-    knobs.add_argument("--top-k", type=int, default=0, help="0 (default) is off")
-    knobs.add_argument("--top-p", type=float, default=1.0, help="1 (default) is off")
-    knobs.add_argument("--seed", type=int, default=0, help="default 0; every method of a prompt uses it")
-    knobs.add_argument("--max-new-tokens", type=int, default=128, help="default 128")
+    add_knob_flags(knobs, [k.name for k in group("decoding")])
     knobs.add_argument("--sweep", nargs="+", metavar="KEY=V1,V2",
-                       help="grid over gamma, temperature, top_k, top_p, min_confidence, "
-                            "e.g. gamma=1,2,4,8 temperature=0,0.7")
+                       help=f"grid over {', '.join(SWEEPABLE)}, e.g. gamma=1,2,4,8 temperature=0,0.7")
     timing = p.add_argument_group("timing")
     timing.add_argument("--repeats", type=int_in(1, 1000), default=3,
                         help="timed runs per prompt and method; the median is reported (default 3)")
@@ -121,6 +128,7 @@ class Plan:
     pair: str
     prompts: list
     configs: list
+    run: object  # the RunConfig of the drafter and model knobs (its decoding knobs: configs[0]'s)
     command: str  # the command line, recorded in the report
 
 
@@ -142,18 +150,28 @@ def make_plan(args) -> Plan:
     except ValueError as error:
         raise SettingError("--pair", str(error)) from None
     grid = parse_sweep(args.sweep)
-    base = {"gamma": spec.gamma if args.gamma is None else args.gamma,
-            "temperature": spec.temperature if args.temperature is None else args.temperature,
-            "top_k": args.top_k, "top_p": args.top_p, "seed": args.seed,
-            "max_new_tokens": args.max_new_tokens, "adaptive": args.adaptive, "gamma_min": args.gamma_min,
-            "gamma_max": args.gamma_max, "min_confidence": args.min_confidence}
+    suggested = {"gamma": spec.gamma, "temperature": spec.temperature}
+    base = {k.name: suggested[k.name] if getattr(args, k.name) is None else getattr(args, k.name)
+            for k in group("decoding")}
     configs = expand(base, grid)
+    run = make_run(args, spec.name, base)
     if args.png and len({c.gamma for c in configs}) < 2:
         raise SettingError("--png", "the speedup-vs-gamma plot needs a gamma sweep, "
                                     "e.g. --sweep gamma=1,2,4,8")
     if args.png and importlib.util.find_spec("kaleido") is None:
         raise SettingError("--png", "needs kaleido (pip install kaleido) and a local Chromium or Chrome")
-    return Plan(spec.name, prompts, configs, shlex.join(["python", "-m", "playground.bench", *args.argv]))
+    return Plan(spec.name, prompts, configs, run, shlex.join(["python", "-m", "playground.bench", *args.argv]))
+
+
+def make_run(args, pair: str, base: dict):
+    """The run configuration of the flags; a cross-field error (n-gram max < min) names its flag."""
+    from ..config import RunConfig
+
+    names = ("drafter", "ngram_min", "ngram_max", "draft_vocab", "target_quantization", "draft_quantization")
+    try:
+        return RunConfig(pair=pair, **{n: getattr(args, n) for n in names}, **base)
+    except ValueError as error:
+        raise SettingError(KNOBS[str(error).split(" ", 1)[0]].flag, str(error)) from None
 
 
 def load_pair(args, plan: Plan):
@@ -163,8 +181,7 @@ def load_pair(args, plan: Plan):
     from ..registry import load_registry
 
     return PairCache(load_registry()).get(
-        plan.pair, target_quantization=args.target_quantization, draft_quantization=args.draft_quantization,
-        dtype=args.dtype, device=args.device,
+        plan.pair, **plan.run.quantization(), dtype=args.dtype, device=args.device,
         progress=lambda message, fraction: tqdm.write(message, file=sys.stderr))
 
 
@@ -173,10 +190,9 @@ def run_benchmark(args, plan: Plan, pair) -> dict:
     from .machine import busy_warning, cpu_clock, environment, load_average, others_cpu_share, peak_memory
     from .measure import Setup
 
-    setup = Setup(pair.target.model, pair.draft.model, args.drafter,
+    setup = Setup(pair.target.model, pair.draft.model, plan.run,
                   eos_ids(pair.tokenizer, pair.target.model, pair.draft.model),
-                  pair.tokenizer.pad_token_id, reference=args.reference == "transformers",
-                  draft_vocab=args.draft_vocab)
+                  pair.tokenizer.pad_token_id, reference=args.reference == "transformers")
     encoded = [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
     device = pair.target.device
     facts = environment(device)
@@ -230,7 +246,8 @@ def show_run(bar, prompt_id: str, method: str, done: int, total: int) -> None:
 
 
 def run_config(args, plan: Plan) -> dict:
-    return {"pair": plan.pair, "drafter": args.drafter, "draft_vocab": args.draft_vocab, "prompts": args.prompts,
+    return {"pair": plan.pair, "drafter": args.drafter, "ngram_min": args.ngram_min, "ngram_max": args.ngram_max,
+            "draft_vocab": args.draft_vocab, "prompts": args.prompts,
             "categories": args.categories,
             "limit_per_category": args.limit, "repeats": args.repeats, "warmup": args.warmup,
             "reference": args.reference, "sweep": args.sweep, "prompt_count": len(plan.prompts)}
@@ -271,11 +288,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, RuntimeError) as error:
         print(f"{parser.prog}: error: could not load pair {plan.pair!r}: {error}", file=sys.stderr)
         return 1
-    if args.draft_vocab is not None:  # checked against the loaded draft before anything is timed
-        from ..drafters import ModelDrafter
-
+    if args.draft_vocab:  # checked against the loaded draft before anything is timed
         try:
-            ModelDrafter(pair.draft.model, draft_vocab=args.draft_vocab)
+            plan.run.make_drafter(pair.draft.model)
         except ValueError as error:
             parser.error(f"argument --draft-vocab: {error}")
     report = run_benchmark(args, plan, pair)

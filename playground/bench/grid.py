@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import itertools
 
-SWEEPABLE = {"gamma": int, "temperature": float, "top_k": int, "top_p": float, "min_confidence": float}
-FLAGS = {"gamma": "--gamma", "temperature": "--temperature", "top_k": "--top-k", "top_p": "--top-p",
-         "seed": "--seed", "max_new_tokens": "--max-new-tokens", "gamma_min": "--gamma-min",
-         "gamma_max": "--gamma-max", "min_confidence": "--min-confidence"}
+from ..config import KNOBS, group, parse_text
+
+SWEEPABLE = [k.name for k in group("decoding") if k.sweep]  # the decoding knobs a grid may vary
 
 
 class SettingError(ValueError):
@@ -30,10 +29,9 @@ def parse_sweep(items: list[str] | None) -> dict[str, list]:
         if key in grid:
             raise SettingError("--sweep", f"{key} is swept twice")
         try:
-            grid[key] = [SWEEPABLE[key](v) for v in values.split(",")]
-        except ValueError:
-            kind = "integers" if SWEEPABLE[key] is int else "numbers"
-            raise SettingError("--sweep", f"{key} takes {kind}, got {values!r}") from None
+            grid[key] = [parse_text(KNOBS[key], v) for v in values.split(",")]
+        except ValueError as error:
+            raise SettingError("--sweep", str(error)) from None
     return grid
 
 
@@ -55,12 +53,10 @@ def make_config(settings: dict, swept: set[str]):
         return SpecConfig(**settings)
     except ValueError as error:
         field = str(error).split(" ", 1)[0]
-        flag = "--sweep" if field in swept else FLAGS.get(field, "--sweep")
+        flag = "--sweep" if field in swept or field not in KNOBS else KNOBS[field].flag
         raise SettingError(flag, str(error)) from None
 
 
 def settings_of(config) -> dict:
-    return {"gamma": config.gamma, "adaptive": config.adaptive, "gamma_min": config.gamma_min,
-            "gamma_max": config.gamma_max, "min_confidence": config.min_confidence,
-            "temperature": config.temperature, "top_k": config.top_k, "top_p": config.top_p,
-            "seed": config.seed, "max_new_tokens": config.max_new_tokens}
+    """A SpecConfig's decoding knobs, by their run-configuration names."""
+    return {k.name: getattr(config, k.name) for k in group("decoding")}

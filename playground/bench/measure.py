@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from ..drafters import ModelDrafter, PromptLookupDrafter
+from ..config import PROMPT_LOOKUP, RunConfig
 from ..engine import SpecConfig, clock, generate
 from ..events import StepEvent, costs, output_tokens, summarize
 from .divergence import first_divergence, margin_at
@@ -38,16 +38,17 @@ class Setup:
 
     target: object
     draft: object | None
-    drafter: str  # "model" or "prompt_lookup"
+    run: RunConfig  # its drafter knobs (kind, n-gram sizes, draft vocabulary) build each run's drafter
     eos: tuple[int, ...]
     pad_token_id: int | None = None
     reference: bool = False  # also time transformers' generate() and assisted generation
-    draft_vocab: int | None = None  # draft among the first N token ids only (ours; transformers has no such knob)
+
+    @property
+    def drafter(self) -> str:
+        return self.run.drafter
 
     def make_drafter(self):
-        if self.drafter == "prompt_lookup":
-            return PromptLookupDrafter(1, 3)
-        return ModelDrafter(self.draft, draft_vocab=self.draft_vocab)
+        return self.run.make_drafter(self.draft)
 
     def methods(self, config: SpecConfig) -> dict[str, Callable[[list[int]], Run]]:
         """Each timed method as a function of the prompt ids, in the order they first run."""
@@ -56,7 +57,7 @@ class Setup:
             "speculative": lambda ids: engine_run(self.target, ids, config, self.make_drafter(), self.eos),
         }
         if self.reference:
-            lookup = self.drafter == "prompt_lookup"
+            lookup = self.drafter == PROMPT_LOOKUP
             methods["hf_generate"] = lambda ids: hf_run(self, ids, config)
             assistant = None if lookup else self.draft
             methods["hf_assisted"] = lambda ids: hf_run(self, ids, config, assistant, lookup)

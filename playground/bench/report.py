@@ -15,8 +15,10 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..config import group
+
 SCHEMA = "playground.bench/1"
-SETTINGS = ("gamma", "adaptive", "min_confidence", "temperature", "top_k", "top_p")
+SETTINGS = tuple(k.name for k in group("decoding"))  # the report's setting columns: the decoding knobs
 
 
 def atomic_write(path, data: str | bytes) -> None:

@@ -1,7 +1,7 @@
-"""The run controls, built in RunSettings' field order so a tab can pass them as inputs.
+"""The run controls, built in RunConfig's field order so a tab can pass them as inputs.
 
 Events that take these inputs should pass `preprocess=False`: Gradio's own range check says
-"Value 99 is greater than maximum value 16" without naming the control, while RunSettings and
+"Value 99 is greater than maximum value 16" without naming the control, while RunConfig and
 the engine reject bad values with the field's name and its allowed range. (Subclassing the
 components to rename the error is no way out: Gradio then writes a .pyi stub into the source tree.)
 """
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import gradio as gr
 
+from ..config import DRAFTER_LABELS, KNOBS, RunConfig
 from .context import AppContext
-from .settings import DRAFT_MODEL, DRAFTERS, MAX_NEW_TOKENS, QUANTIZATIONS, RunSettings
 
 
 def prompt_box() -> gr.Textbox:
@@ -31,7 +31,8 @@ def system_box() -> gr.Textbox:
 
 
 def settings_controls(ctx: AppContext) -> tuple[dict[str, gr.components.Component], gr.Accordion]:
-    """Every RunSettings field as a control, keyed by field name, in field order.
+    """Every RunConfig field as a control, keyed by field name, in field order; labels, ranges,
+    defaults and help come from the record (config.KNOBS), the pair's suggestions from models.yaml.
 
     The essentials are drawn where this is called; the rest go in a closed "More settings"
     accordion, returned too so a tab can add its own controls there (`with more: ...`).
@@ -39,71 +40,59 @@ def settings_controls(ctx: AppContext) -> tuple[dict[str, gr.components.Componen
     spec = ctx.registry.pair(ctx.default_pair)
     c: dict[str, gr.components.Component] = {}
     c["pair"] = gr.Dropdown(
-        ctx.pair_choices(), value=spec.name, label="Model pair (target + draft)", info=spec.description
+        ctx.pair_choices(), value=spec.name, label=KNOBS["pair"].label, info=spec.description
     )
-    c["drafter"] = gr.Radio(
-        list(DRAFTERS),
-        value=DRAFT_MODEL,
-        label="Drafter",
-        info="prompt lookup copies from the prompt: no second model, great for edits",
-    )
-    c["gamma"] = slider(
-        "gamma", 1, 16, spec.gamma, label="γ lookahead", info="tokens drafted per target call"
-    )
+    c["drafter"] = control("drafter")
+    c["gamma"] = control("gamma", spec.gamma)
     with gr.Row():
-        c["temperature"] = slider(
-            "temperature", 0, 2, spec.temperature, step=0.05, label="Temperature", info="0 is greedy"
-        )
-        c["max_new_tokens"] = slider("max_new_tokens", 1, MAX_NEW_TOKENS, 96, label="Max new tokens")
+        c["temperature"] = control("temperature", spec.temperature)
+        c["max_new_tokens"] = control("max_new_tokens")
     with gr.Accordion("More settings", open=False) as more:
         with gr.Row():
-            c["adaptive"] = gr.Checkbox(
-                False, label="Adaptive γ", info="+2 after a full accept, −1 after a rejection"
-            )
-            c["gamma_min"] = slider("gamma_min", 1, 32, 1, label="γ min")
-            c["gamma_max"] = slider("gamma_max", 1, 32, 16, label="γ max")
-        c["min_confidence"] = slider(
-            "min_confidence",
-            0,
-            1,
-            0,
-            step=0.05,
-            label="Draft confidence threshold",
-            info="stop drafting when the draft's top probability falls below this",
-        )
+            for name in ("adaptive", "gamma_min", "gamma_max"):
+                c[name] = control(name)
+        c["min_confidence"] = control("min_confidence")
         with gr.Row():
-            c["top_k"] = slider("top_k", 0, 200, 0, label="Top-k", info="0 is off")
-            c["top_p"] = slider("top_p", 0.01, 1, 1, step=0.01, label="Top-p", info="1 is off")
-            c["seed"] = gr.Number(0, minimum=0, maximum=2**31 - 1, precision=0, label="Seed")
+            c["top_k"] = control("top_k")
+            c["top_p"] = control("top_p")
+            c["seed"] = control("seed")
         with gr.Row():
-            c["ngram_min"] = slider("ngram_min", 1, 8, 1, label="Prompt lookup: n-gram min")
-            c["ngram_max"] = slider("ngram_max", 1, 8, 3, label="n-gram max")
-        c["draft_vocab"] = gr.Number(
-            0,
-            minimum=0,
-            precision=0,
-            label="Draft vocabulary: first N token ids (0 is all)",
-            info="a cheaper draft output layer; still lossless, but the target's tokens past N are never drafted",
-        )
+            c["ngram_min"] = control("ngram_min")
+            c["ngram_max"] = control("ngram_max")
+        c["draft_vocab"] = control("draft_vocab")
         with gr.Row():
-            c["target_quantization"] = gr.Dropdown(
-                list(QUANTIZATIONS),
-                value="default",
-                label="Target quantization",
-                info="default: as in models.yaml",
-            )
-            c["draft_quantization"] = gr.Dropdown(
-                list(QUANTIZATIONS), value="default", label="Draft quantization"
-            )
+            c["target_quantization"] = control("target_quantization")
+            c["draft_quantization"] = control("draft_quantization")
     for name, component in c.items():  # stable handles for browser tests and custom CSS
         component.elem_id = component.elem_id or name
-    return {name: c[name] for name in RunSettings.names()}, more
+    return {name: c[name] for name in RunConfig.names()}, more
+
+
+def control(name: str, value=None) -> gr.components.Component:
+    """The control for one knob, built from its declaration (label, help, default, range); `value`
+    is the pair's suggestion where models.yaml makes one."""
+    k = KNOBS[name]
+    value = k.default if value is None else value
+    common = dict(label=k.label, info=k.help, elem_id=name)
+    if k.kind is bool:
+        return gr.Checkbox(value, **common)
+    if k.choices:
+        choices = [(DRAFTER_LABELS.get(v, v), v) for v in k.choices]
+        widget = gr.Radio if len(choices) <= 3 and name == "drafter" else gr.Dropdown
+        return widget(choices, value=value, **common)
+    low = k.low if isinstance(k.low, (int, float)) else KNOBS[k.low].low
+    if k.high - low > 10**4:  # a huge range: a number box, not a slider
+        return gr.Number(value, minimum=low, maximum=k.high, precision=0 if k.kind is int else None, **common)
+    if k.low_open:
+        low = k.step  # the slider's first allowed position
+    return slider(name, low, k.high, value, step=k.step, **common)
 
 
 def slider(field: str, low, high, value, step=1, **kwargs) -> gr.Slider:
-    """A slider for a RunSettings field (its elem_id); a whole-number step makes it send ints."""
+    """A slider for a RunConfig field (its elem_id); a whole-number step makes it send ints."""
     precision = 0 if float(step).is_integer() else None
-    return gr.Slider(low, high, value=value, step=step, precision=precision, elem_id=field, **kwargs)
+    kwargs.setdefault("elem_id", field)
+    return gr.Slider(low, high, value=value, step=step, precision=precision, **kwargs)
 
 
 def pair_defaults(ctx: AppContext, name: str):

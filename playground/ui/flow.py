@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import gradio as gr
 
+from ..config import RunConfig
 from .context import SERIAL, Loading
-from .settings import RunSettings
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +33,13 @@ def status_only(n: int, at: int, status: str) -> tuple:
 
 
 def model_job(button, handler, inputs, outputs, status, api_name: str, stop=None, stop_api: str | None = None,
-              stopped: str = "Stopped."):
+              stopped: str = "Stopped.", knobs: dict | None = None):
     """Wire a button to a handler that runs the models: one job at a time across the app (the
     hardware is shared), progress on the status box, and Stop cancelling it between steps.
-    Values reach the handler as the page sends them; the handler checks them itself."""
-    job = button.click(handler, inputs, outputs, api_name=api_name, show_progress="minimal",
+    Values reach the handler as the page sends them; the handler checks them itself. `knobs`
+    (name -> control) reach it as keyword arguments, so the API names them as the run
+    configuration does (`gamma`, `temperature`, ...) and a client may pass them by name."""
+    job = button.click(handler, inputs, outputs, inputs_kwargs=knobs, api_name=api_name, show_progress="minimal",
                        show_progress_on=[status], preprocess=False, **SERIAL)
     if stop is not None:
         stop.click(lambda: status_html(stopped), None, status, cancels=[job], queue=False, api_name=stop_api)
@@ -61,7 +63,7 @@ def loading(progress: Iterator[Loading], n: int, at: int):
         yield status_only(n, at, status_html(f"Loading: {report.message}", report.fraction))
 
 
-def load_pair(ctx, settings: RunSettings, n: int, at: int):
+def load_pair(ctx, settings: RunConfig, n: int, at: int):
     """`pair = yield from load_pair(...)`: the settings' pair, or a message in the page."""
     try:
         return (yield from loading(ctx.load(settings), n, at))
@@ -72,9 +74,17 @@ def load_pair(ctx, settings: RunSettings, n: int, at: int):
         yield from fail(n, at, f"Could not load pair {settings.pair!r}: {e}")
 
 
-def read_settings(values: dict) -> RunSettings:
-    """RunSettings from page values, checked as far as the engine would (ValueError names the field)."""
-    settings = RunSettings.from_values(values)
+def in_order(knobs: dict) -> list:
+    """Knob values passed by name, in RunConfig's field order (how the handlers take them)."""
+    unknown = set(knobs) - set(RunConfig.names())
+    if unknown:
+        raise TypeError(f"unknown knobs: {', '.join(sorted(unknown))}")
+    return [knobs[name] for name in RunConfig.names()]
+
+
+def read_settings(values: dict) -> RunConfig:
+    """RunConfig from page values, checked as far as the engine would (ValueError names the field)."""
+    settings = RunConfig.from_values(values)
     settings.spec_config()
     return settings
 

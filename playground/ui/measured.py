@@ -20,7 +20,7 @@ class Point:
     """One measured run pair (baseline and speculative) of one prompt at one setting."""
 
     pair: str
-    drafter: str  # settings.DRAFT_MODEL or PROMPT_LOOKUP
+    drafter: str  # settings.MODEL or PROMPT_LOOKUP
     temperature: float
     gamma: int
     speedup: float  # measured: speculative tok/s ÷ baseline tok/s

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from ..config import RunConfig
 from ..events import StepEvent
 from .render import Span, SpanBuilder
-from .settings import RunSettings
 
 BASELINE, SPECULATIVE = "autoregressive", "speculative"
 TIMING_NOTE = (
@@ -62,7 +62,7 @@ class RaceFrame:
 
     baseline: RunTrack
     speculative: RunTrack
-    settings: RunSettings
+    settings: RunConfig
     done: bool = False
 
     @property
@@ -94,7 +94,7 @@ def race_frames(
     pair,
     prompt: str,
     system: str,
-    settings: RunSettings,
+    settings: RunConfig,
     *,
     every: float = 0.15,
     now: Callable[[], float] = time.monotonic,
@@ -164,7 +164,7 @@ def new_track(name: str, tokenizer, greedy: bool) -> RunTrack:
     )
 
 
-def warm_up(pair, ids: list[int], settings: RunSettings) -> None:
+def warm_up(pair, ids: list[int], settings: RunConfig) -> None:
     """One short untimed step through each model, so neither timed run pays first-call costs
     (allocator growth, kernel selection) that the other then gets for free."""
     from ..engine import SpecConfig, generate

@@ -8,9 +8,9 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
+from ..config import PROMPT_LOOKUP
 from ..events import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, StepEvent
 from .render import render_spans
-from .settings import PROMPT_LOOKUP
 
 Label = Callable[[int], str]
 SHOWN = 5  # rows of a residual or bonus distribution listed in the page

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 
+from ..config import RunConfig
 from ..events import StepEvent
 from .race import RunTrack, new_track
-from .settings import RunSettings
 
 DETAIL = 20  # top tokens the engine records per distribution; the page draws fewer
 CONTEXT_CHARS = 600  # how much of the text so far the page shows before the new text
@@ -51,11 +51,11 @@ class Stepper:
         self.events.close()
 
 
-def stepper_key(prompt: str, text_so_far: str, settings: RunSettings) -> tuple:
+def stepper_key(prompt: str, text_so_far: str, settings: RunConfig) -> tuple:
     return (prompt, text_so_far or "", settings)
 
 
-def start(pair, prompt: str, text_so_far: str, settings: RunSettings) -> Stepper:
+def start(pair, prompt: str, text_so_far: str, settings: RunConfig) -> Stepper:
     """A paused run on `pair` continuing prompt (+ text so far); raises ValueError naming the field."""
     from ..engine import check_inputs, generate
     from ..text import encode_prompt, eos_ids

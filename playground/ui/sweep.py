@@ -15,9 +15,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..config import DRAFTERS, MAX_NEW_TOKENS, RunConfig
 from ..sampling import expected_speedup
 from .measured import point_from_record, pool
-from .settings import DRAFTERS, MAX_NEW_TOKENS
 
 MAX_RUNS = 400  # cells × prompts: past this a CPU sweep takes a day
 MAX_PER_CATEGORY = 20
@@ -196,7 +196,7 @@ def run_sweep(pair, plan: Plan, report) -> list[dict]:
     done, total, rows = 0, plan.total_runs, []
     with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
         for drafter, temperature, gamma in plan.cells:
-            setup = bench_setup(pair, drafter)
+            setup = bench_setup(pair, RunConfig(pair=plan.pair, drafter=drafter))
             config = SpecConfig(
                 gamma=gamma, temperature=temperature, seed=plan.seed, max_new_tokens=plan.max_new_tokens
             )

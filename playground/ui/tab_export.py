@@ -9,10 +9,11 @@ import html
 
 import gradio as gr
 
+from ..config import RunConfig
 from .. import export
 from . import controls
 from .context import AppContext
-from .settings import RunSettings
+from .flow import in_order
 
 TITLE = "Export"
 SNIPPET_BOXES = (  # (tab, [(language, label, elem_id)]) in the order snippets() returns them
@@ -49,15 +50,18 @@ def build(ctx: AppContext) -> None:
         component.change(
             handler, list(knobs.values()), outputs, queue=False, preprocess=False, api_visibility="private"
         )
+    def export_event(**values) -> tuple:  # the API takes the knobs by name
+        return handler(*in_order(values))
+
     gr.Button("Refresh snippets", size="sm", elem_id="ex-refresh").click(
-        handler, list(knobs.values()), outputs, queue=False, preprocess=False, api_name="export"
+        export_event, None, outputs, inputs_kwargs=knobs, queue=False, preprocess=False, api_name="export"
     )
 
 
 def default_values(ctx: AppContext) -> list:
     spec = ctx.registry.pair(ctx.default_pair)
-    defaults = RunSettings(pair=spec.name, gamma=spec.gamma, temperature=spec.temperature)
-    return [getattr(defaults, n) for n in RunSettings.names()]
+    defaults = RunConfig(pair=spec.name, gamma=spec.gamma, temperature=spec.temperature)
+    return [getattr(defaults, n) for n in RunConfig.names()]
 
 
 def export_handler(ctx: AppContext):
@@ -70,7 +74,7 @@ def export_handler(ctx: AppContext):
 def snippets(ctx: AppContext, knobs: list) -> tuple:
     """(notes HTML, vllm serve, vLLM Python, llama-server, transformers); a bad knob is said in the notes."""
     try:
-        settings = RunSettings.from_values(dict(zip(RunSettings.names(), knobs, strict=True)))
+        settings = RunConfig.from_values(dict(zip(RunConfig.names(), knobs, strict=True)))
         settings.spec_config()
         s = export.from_settings(ctx.registry, settings)
     except ValueError as e:

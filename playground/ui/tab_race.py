@@ -11,13 +11,13 @@ from collections.abc import Iterator
 
 import gradio as gr
 
+from ..config import DRAFTER_LABELS, PROMPT_LOOKUP, RunConfig
 from ..events import summarize
 from . import controls, plots, render, summary
 from .context import AppContext
-from .flow import check_prompt, fail, load_pair, model_job, read_settings, status_html
+from .flow import check_prompt, fail, in_order, load_pair, model_job, read_settings, status_html
 from .measured import point_from_race, session_of
 from .race import BASELINE, SPECULATIVE, TIMING_NOTE, RaceFrame, race_frames
-from .settings import PROMPT_LOOKUP, RunSettings
 
 TITLE = "Race"
 log = logging.getLogger(__name__)
@@ -106,16 +106,15 @@ def build(ctx: AppContext) -> None:
         accept_plot = gr.Plot(label="acceptance by draft position", show_label=False)
 
     outputs = [baseline_text, spec_text, tokens_plot, speedup_plot, accept_plot, stats, status]
-    inputs = [prompt, system, *knobs.values()]
-    # preprocess=False: raw values reach RunSettings, whose errors name the field (see controls.py).
+    # preprocess=False: raw values reach RunConfig, whose errors name the field (see controls.py).
     handler = race_handler(ctx)
 
-    def race_event(request: gr.Request, prompt: str, system: str, *knobs) -> Iterator[tuple]:
+    def race_event(request: gr.Request, prompt: str, system: str, **knobs) -> Iterator[tuple]:
         # Gradio passes the session only to a parameter typed gr.Request; finished races become
         # points on this session's theory view.
-        yield from handler(prompt, system, *knobs, session=session_of(request))
+        yield from handler(prompt, system, *in_order(knobs), session=session_of(request))
 
-    model_job(run, race_event, inputs, outputs, status, "race", stop=stop, stop_api="stop")
+    model_job(run, race_event, [prompt, system], outputs, status, "race", stop=stop, stop_api="stop", knobs=knobs)
     controls.follow_pair(ctx, knobs)
 
 
@@ -124,7 +123,7 @@ def race_handler(ctx: AppContext):
 
     def race(prompt: str, system: str, *knobs, session: str | None = None) -> Iterator[tuple]:
         try:
-            settings = read_settings(dict(zip(RunSettings.names(), knobs, strict=True)))
+            settings = read_settings(dict(zip(RunConfig.names(), knobs, strict=True)))
             check_prompt(prompt)  # a bad knob or prompt fails before anything loads
         except ValueError as e:
             yield from fail(N_OUTPUTS, STATUS, str(e))
@@ -166,7 +165,7 @@ def run_title(name: str, drafter: str | None = None) -> str:
     if name == BASELINE:
         return "Target alone · autoregressive"
     return (
-        f"Speculative · {drafter} proposes, target verifies"
+        f"Speculative · {DRAFTER_LABELS.get(drafter, drafter)} proposes, target verifies"
         if drafter
         else "Speculative · draft proposes, target verifies"
     )

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 
 import gradio as gr
 
+from ..config import PROMPT_LOOKUP, RunConfig
 from . import controls, render, step_view, teach_plots
 from .context import SERIAL, AppContext
-from .flow import check_prompt, fail, load_pair, model_job, read_settings, status_html
-from .settings import PROMPT_LOOKUP, RunSettings
+from .flow import check_prompt, fail, in_order, load_pair, model_job, read_settings, status_html
 from .stepthrough import Stepper, close_stepper, start, stepper_key
 from .tab_race import EDIT_PROMPT
 
@@ -100,7 +100,12 @@ def build(ctx: AppContext) -> None:
     stepper = gr.State(None, time_to_live=SESSION_TTL_S, delete_callback=close_stepper)
 
     outputs = [stepper, text, stages, figure, status]
-    model_job(step, step_handler(ctx), [prompt, so_far, stepper, *knobs.values()], outputs, status, "step")
+    handler = step_handler(ctx)
+
+    def step_event(prompt: str, so_far: str, stepper: Stepper | None, **knobs) -> Iterator[tuple]:
+        yield from handler(prompt, so_far, stepper, *in_order(knobs))
+
+    model_job(step, step_event, [prompt, so_far, stepper], outputs, status, "step", knobs=knobs)
     reset.click(reset_handler, [stepper], outputs, api_name="step_reset", **SERIAL)
     controls.follow_pair(ctx, knobs)
 
@@ -110,7 +115,7 @@ def step_handler(ctx: AppContext):
 
     def step(prompt: str, so_far: str, stepper: Stepper | None, *knobs) -> Iterator[tuple]:
         try:
-            settings = read_settings(dict(zip(RunSettings.names(), knobs, strict=True)))
+            settings = read_settings(dict(zip(RunConfig.names(), knobs, strict=True)))
             check_prompt(prompt)
         except ValueError as e:
             yield from fail(N_OUTPUTS, STATUS, str(e))

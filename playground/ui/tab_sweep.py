@@ -11,12 +11,12 @@ from collections.abc import Iterator
 
 import gradio as gr
 
+from ..config import DRAFTER_LABELS, DRAFTERS, MAX_NEW_TOKENS, MODEL
 from . import sweep, teach_plots
 from .context import AppContext
 from .flow import fail, load_pair, model_job, read_settings, status_html
 from .lockstep import streamed
 from .measured import session_of
-from .settings import DRAFT_MODEL, DRAFTERS, MAX_NEW_TOKENS
 from .tab_race import EXAMPLES
 
 TITLE = "Sweep"
@@ -45,7 +45,7 @@ def build(ctx: AppContext) -> None:
                     "0", label="temperatures", info="e.g. 0,0.7", elem_id="sw-temperatures"
                 )
             drafters = gr.CheckboxGroup(
-                list(DRAFTERS), value=[DRAFT_MODEL], label="drafters", elem_id="sw-drafters"
+                [(DRAFTER_LABELS[d], d) for d in DRAFTERS], value=[MODEL], label="drafters", elem_id="sw-drafters"
             )
             examples = gr.CheckboxGroup(
                 list(BUILTIN), value=[next(iter(BUILTIN))], label="example prompts", elem_id="sw-examples"

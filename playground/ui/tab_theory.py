@@ -12,12 +12,12 @@ from collections.abc import Iterator
 
 import gradio as gr
 
+from ..config import DRAFTER_LABELS, DRAFTERS, MODEL
 from . import teach_plots, theory
 from .context import AppContext
 from .flow import check_prompt, fail, load_pair, model_job, read_settings, status_html, whole
 from .lockstep import streamed
 from .measured import session_of
-from .settings import DRAFT_MODEL, DRAFTERS
 
 TITLE = "Theory vs measurement"
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def build(ctx: AppContext) -> None:
             )
     with gr.Row():
         pair = gr.Dropdown(ctx.pair_choices(), value=spec.name, label="Model pair", elem_id="th-pair")
-        drafter = gr.Radio(list(DRAFTERS), value=DRAFT_MODEL, label="Drafter", elem_id="th-drafter")
+        drafter = gr.Radio([(DRAFTER_LABELS[d], d) for d in DRAFTERS], value=MODEL, label="Drafter", elem_id="th-drafter")
         temperature = gr.Slider(
             0, 2, value=spec.temperature, step=0.05, label="Temperature", elem_id="th-temperature"
         )

@@ -12,6 +12,7 @@ import html
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..config import DRAFTER_LABELS
 from ..events import ACCEPTED, BONUS, StepEvent
 from ..sampling import expected_speedup
 from .plots import BASELINE_COLOR, GRID, SPEC_COLOR, THEORY_COLOR, figure, line
@@ -357,7 +358,7 @@ def sweep_figure(rows: list[dict], key: str, title: str, y_title: str) -> go.Fig
             line(
                 [r["gamma"] for r in group],
                 [r[key] for r in group],
-                f"{drafter}, T = {temperature:g}",
+                f"{DRAFTER_LABELS.get(drafter, drafter)}, T = {temperature:g}",
                 palette[i % len(palette)],
                 mode="lines+markers",
             )

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import html
 
+from ..config import RunConfig
 from ..sampling import best_gamma, expected_speedup
 from .measured import Point, Pooled, point_from_record, pool
-from .settings import PROMPT_LOOKUP, RunSettings
 from .teach_plots import MAX_GAMMA, adjusted_speedup
 
-BENCH_DRAFTER = {PROMPT_LOOKUP: "prompt_lookup"}  # the bench's names; anything else is "model"
 
 CSS = """
 .theory { font-size: 14px; line-height: 1.45; }
@@ -152,22 +151,23 @@ def points_table(points: list[Point]) -> list[list]:
 POINT_COLUMNS = ["source", "prompt", "γ", "drafter", "temperature", "speedup ×", "α", "c", "v"]
 
 
-def bench_setup(pair, drafter: str):
-    """The bench's Setup for a loaded pair: the same timed methods the CLI alternates."""
+def bench_setup(pair, settings: RunConfig):
+    """The bench's Setup for a loaded pair: the same timed methods the CLI alternates, with the
+    drafter the settings describe (kind, n-gram sizes, draft vocabulary)."""
     from ..bench.measure import Setup
     from ..text import eos_ids
 
     return Setup(
         pair.target.model,
         pair.draft.model,
-        BENCH_DRAFTER.get(drafter, "model"),
+        settings,
         eos_ids(pair.tokenizer, pair.target.model, pair.draft.model),
         pair.tokenizer.pad_token_id,
     )
 
 
 def measure(
-    pair, ids: list[int], settings: RunSettings, repeats: int, report, source: str, prompt: str
+    pair, ids: list[int], settings: RunConfig, repeats: int, report, source: str, prompt: str
 ) -> Point:
     """Warm up, then time baseline and speculative runs alternated (bench.measure), as one point.
 
@@ -176,7 +176,7 @@ def measure(
     from .race import spare_a_core
 
     config = settings.spec_config()
-    setup = bench_setup(pair, settings.drafter)
+    setup = bench_setup(pair, settings)
     total = 2 * repeats + 1
     with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
         warm_up(setup, ids, config, 1)

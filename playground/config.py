@@ -1,0 +1,222 @@
+"""One run configuration: every knob of a run, declared once with its default, range and help.
+
+The engine's SpecConfig checks its fields here, the drafter factory reads the drafter knobs, the
+benchmark's flags, the app's controls and its API parameters, the sweep axes, the export and the
+report columns are all derived from this record: nothing else writes a knob's default or range.
+Plain Python, no torch: the page and `--help` import it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+
+MAX_GAMMA = 64  # past this a draft is nearly never fully accepted and verification dominates
+MAX_NEW_TOKENS = 4096  # past this a CPU run takes hours; the target's context may allow less
+
+MODEL_QUANTIZATIONS = ("none", "nf4", "int8")  # what models.yaml and the loaders accept
+
+MODEL, PROMPT_LOOKUP = "model", "prompt_lookup"  # the drafters, as the API, the CLI and reports name them
+DRAFTERS = (MODEL, PROMPT_LOOKUP)
+DRAFTER_LABELS = {MODEL: "draft model", PROMPT_LOOKUP: "prompt lookup"}  # as the page shows them
+QUANTIZATIONS = ("default", *MODEL_QUANTIZATIONS)  # default: what models.yaml says for that model
+
+
+@dataclass(frozen=True)
+class Knob:
+    """How one field of RunConfig is checked, offered and explained."""
+
+    name: str
+    kind: type  # int, float, bool or str
+    default: object
+    label: str  # the control's label on the page
+    help: str  # one line: the page's info text and the CLI's help
+    group: str  # "models", "drafter" or "decoding" (SpecConfig's fields)
+    low: float | str | None = None  # a number, or the name of the field that bounds it
+    high: float | str | None = None
+    low_open: bool = False  # the low end itself is not allowed (top_p > 0)
+    choices: tuple = ()  # the allowed values of a str knob
+    step: float = 1  # the page's slider step
+    sweep: bool = False  # may be an axis of a sweep
+    pair_default: bool = False  # the pair in models.yaml suggests its own value
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def knob(default, label: str, help: str, group: str, kind: type | None = None, **rules):
+    """A RunConfig field carrying its Knob (completed with name and kind by RunConfig)."""
+    return field(default=default, metadata={"knob": dict(default=default, label=label, help=help,
+                                                         group=group, kind=kind, **rules)})
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Every knob of a run besides the prompt. Validated on creation; errors name the field and
+    its allowed range. Field order is the order of the app's inputs and API parameters."""
+
+    pair: str | None = knob(None, "Model pair (target + draft)", "pair name from models.yaml "
+                            "(default: the registry's default pair)", "models", str)
+    drafter: str = knob(MODEL, "Drafter", "the pair's draft model, or prompt lookup (copies n-grams from "
+                        "the context: no second model, great for edits)", "drafter", choices=DRAFTERS)
+    gamma: int = knob(4, "γ lookahead", "tokens drafted per target call (the first call's when adaptive)",
+                      "decoding", low=1, high=MAX_GAMMA, sweep=True, pair_default=True)
+    adaptive: bool = knob(False, "Adaptive γ", "+2 after a fully accepted draft, −1 after a rejection "
+                          "(transformers' 'heuristic' schedule)", "decoding")
+    gamma_min: int = knob(1, "γ min", "adaptive lower bound", "decoding", low=1, high=MAX_GAMMA)
+    gamma_max: int = knob(16, "γ max", "adaptive upper bound", "decoding", low="gamma_min", high=MAX_GAMMA)
+    min_confidence: float = knob(0.0, "Draft confidence threshold", "stop drafting when the draft's top "
+                                 "probability falls below this (0 is off)", "decoding", low=0.0, high=1.0,
+                                 step=0.05, sweep=True)
+    temperature: float = knob(0.0, "Temperature", "0 is greedy", "decoding", low=0.0, high=2.0, step=0.05,
+                              sweep=True, pair_default=True)
+    top_k: int = knob(0, "Top-k", "keep the k most likely tokens; 0 is off", "decoding", low=0, high=10**7,
+                      sweep=True)
+    top_p: float = knob(1.0, "Top-p", "keep the smallest set whose mass reaches top-p; 1 is off", "decoding",
+                        low=0.0, high=1.0, low_open=True, step=0.01, sweep=True)
+    seed: int = knob(0, "Seed", "seeds the run's own generators; nothing global is reseeded", "decoding",
+                     low=0, high=2**63 - 1)
+    max_new_tokens: int = knob(96, "Max new tokens", "new tokens at most (the target's context may allow "
+                               "fewer)", "decoding", low=1, high=MAX_NEW_TOKENS)
+    ngram_min: int = knob(1, "Prompt lookup: n-gram min", "shortest n-gram prompt lookup matches", "drafter",
+                          low=1, high=32, sweep=True)
+    ngram_max: int = knob(3, "n-gram max", "longest n-gram prompt lookup matches (tried first)", "drafter",
+                          low="ngram_min", high=32, sweep=True)
+    draft_vocab: int = knob(0, "Draft vocabulary: first N token ids (0 is all)", "the draft model proposes "
+                            "only among the first N token ids: a cheaper output layer, still lossless, but "
+                            "the target's tokens past N are never drafted", "drafter", low=0, high=10**7,
+                            sweep=True)
+    target_quantization: str = knob("default", "Target quantization", "default: as in models.yaml",
+                                    "models", choices=QUANTIZATIONS)
+    draft_quantization: str = knob("default", "Draft quantization", "default: as in models.yaml", "models",
+                                   choices=QUANTIZATIONS, sweep=True)
+
+    def __post_init__(self):
+        check(self)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_values(cls, values: dict) -> RunConfig:
+        """Build from raw page or API values: a whole float becomes an int where an int is expected
+        (sliders send 4.0), an int a float where a float is; anything else is left to the checks."""
+        return cls(**{name: coerce(KNOBS[name], value) for name, value in values.items()})
+
+    def spec_config(self, **engine_only):
+        """The engine's SpecConfig (its decoding fields), plus engine-only options (detail, stop_strings)."""
+        from .engine import SpecConfig  # torch: imported when a run starts, not with the page
+
+        return SpecConfig(**{k.name: getattr(self, k.name) for k in group("decoding")}, **engine_only)
+
+    def make_drafter(self, draft_model):
+        """The one drafter factory: a fresh drafter for one run (a model drafter owns a KV cache)."""
+        from .drafters import ModelDrafter, PromptLookupDrafter
+
+        if self.drafter == PROMPT_LOOKUP:
+            return PromptLookupDrafter(self.ngram_min, self.ngram_max)
+        return ModelDrafter(draft_model, draft_vocab=self.draft_vocab or None)
+
+    def quantization(self) -> dict:
+        """Keyword arguments for PairCache.get: None keeps the registry's own setting."""
+        q = {"target_quantization": self.target_quantization, "draft_quantization": self.draft_quantization}
+        return {k: (None if v == "default" else v) for k, v in q.items()}
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0
+
+    @property
+    def drafter_label(self) -> str:
+        return DRAFTER_LABELS[self.drafter]
+
+
+KNOBS: dict[str, Knob] = {
+    f.name: Knob(name=f.name, **{**f.metadata["knob"], "kind": f.metadata["knob"]["kind"] or type(f.default)})
+    for f in fields(RunConfig)
+}
+
+
+def group(name: str) -> list[Knob]:
+    """The knobs of one group, in field order."""
+    return [k for k in KNOBS.values() if k.group == name]
+
+
+def defaults(names=None) -> dict:
+    return {n: KNOBS[n].default for n in (names or KNOBS)}
+
+
+# -- checks: the one place that says what each knob allows -----------------------------------------
+
+
+def check(record, names=None) -> None:
+    """Check the named fields of any record holding knob values (RunConfig, SpecConfig); the
+    ValueError names the first bad field and its allowed values."""
+    for name in names or [n for n in KNOBS if hasattr(record, n)]:
+        check_value(KNOBS[name], getattr(record, name), record)
+
+
+def check_value(k: Knob, value, record=None) -> None:
+    if k.name == "pair":
+        if value is not None and (not isinstance(value, str) or not value):
+            raise ValueError(f"pair must be a pair name from models.yaml, got {value!r}")
+        return
+    if k.choices:
+        if value not in k.choices:
+            raise ValueError(f"{k.name} must be one of: {', '.join(map(str, k.choices))}, got {value!r}")
+        return
+    if k.kind is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{k.name} must be true or false, got {value!r}")
+        return
+    low, high = bound(k.low, record), bound(k.high, record)
+    if k.kind is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{k.name} must be an integer, got {value!r}")
+        if not low <= value <= high:
+            raise ValueError(f"{k.name} must be an integer in [{low}, {high}], got {value!r}")
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValueError(f"{k.name} must be a number, got {value!r}")
+    if value < low or value > high or (k.low_open and value == low):
+        raise ValueError(f"{k.name} must be in {'(' if k.low_open else '['}{low}, {high}], got {value!r}")
+
+
+def bound(limit, record):
+    """A range end: a number, or another field's value (gamma_max >= gamma_min); `record` is an
+    object or a dict holding the other fields."""
+    if isinstance(limit, str):
+        other = record.get(limit) if isinstance(record, dict) else getattr(record, limit, None)
+        return other if isinstance(other, (int, float)) and not isinstance(other, bool) else KNOBS[limit].low
+    return limit
+
+
+def coerce(k: Knob, value):
+    """What a page or a JSON client sends, made the knob's type where nothing is lost."""
+    if k.kind is bool and type(value) is int and value in (0, 1):
+        return bool(value)
+    if k.kind is int and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if k.kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def parse_text(k: Knob, text: str):
+    """A knob's value from command-line or sweep text; ValueError says what was expected."""
+    if k.kind is bool:
+        lowered = text.strip().lower()
+        if lowered in ("1", "true", "yes", "on"):
+            return True
+        if lowered in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"{k.name} takes true or false, got {text!r}")
+    if k.kind in (int, float):
+        try:
+            return k.kind(text)
+        except ValueError:
+            raise ValueError(f"{k.name} takes {'integers' if k.kind is int else 'numbers'}, "
+                             f"got {text!r}") from None
+    return text.strip()

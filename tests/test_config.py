@@ -1,0 +1,136 @@
+"""The run configuration is the one record of the knobs: every consumer exposes each field with
+the record's default and range, and nothing else decides them."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import gradio as gr
+import pytest
+from gradio_client import Client
+
+from playground import export
+from playground.bench import report
+from playground.bench.cli import build_parser, make_plan
+from playground.bench.grid import SWEEPABLE, settings_of
+from playground.config import KNOBS, PROMPT_LOOKUP, RunConfig, group
+from playground.engine import SpecConfig
+from playground.ui import controls
+from playground.ui.context import build_context
+
+NUMERIC = [k for k in KNOBS.values() if k.kind in (int, float) and k.name != "pair"]
+
+
+def low_of(k):
+    return k.low if isinstance(k.low, (int, float)) else KNOBS[k.low].low
+
+
+def outside(k):
+    """Values just past each end of the knob's range (past the low end is the end itself when open)."""
+    step = 1 if k.kind is int else 0.5
+    return [low_of(k) if k.low_open else low_of(k) - step, k.high + step]
+
+
+@pytest.mark.parametrize("k", NUMERIC, ids=lambda k: k.name)
+def test_the_record_accepts_its_range_and_names_the_field_outside_it(k):
+    above = {o.name: o.high for o in KNOBS.values() if o.low == k.name}  # gamma_max >= gamma_min
+    for value in [k.default, k.high] + ([] if k.low_open else [low_of(k)]):
+        RunConfig(**{k.name: value, **above})
+    for value in outside(k):
+        with pytest.raises(ValueError, match=rf"^{k.name} must be"):
+            RunConfig(**{k.name: value, **above})
+
+
+def test_bounds_that_are_other_fields():
+    with pytest.raises(ValueError, match=r"gamma_max must be an integer in \[8, 64\], got 4"):
+        RunConfig(gamma_min=8, gamma_max=4)
+    with pytest.raises(ValueError, match=r"ngram_max must be an integer in \[4, 32\], got 2"):
+        RunConfig(ngram_min=4, ngram_max=2)
+
+
+def test_spec_config_is_the_decoding_group_with_the_same_defaults_and_checks():
+    spec_fields = {f.name: f.default for f in dataclasses.fields(SpecConfig)}
+    for k in group("decoding"):
+        assert spec_fields[k.name] == k.default, k.name
+        if k.kind in (int, float):
+            with pytest.raises(ValueError, match=rf"^{k.name} must be"):
+                SpecConfig(**{k.name: outside(k)[1]})
+    assert RunConfig(gamma=7, temperature=0.5).spec_config() == SpecConfig(gamma=7, temperature=0.5)
+    assert set(settings_of(SpecConfig())) == {k.name for k in group("decoding")}
+    assert report.SETTINGS == tuple(k.name for k in group("decoding"))
+    assert set(SWEEPABLE) <= {k.name for k in group("decoding")}
+
+
+def test_every_knob_is_a_cli_flag_with_the_record_default_and_range():
+    parser = build_parser()
+    actions = {a.dest: a for a in parser._actions}
+    for k in KNOBS.values():
+        action = actions[k.name]
+        assert k.flag in action.option_strings
+        assert action.default == (None if k.pair_default else k.default), k.name
+        if k.choices:
+            assert tuple(action.choices) == k.choices
+        if k.kind in (int, float) and k.name != "pair":
+            parser.parse_args([k.flag, str(k.high)])
+            for value in outside(k):
+                with pytest.raises(SystemExit):
+                    parser.parse_args([k.flag, str(value)])
+
+
+def test_cli_errors_name_the_flag_and_range(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--top-p", "1.5"])
+    assert "argument --top-p: top_p must be in (0.0, 1.0], got 1.5" in capsys.readouterr().err
+
+
+def test_cli_builds_the_drafter_the_flags_describe():
+    args = build_parser().parse_args(["--pair", "tiny", "--drafter", PROMPT_LOOKUP, "--ngram-min", "2",
+                                      "--ngram-max", "5", "--draft-vocab", "100"])
+    args.argv = []
+    run = make_plan(args).run
+    drafter = run.make_drafter(None)
+    assert (drafter.min_ngram, drafter.max_ngram) == (2, 5)
+    assert run.draft_vocab == 100
+
+
+def test_every_knob_is_a_control_with_the_record_default_and_range():
+    ctx = build_context(None)
+    ctx.default_pair = "tiny"
+    spec = ctx.registry.pair("tiny")
+    with gr.Blocks():
+        made, _ = controls.settings_controls(ctx)
+    assert list(made) == RunConfig.names()
+    for name, control in made.items():
+        k = KNOBS[name]
+        expected = {"pair": "tiny", "gamma": spec.gamma, "temperature": spec.temperature}.get(name, k.default)
+        assert control.value == expected, name
+        assert control.label == k.label
+        if isinstance(control, (gr.Slider, gr.Number)):
+            low = k.step if k.low_open else low_of(k)
+            assert (control.minimum, control.maximum) == (low, k.high), name
+        if k.choices:
+            assert tuple(value for _, value in control.choices) == k.choices
+
+
+def test_export_carries_every_knob():
+    registry = build_context(None).registry
+    settings = RunConfig(pair="tiny", gamma=6, ngram_max=5, draft_vocab=50)
+    exported = export.from_settings(registry, settings)
+    for name in RunConfig.names():
+        assert getattr(exported, name) == getattr(settings, name)
+    defaults = {f.name: f.default for f in dataclasses.fields(export.ExportSettings)}
+    assert all(defaults[k.name] == k.default for k in KNOBS.values())
+
+
+def test_the_api_takes_the_knobs_by_name(url):
+    """gradio_client names the race's parameters after the record's fields, and takes them by name."""
+    c = Client(url, verbose=False, download_files=False)
+    params = c.view_api(return_format="dict")["named_endpoints"]["/race"]["parameters"]
+    assert [p["parameter_name"] for p in params] == ["prompt", "system", *RunConfig.names()]
+    *_, stats, status = c.predict(prompt="def add(a, b):", system="", pair="tiny", gamma=3,
+                                  max_new_tokens=12, api_name="/race")
+    assert "Done" in status
+    with pytest.raises(Exception, match=r"gamma must be an integer in \[1, 64\], got 0"):
+        c.predict(prompt="hi", system="", pair="tiny", gamma=0, api_name="/race")
+    step = c.view_api(return_format="dict")["named_endpoints"]["/step"]["parameters"]
+    assert [p["parameter_name"] for p in step][-len(RunConfig.names()):] == RunConfig.names()
