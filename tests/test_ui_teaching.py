@@ -540,11 +540,13 @@ def test_bad_grids_are_refused_naming_the_field(changes, message):
 
 def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx):
     request = SimpleNamespace(session_hash="sweeper")
-    outputs = list(
-        sweep_handler(ctx)(
-            "tiny", "1,3", ["draft model", PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0, request
-        )
-    )
+    outputs, read = [], {}
+    for o in sweep_handler(ctx)(
+        "tiny", "1,3", ["draft model", PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0, request
+    ):
+        outputs.append(o)
+        if isinstance(o[3], list):  # the files, read as Gradio does: before the handler resumes
+            read = {path: Path(path).read_text() for path in o[3]}
     table, speedup, alpha, files, status = outputs[-1]
     assert "Done: 4 settings measured" in status
     assert [row[:3] for row in table] == [
@@ -556,10 +558,10 @@ def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx):
     assert {t.name for t in speedup.data} == {"draft model, T = 0", f"{PROMPT_LOOKUP}, T = 0"}
     assert sum(1 for o in outputs if "Ran " in status_of(o)) >= 8  # progress after every run
     csv_path, json_path = files
-    with open(csv_path) as f:
-        rows = list(csv.DictReader(f))
+    assert not Path(csv_path).parent.exists()  # every sweep's temp folder is removed once it is sent
+    rows = list(csv.DictReader(read[csv_path].splitlines()))
     assert len(rows) == 4 and rows[0]["gamma"] == "1" and float(rows[0]["speedup"]) > 0
-    report = json.loads(Path(json_path).read_text())
+    report = json.loads(read[json_path])
     assert report["schema"] == sweep.SCHEMA and len(report["rows"]) == 4 and report["rows"][0]["records"]
     assert len(ctx.measurements.get("sweeper")) == 4
 
