@@ -213,7 +213,7 @@ def load_pair(registry: Registry, spec: PairSpec, *, target_quantization=None, d
     try:
         check_same_tokenizer(target.tokenizer, draft.tokenizer, names=(spec.target, spec.draft))
     except ValueError as e:
-        raise ValueError(f"pair {spec.name!r} in {registry.path}: {e}") from None
+        raise ValueError(f"pair {spec.name!r} in {registry.where}: {e}") from None
     return LoadedPair(spec.name, spec, target, draft, target.tokenizer)
 
 

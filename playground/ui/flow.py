@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 from collections.abc import Iterator
 
 import gradio as gr
@@ -44,9 +45,21 @@ def model_job(button, handler, inputs, outputs, status, api_name: str, stop=None
     return job
 
 
+# An absolute path: a slash not following a word character, dot or slash (so not 1/2 or a URL),
+# then path segments. The page gets its last segment (the file's name) instead.
+ABSOLUTE_PATH = re.compile(r"(?<![\w/.~])(?:~)?/(?:[\w.+@-]+/)*([\w.+@-]+)")
+
+
+def public(message: str) -> str:
+    """A message fit for the page and the API: server-side paths become file names, so the page never
+    shows where the server keeps its files (its user, its cache, its checkout)."""
+    return ABSOLUTE_PATH.sub(lambda m: m.group(1), message)
+
+
 def fail(n: int, at: int, message: str):
     """Show the error in the status box, then raise it as a Gradio error: `yield from fail(...)`
-    ends the handler, and the app keeps serving."""
+    ends the handler, and the app keeps serving. Server-side paths are reduced to file names."""
+    message = public(message)
     yield status_only(n, at, status_html(f"⚠ {message}", error=True))
     raise gr.Error(message, print_exception=False)
 
