@@ -92,9 +92,23 @@ def read_settings(values: dict) -> RunSettings:
     return settings
 
 
-def check_prompt(prompt) -> str:
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise ValueError("prompt must be non-empty text")
+MAX_PROMPT_CHARS = 50_000  # past any context a CPU run can use; refusing early saves tokenizing megabytes
+
+
+def check_prompt(prompt, field: str = "prompt", empty_ok: bool = False) -> str:
+    """Text a tokenizer can take: non-empty (unless `empty_ok`), bounded, no NUL, valid Unicode."""
+    if not isinstance(prompt, str) or (not empty_ok and not prompt.strip()):
+        raise ValueError(f"{field} must be non-empty text")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(f"{field} is {len(prompt)} characters; at most {MAX_PROMPT_CHARS} are allowed")
+    if "\x00" in prompt:
+        raise ValueError(f"{field} must not contain NUL characters (\\x00); found one at position "
+                         f"{prompt.index(chr(0))}")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate: JSON can carry it, no tokenizer can encode it
+        raise ValueError(f"{field} must be valid Unicode text: a lone surrogate "
+                         f"(U+{ord(prompt[e.start]):04X}) at position {e.start}") from None
     return prompt
 
 
