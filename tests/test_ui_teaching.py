@@ -7,7 +7,6 @@ import csv
 import html
 import json
 import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -460,12 +459,34 @@ def test_lab_bad_input_is_a_message_naming_the_field(ctx, draws, changes, messag
     raises_in_page(lab_handler(ctx)("hi", "tiny", draws, *values.values()), message)
 
 
+def forward_calls(model) -> list:
+    """A list that grows by one per forward of `model`: work measured in model calls, not seconds."""
+    calls = []
+    hook = model.register_forward_hook(lambda *_: calls.append(1))
+    return calls, hook
+
+
+def join_workers(before: set) -> None:
+    """Wait until the lockstep workers started since `before` have ended (a guard against a hang,
+    not a speed limit: the test's assertions are about how much work was done)."""
+    for thread in set(threading.enumerate()) - before:
+        if thread.name == "lockstep-worker":
+            thread.join(timeout=600)
+            assert not thread.is_alive(), "the worker never stopped"
+
+
 def test_stopping_the_lab_stops_drawing(disagreeing_ctx):
+    calls, hook = forward_calls(disagreeing_ctx.cache.pair.target.model)
+    before = set(threading.enumerate())
     runs = lab_handler(disagreeing_ctx)(*LAB, 20_000, 1.0, 0, 1.0, 0)
-    started = time.monotonic()
     shown = next(status_of(o) for o in runs if "Drawing:" in status_of(o))
-    runs.close()  # Gradio's Stop: 20,000 draws would take a minute, closing takes no time
-    assert "of 20000" in shown and time.monotonic() - started < 10
+    runs.close()  # Gradio's Stop
+    at_stop = len(calls)
+    join_workers(before)
+    hook.remove()
+    assert "of 20000" in shown
+    # The worker stops at its next report: far fewer target calls than the 20,000 draws need.
+    assert len(calls) - at_stop <= max(at_stop, 50), (at_stop, len(calls))
 
 
 # -- sweep ---------------------------------------------------------------------------------------------
@@ -570,13 +591,19 @@ def test_sweep_bad_input_is_a_message_and_stop_ends_it(ctx):
     raises_in_page(
         sweep_handler(ctx)("tiny", "", ["draft model"], "0", ["Code"], [], 1, 12, 1, 0), "γ values"
     )
+    calls, hook = forward_calls(ctx.cache.get("tiny").target.model)
+    before = set(threading.enumerate())
     runs = sweep_handler(ctx)("tiny", "1-16", ["draft model"], "0", ["Code"], [], 1, 64, 1, 0)
-    started = time.monotonic()
     for o in runs:
         if "Ran " in status_of(o):
             break
     runs.close()
-    assert time.monotonic() - started < 30
+    at_stop = len(calls)
+    join_workers(before)
+    hook.remove()
+    # 16 settings x (warm-up + prompt) x 64 tokens would be over a thousand target calls; the sweep
+    # stops within the run in progress when Stop came.
+    assert len(calls) - at_stop <= max(at_stop, 200), (at_stop, len(calls))
 
 
 # -- export (the tab's handler; the snippets themselves are tested in test_export.py) ---------------
