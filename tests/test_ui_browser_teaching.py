@@ -27,8 +27,14 @@ def open_tab(page, title: str) -> None:
     page.get_by_role("tab", name=title).click()
 
 
+# The page has settled: no Gradio progress shown, and no finite animation (plots, the status box
+# fading in) still running. Endless ones (spinners) do not count.
+SETTLED = """() => !document.querySelector('.progress-text, .eta-bar') && document.getAnimations().every(
+    a => a.playState !== 'running' || a.effect.getComputedTiming().iterations === Infinity)"""
+
+
 def shoot(page, tmp_path, name: str) -> None:
-    page.wait_for_timeout(800)  # let the last redraw settle (plots animate, the status box fades in)
+    page.wait_for_function(SETTLED, timeout=60_000)  # a condition, not a fixed pause
     shot = tmp_path / name
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000

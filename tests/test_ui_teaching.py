@@ -7,7 +7,6 @@ import csv
 import html
 import json
 import threading
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -460,12 +459,34 @@ def test_lab_bad_input_is_a_message_naming_the_field(ctx, draws, changes, messag
     raises_in_page(lab_handler(ctx)("hi", "tiny", draws, *values.values()), message)
 
 
+def forward_calls(model) -> list:
+    """A list that grows by one per forward of `model`: work measured in model calls, not seconds."""
+    calls = []
+    hook = model.register_forward_hook(lambda *_: calls.append(1))
+    return calls, hook
+
+
+def join_workers(before: set) -> None:
+    """Wait until the lockstep workers started since `before` have ended (a guard against a hang,
+    not a speed limit: the test's assertions are about how much work was done)."""
+    for thread in set(threading.enumerate()) - before:
+        if thread.name == "lockstep-worker":
+            thread.join(timeout=600)
+            assert not thread.is_alive(), "the worker never stopped"
+
+
 def test_stopping_the_lab_stops_drawing(disagreeing_ctx):
+    calls, hook = forward_calls(disagreeing_ctx.cache.pair.target.model)
+    before = set(threading.enumerate())
     runs = lab_handler(disagreeing_ctx)(*LAB, 20_000, 1.0, 0, 1.0, 0)
-    started = time.monotonic()
     shown = next(status_of(o) for o in runs if "Drawing:" in status_of(o))
-    runs.close()  # Gradio's Stop: 20,000 draws would take a minute, closing takes no time
-    assert "of 20000" in shown and time.monotonic() - started < 10
+    runs.close()  # Gradio's Stop
+    at_stop = len(calls)
+    join_workers(before)
+    hook.remove()
+    assert "of 20000" in shown
+    # The worker stops at its next report: far fewer target calls than the 20,000 draws need.
+    assert len(calls) - at_stop <= max(at_stop, 50), (at_stop, len(calls))
 
 
 # -- sweep ---------------------------------------------------------------------------------------------
@@ -540,11 +561,13 @@ def test_bad_grids_are_refused_naming_the_field(changes, message):
 
 def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx):
     request = SimpleNamespace(session_hash="sweeper")
-    outputs = list(
-        sweep_handler(ctx)(
-            "tiny", "1,3", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0, request
-        )
-    )
+    outputs, read = [], {}
+    for o in sweep_handler(ctx)(
+        "tiny", "1,3", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0, request
+    ):
+        outputs.append(o)
+        if isinstance(o[3], list):  # the files, read as Gradio does: before the handler resumes
+            read = {path: Path(path).read_text() for path in o[3]}
     table, speedup, alpha, files, status = outputs[-1]
     assert "Done: 4 settings measured" in status
     assert [row[:3] for row in table] == [
@@ -556,10 +579,10 @@ def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx):
     assert {t.name for t in speedup.data} == {"draft model, T = 0", "prompt lookup, T = 0"}
     assert sum(1 for o in outputs if "Ran " in status_of(o)) >= 8  # progress after every run
     csv_path, json_path = files
-    with open(csv_path) as f:
-        rows = list(csv.DictReader(f))
+    assert not Path(csv_path).parent.exists()  # every sweep's temp folder is removed once it is sent
+    rows = list(csv.DictReader(read[csv_path].splitlines()))
     assert len(rows) == 4 and rows[0]["gamma"] == "1" and float(rows[0]["speedup"]) > 0
-    report = json.loads(Path(json_path).read_text())
+    report = json.loads(read[json_path])
     assert report["schema"] == sweep.SCHEMA and len(report["rows"]) == 4 and report["rows"][0]["records"]
     assert len(ctx.measurements.get("sweeper")) == 4
 
@@ -568,13 +591,19 @@ def test_sweep_bad_input_is_a_message_and_stop_ends_it(ctx):
     raises_in_page(
         sweep_handler(ctx)("tiny", "", [MODEL], "0", ["Code"], [], 1, 12, 1, 0), "γ values"
     )
+    calls, hook = forward_calls(ctx.cache.get("tiny").target.model)
+    before = set(threading.enumerate())
     runs = sweep_handler(ctx)("tiny", "1-16", [MODEL], "0", ["Code"], [], 1, 64, 1, 0)
-    started = time.monotonic()
     for o in runs:
         if "Ran " in status_of(o):
             break
     runs.close()
-    assert time.monotonic() - started < 30
+    at_stop = len(calls)
+    join_workers(before)
+    hook.remove()
+    # 16 settings x (warm-up + prompt) x 64 tokens would be over a thousand target calls; the sweep
+    # stops within the run in progress when Stop came.
+    assert len(calls) - at_stop <= max(at_stop, 200), (at_stop, len(calls))
 
 
 # -- export (the tab's handler; the snippets themselves are tested in test_export.py) ---------------

@@ -12,7 +12,7 @@ import io
 import json
 import math
 import os
-import tempfile
+import secrets
 from pathlib import Path
 
 from ..config import group
@@ -23,23 +23,27 @@ SETTINGS = tuple(k.name for k in group("decoding"))  # the report's setting colu
 
 def atomic_write(path, data: str | bytes) -> None:
     """Write to a temporary file beside `path`, then rename over it: a reader never sees half a
-    file, and an interrupted run leaves the old file (or none), not a truncated one."""
+    file, and an interrupted run leaves the old file (or none), not a truncated one.
+
+    The temp file is created with mode 0o666 and the kernel applies the umask, as for any new file:
+    reading the umask (os.umask sets it) would change it for every thread for a moment."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"could not create a temporary file beside {path}")
     try:
-        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp makes it private; give it a normal file's mode
         with os.fdopen(fd, "wb") as out:
             out.write(data.encode("utf-8") if isinstance(data, str) else data)
         os.replace(tmp, path)
     except BaseException:
-        os.unlink(tmp)
+        tmp.unlink(missing_ok=True)
         raise
-
-
-def current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def write_json(report: dict, path) -> None:

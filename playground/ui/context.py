@@ -26,6 +26,17 @@ class Loading:
 
 
 @dataclass
+class Loader:
+    """A pair load running in its own thread. It outlives a stopped job; see AppContext.load."""
+
+    key: tuple  # (pair, quantization knobs)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    reports: queue.Queue = field(default_factory=queue.Queue)
+    result: dict = field(default_factory=dict)
+
+
+@dataclass
 class AppContext:
     registry: object  # registry.Registry
     cache: object  # loading.PairCache
@@ -33,6 +44,8 @@ class AppContext:
     frame_every: float = 0.15  # least seconds of computing between two redraws of a streaming view
     # Each session's measured speedups (race, sweep, "measure now"), for the theory view; bounded.
     measurements: Measurements = field(default_factory=Measurements)
+    loader: Loader | None = None  # the latest pair load; still running after a Stop until finished
+    wait_report_s: float = 1.0  # how often a job waiting for an earlier load says so
 
     def pair_choices(self) -> list[tuple[str, str]]:
         """(label, name) for the pair dropdown; random-weight and hub-only pairs say so."""
@@ -42,29 +55,49 @@ class AppContext:
         """Load the settings' pair, yielding progress while it loads; returns the LoadedPair.
 
         Use as `pair = yield from ctx.load(settings)`. The load runs in a worker thread so the
-        handler can stream its progress to the page; PairCache's lock makes a second load of the
-        same pair (e.g. after Stop during a download) wait for the first instead of repeating it.
+        handler can stream its progress to the page. Stop ends the job, not the thread. What then
+        happens to that load is decided by the next job, and shown on its page:
+        - the same pair (Run again after a Stop mid-download): it waits for that load and uses it;
+        - another pair: it cancels that load at its next progress report (a download part, a
+          conversion, a model), waits until it has let go of its memory, then loads its own.
+        So two loads never compete for memory and cores.
         """
-        reports: queue.Queue = queue.Queue()
-        result: dict = {}
+        key = (settings.pair, tuple(sorted(settings.quantization().items())))
+        previous = self.loader
+        if previous is not None and not previous.done.is_set():
+            if previous.key == key:
+                message = f"continuing the load of {settings.pair} started before Stop"
+            else:
+                previous.cancel.set()
+                message = (f"stopping the load of {previous.key[0]} left running by Stop, so that "
+                           f"{settings.pair} gets the memory")
+            yield Loading(message)
+            while not previous.done.wait(self.wait_report_s):
+                yield Loading(message)
+        loader = self.loader = Loader(key)
+
+        def progress(message, fraction):
+            if loader.cancel.is_set():
+                from ..loading import Cancelled
+
+                raise Cancelled(f"the load of {settings.pair} was cancelled for another pair")
+            loader.reports.put(Loading(message, fraction))
 
         def work():
             try:
-                result["pair"] = self.cache.get(
-                    settings.pair,
-                    **settings.quantization(),
-                    progress=lambda message, fraction: reports.put(Loading(message, fraction)),
-                )
+                loader.result["pair"] = self.cache.get(settings.pair, **settings.quantization(),
+                                                       progress=progress)
             except BaseException as e:  # handed to the handler's thread, which raises it
-                result["error"] = e
-            reports.put(None)
+                loader.result["error"] = e
+            loader.done.set()
+            loader.reports.put(None)
 
         threading.Thread(target=work, name="pair-loader", daemon=True).start()
-        while (report := reports.get()) is not None:
+        while (report := loader.reports.get()) is not None:
             yield report
-        if "error" in result:
-            raise result["error"]
-        return result["pair"]
+        if "error" in loader.result:
+            raise loader.result["error"]
+        return loader.result.pop("pair")  # the loader keeps no reference: eviction must free it
 
 
 def pair_label(pair) -> str:

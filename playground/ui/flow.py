@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import logging
+import re
 from collections.abc import Iterator
 
 import gradio as gr
@@ -46,9 +47,21 @@ def model_job(button, handler, inputs, outputs, status, api_name: str, stop=None
     return job
 
 
+# An absolute path: a slash not following a word character, dot or slash (so not 1/2 or a URL),
+# then path segments. The page gets its last segment (the file's name) instead.
+ABSOLUTE_PATH = re.compile(r"(?<![\w/.~])(?:~)?/(?:[\w.+@-]+/)*([\w.+@-]+)")
+
+
+def public(message: str) -> str:
+    """A message fit for the page and the API: server-side paths become file names, so the page never
+    shows where the server keeps its files (its user, its cache, its checkout)."""
+    return ABSOLUTE_PATH.sub(lambda m: m.group(1), message)
+
+
 def fail(n: int, at: int, message: str):
     """Show the error in the status box, then raise it as a Gradio error: `yield from fail(...)`
-    ends the handler, and the app keeps serving."""
+    ends the handler, and the app keeps serving. Server-side paths are reduced to file names."""
+    message = public(message)
     yield status_only(n, at, status_html(f"⚠ {message}", error=True))
     raise gr.Error(message, print_exception=False)
 
@@ -89,9 +102,23 @@ def read_settings(values: dict) -> RunConfig:
     return settings
 
 
-def check_prompt(prompt) -> str:
-    if not isinstance(prompt, str) or not prompt.strip():
-        raise ValueError("prompt must be non-empty text")
+MAX_PROMPT_CHARS = 50_000  # past any context a CPU run can use; refusing early saves tokenizing megabytes
+
+
+def check_prompt(prompt, field: str = "prompt", empty_ok: bool = False) -> str:
+    """Text a tokenizer can take: non-empty (unless `empty_ok`), bounded, no NUL, valid Unicode."""
+    if not isinstance(prompt, str) or (not empty_ok and not prompt.strip()):
+        raise ValueError(f"{field} must be non-empty text")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(f"{field} is {len(prompt)} characters; at most {MAX_PROMPT_CHARS} are allowed")
+    if "\x00" in prompt:
+        raise ValueError(f"{field} must not contain NUL characters (\\x00); found one at position "
+                         f"{prompt.index(chr(0))}")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate: JSON can carry it, no tokenizer can encode it
+        raise ValueError(f"{field} must be valid Unicode text: a lone surrogate "
+                         f"(U+{ord(prompt[e.start]):04X}) at position {e.start}") from None
     return prompt
 
 

@@ -3,7 +3,10 @@
 `generate` is already a step-at-a-time iterator (one StepEvent per target call, no work between
 events), so a Stepper just holds one and advances it on demand. It lives in the session's
 gr.State: never shared across sessions, closed when the session's state expires or the user
-goes back to the start. While paused it holds the pair's models (a run in progress does).
+goes back to the start. While paused it holds the pair's models (a run in progress does), but
+only until the pair cache evicts that pair (a pair switch in any tab, or memory needed): then it
+lets go (`release`), and the next click reloads the pair and replays the same seeded steps
+(`resume`), so the run continues exactly where it was.
 """
 
 from __future__ import annotations
@@ -48,7 +51,29 @@ class Stepper:
 
     def close(self) -> None:
         """Stop the engine run (its generator) so nothing of it lingers."""
-        self.events.close()
+        if self.events is not None:
+            self.events.close()
+
+    def release(self) -> None:
+        """Let go of the pair's models (the cache evicted the pair); `resume` picks up from here."""
+        self.close()
+        self.events, self.pair = None, None
+
+    @property
+    def released(self) -> bool:
+        return self.pair is None
+
+    def resume(self, pair) -> None:
+        """Continue on a reloaded pair: a fresh run of the same prompt and settings, advanced through
+        the steps already shown. Its generator is seeded, so the replayed steps are the same ones."""
+        fresh = start(pair, *self.key)
+        for shown in self.history:
+            replayed = next(fresh.events)
+            if replayed.emitted != shown.emitted:
+                fresh.close()
+                raise RuntimeError("the reloaded models did not reproduce the steps shown so far "
+                                   "(different hardware or dtype?); press Back to start")
+        self.pair, self.events = pair, fresh.events
 
 
 def stepper_key(prompt: str, text_so_far: str, settings: RunConfig) -> tuple:

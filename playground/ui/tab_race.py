@@ -125,6 +125,8 @@ def race_handler(ctx: AppContext):
         try:
             settings = read_settings(dict(zip(RunConfig.names(), knobs, strict=True)))
             check_prompt(prompt)  # a bad knob or prompt fails before anything loads
+            if system:
+                check_prompt(system, "system prompt", empty_ok=True)
         except ValueError as e:
             yield from fail(N_OUTPUTS, STATUS, str(e))
         pair = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)

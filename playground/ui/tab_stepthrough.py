@@ -117,10 +117,20 @@ def step_handler(ctx: AppContext):
         try:
             settings = read_settings(dict(zip(RunConfig.names(), knobs, strict=True)))
             check_prompt(prompt)
+            if so_far:
+                check_prompt(so_far, "text so far", empty_ok=True)
         except ValueError as e:
             yield from fail(N_OUTPUTS, STATUS, str(e))
         pair = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
         note = ""
+        key = stepper_key(prompt, so_far, settings)
+        if isinstance(stepper, Stepper) and stepper.released and stepper.key == key:
+            try:  # its models were freed for another pair while it was paused: reload, replay, go on
+                stepper.resume(pair)
+            except Exception as e:
+                yield from fail(N_OUTPUTS, STATUS, f"Could not resume the paused run: {e}")
+            ctx.cache.hold(pair, stepper.release)
+            note = "The models were freed while this run was paused (another pair needed them); reloaded. "
         if (
             not isinstance(stepper, Stepper)
             or stepper.key != stepper_key(prompt, so_far, settings)
@@ -133,6 +143,7 @@ def step_handler(ctx: AppContext):
                 stepper = start(pair, prompt, so_far or "", settings)
             except ValueError as e:  # the prompt does not fit the context, a bad n-gram range…
                 yield from fail(N_OUTPUTS, STATUS, str(e))
+            ctx.cache.hold(pair, stepper.release)  # paused, it lets go when the pair is evicted
         try:
             event = stepper.step()
         except Exception as e:

@@ -7,6 +7,7 @@ Every measured prompt also becomes a point of the Theory tab (ctx.measurements).
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import Iterator
 
 import gradio as gr
@@ -166,15 +167,18 @@ def sweep_handler(ctx: AppContext):
         except Exception as e:
             log.exception("sweep failed")
             yield from fail(N_OUTPUTS, STATUS, f"The sweep failed: {type(e).__name__}: {e}")
-        paths = list(sweep.write_files(plan, rows))
         note = (
             "\nRandom-weight pair: speedups are real, the text is gibberish." if loaded.random_weights else ""
         )
-        yield (
-            *figures(rows),
-            paths,
-            status_html(f"Done: {len(rows)} settings measured. The points are on the Theory tab too.{note}"),
-        )
+        # Gradio copies returned files into its own cache before it resumes the handler, so the
+        # folder is removed as soon as the last redraw is sent (or the job is cancelled).
+        with tempfile.TemporaryDirectory(prefix="playground-sweep-") as folder:
+            paths = list(sweep.write_files(plan, rows, folder))
+            yield (
+                *figures(rows),
+                paths,
+                status_html(f"Done: {len(rows)} settings measured. The points are on the Theory tab too.{note}"),
+            )
 
     return run
 

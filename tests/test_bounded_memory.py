@@ -1,0 +1,185 @@
+"""Bounded memory: one pair resident (plus an optional warm one) whoever uses it. A paused
+step-through run lets go of its models when another tab switches pairs and resumes exactly by
+reloading; a load left running by Stop is cancelled by a job for another pair, reused by a job for
+the same one. Tiny in-process pairs and a ~250 MB local one; no download."""
+
+from __future__ import annotations
+
+import gc
+import html
+import textwrap
+import threading
+import weakref
+from types import SimpleNamespace
+
+import psutil
+import pytest
+
+from playground.loading import Cancelled, PairCache
+from playground.registry import load_registry
+from playground.tiny import tiny_model, tiny_pair
+from playground.ui.context import AppContext, Loading
+from playground.ui.settings import RunSettings
+from playground.ui.stepthrough import Stepper
+from playground.ui.tab_lab import lab_handler
+from playground.ui.tab_race import race_handler
+from playground.ui.tab_stepthrough import step_handler
+
+
+def knobs(pair: str, **changes) -> list:
+    settings = RunSettings(pair=pair, max_new_tokens=24, temperature=0.8, seed=1)
+    values = {**{n: getattr(settings, n) for n in RunSettings.names()}, **changes}
+    return [values[n] for n in RunSettings.names()]
+
+
+@pytest.fixture(scope="module")
+def config(tmp_path_factory):
+    """Two tiny pairs (separate cache entries) and a ~250 MB pair of two local copies of one model."""
+    folder = tmp_path_factory.mktemp("models")
+    big = tiny_model(259, layers=6, seed=1, hidden=1024)
+    big.save_pretrained(folder / "big")
+    tiny_pair(seed=0)[2].save_pretrained(folder / "big")
+    del big
+    path = folder / "models.yaml"
+    path.write_text(textwrap.dedent(f"""
+        default_pair: tiny
+        models:
+          big: {{sources: [{{local: {folder / 'big'}}}], dtype: float32}}
+          t: {{sources: [{{tiny: target}}], dtype: float32}}
+          d: {{sources: [{{tiny: draft}}], dtype: float32}}
+        pairs:
+          big: {{target: big, draft: big, description: two copies of a ~125 MB model}}
+          tiny: {{target: t, draft: d, description: tiny}}
+          tiny2: {{target: t, draft: d, description: the same models cached apart}}
+    """))
+    return path
+
+
+def new_ctx(config, keep=1) -> AppContext:
+    registry = load_registry(config)
+    return AppContext(registry, PairCache(registry, keep=keep))
+
+
+def last(outputs) -> tuple:
+    *_, final = outputs
+    return final
+
+
+def test_paused_step_through_lets_go_on_a_pair_switch_and_resumes_the_same_run(config):
+    ctx = new_ctx(config)
+    step = step_handler(ctx)
+    stepper = None
+    for _ in range(2):
+        stepper = last(step("Once upon a time", "", stepper, *knobs("tiny")))[0]
+    held = weakref.ref(stepper.pair.target.model)
+    last(race_handler(ctx)("hello", "", *knobs("tiny2", max_new_tokens=4)))  # another tab switches pairs
+    gc.collect()
+    assert stepper.released and held() is None, "the paused run still holds the old pair's models"
+    assert ctx.cache.resident() == ["tiny2"]
+    resumed = last(step("Once upon a time", "", stepper, *knobs("tiny")))
+    assert resumed[0] is stepper and "freed while this run was paused" in html.unescape(resumed[-1])
+    assert "Step 3:" in resumed[-1]
+    reference, uninterrupted = None, step_handler(new_ctx(config))  # the same run, never released
+    for _ in range(3):
+        reference = last(uninterrupted("Once upon a time", "", reference, *knobs("tiny")))[0]
+    assert [e.emitted for e in stepper.history] == [e.emitted for e in reference.history]
+
+
+def test_a_warm_second_pair_keeps_the_paused_run(config):
+    ctx = new_ctx(config, keep=2)
+    stepper = last(step_handler(ctx)("Once upon a time", "", None, *knobs("tiny")))[0]
+    last(race_handler(ctx)("hello", "", *knobs("tiny2", max_new_tokens=4)))
+    assert not stepper.released and ctx.cache.resident() == ["tiny", "tiny2"]
+
+
+class GatedCache:
+    """A stand-in pair cache whose loads report progress and then wait for the test's go-ahead."""
+
+    def __init__(self):
+        self.gate = threading.Event()
+        self.started, self.finished, self.cancelled = [], [], []
+
+    def get(self, name, *, progress, **knobs):
+        self.started.append(name)
+        progress(f"{name}: first part", 0.1)
+        self.gate.wait(timeout=60)
+        try:
+            progress(f"{name}: second part", 0.5)
+        except Cancelled:
+            self.cancelled.append(name)
+            raise
+        self.finished.append(name)
+        return SimpleNamespace(name=name)
+
+
+def settings(pair: str) -> RunSettings:
+    return RunSettings(pair=pair)
+
+
+def test_stop_then_another_pair_cancels_the_load_left_running(config):
+    cache = GatedCache()
+    ctx = AppContext(load_registry(config), cache, wait_report_s=0.05)
+    first = ctx.load(settings("big"))
+    assert next(first).message == "big: first part"
+    first.close()  # Stop: the job ends, its loader thread is still in the middle of loading
+    second = ctx.load(settings("tiny"))
+    waiting = next(second)
+    assert "stopping the load of big left running by Stop" in waiting.message
+    cache.gate.set()
+    reports = []
+    try:
+        while True:
+            reports.append(next(second))
+    except StopIteration as done:
+        pair = done.value
+    assert pair.name == "tiny" and cache.cancelled == ["big"] and cache.finished == ["tiny"]
+    assert all(isinstance(r, Loading) for r in reports)
+
+
+def test_stop_then_the_same_pair_waits_for_that_load_and_uses_it(config):
+    cache = GatedCache()
+    ctx = AppContext(load_registry(config), cache, wait_report_s=0.05)
+    first = ctx.load(settings("big"))
+    next(first)
+    first.close()
+    again = ctx.load(settings("big"))
+    assert "continuing the load of big started before Stop" in next(again).message
+    cache.gate.set()
+    *_, = (r for r in iter(lambda: next(again, None), None))  # drain; the gate is open now
+    assert cache.cancelled == [] and cache.finished[0] == "big"
+
+
+def rss() -> int:
+    gc.collect()
+    return psutil.Process().memory_info().rss
+
+
+@pytest.mark.slow  # minutes on 2 cores: twenty-five loads, two in five of them ~250 MB
+def test_twenty_pair_switches_across_tabs_keep_memory_bounded(config, capsys):
+    """tiny ↔ big ↔ tiny with int8, through the race, step-through and lab handlers; a paused
+    step-through run rides along. Resident memory after the last switch is within 10 % of after the first."""
+    ctx = new_ctx(config)
+    paused = None
+    cycle = [("race", "big"), ("step", "tiny"), ("race", "tiny-int8"), ("lab", "tiny2"), ("step", "big")]
+    plan = cycle * 5  # a first round warms one-time allocations (kernels, bitsandbytes), then 20 switches
+    after = []
+    for tab, name in plan:
+        pair, quant = (("tiny", {"target_quantization": "int8"}) if name == "tiny-int8" else (name, {}))
+        if tab == "race":
+            last(race_handler(ctx)("hello", "", *knobs(pair, max_new_tokens=4, **quant)))
+        elif tab == "step":
+            values = knobs(pair, max_new_tokens=8, **quant)
+            paused = last(step_handler(ctx)("Once upon a time", "", paused, *values))[0]
+            assert isinstance(paused, Stepper)
+        else:
+            last(lab_handler(ctx)("hello", pair, 20, 1.0, 0, 1.0, 0))
+        assert len(ctx.cache.resident()) == 1
+        after.append(rss())
+    first, final = after[len(cycle):2 * len(cycle)], after[-len(cycle):]  # first and last measured round
+    with capsys.disabled():
+        print("\nRSS (MiB) after each switch of the first round:", [round(r / 2**20) for r in first],
+              "\n                          and of the last round:", [round(r / 2**20) for r in final],
+              f"\n  worst change {max(abs(b - a) / a for a, b in zip(first, final)):+.1%}, "
+              f"peak {max(after) / 2**20:.0f} MiB")
+    for (tab, name), a, b in zip(plan, first, final):
+        assert abs(b - a) <= 0.10 * a, f"{tab} on {name}: {a / 2**20:.0f} MiB, then {b / 2**20:.0f} MiB"

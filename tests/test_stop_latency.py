@@ -1,0 +1,61 @@
+"""Stop latency, measured (not asserted as a time): Gradio cancels a streaming job between two
+frames — it cannot interrupt a frame being computed — so Stop is honoured when the frame in
+progress is yielded. Twenty tries on the tiny pair, in process: a consumer thread plays Gradio's
+worker, the test presses Stop at a random moment; reported are the worst wait and the most
+engine work (target forward calls) done after the press.
+
+    python -m pytest -s -q tests/test_stop_latency.py
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+
+from playground.ui.context import build_context
+from playground.ui.settings import RunSettings
+from playground.ui.tab_race import race_handler
+
+pytestmark = pytest.mark.slow  # a measurement: twenty 1024-token races started and stopped
+
+
+def test_stop_is_honoured_at_the_next_frame_worst_of_20(capsys):
+    ctx = build_context()
+    pair = ctx.cache.get("tiny")
+    calls = []
+    hook = pair.target.model.register_forward_hook(lambda *_: calls.append(time.monotonic()))
+    settings = RunSettings(pair="tiny", max_new_tokens=1024)
+    values = [getattr(settings, n) for n in RunSettings.names()]
+    rng = random.Random(0)
+    waits, after = [], []
+    for _ in range(20):
+        run = race_handler(ctx)("Once upon a time", "", *values)
+        stop, closed, frames = threading.Event(), threading.Event(), []
+
+        def gradio_worker():
+            for frame in run:
+                frames.append(frame)
+                if stop.is_set():  # the cancel lands between two frames
+                    run.close()
+                    break
+            closed.set()
+
+        threading.Thread(target=gradio_worker, daemon=True).start()
+        while len(frames) < 3:  # racing, past loading and the first frame
+            assert not closed.is_set(), "the race ended before Stop could be pressed"
+            time.sleep(0.005)
+        time.sleep(rng.uniform(0, 0.3))  # press Stop at a random moment within a frame
+        pressed = time.monotonic()
+        stop.set()
+        assert closed.wait(timeout=600)
+        ended = time.monotonic()
+        waits.append(ended - pressed)
+        after.append(sum(1 for t in calls if pressed <= t <= ended))
+    hook.remove()
+    with capsys.disabled():
+        print(f"\nStop over 20 tries (tiny pair, frame_every {ctx.frame_every} s): worst wait "
+              f"{max(waits) * 1000:.0f} ms, median {sorted(waits)[10] * 1000:.0f} ms; target calls after "
+              f"the press: worst {max(after)}, median {sorted(after)[10]}")
