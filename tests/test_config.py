@@ -134,3 +134,11 @@ def test_the_api_takes_the_knobs_by_name(url):
         c.predict(prompt="hi", system="", pair="tiny", gamma=0, api_name="/race")
     step = c.view_api(return_format="dict")["named_endpoints"]["/step"]["parameters"]
     assert [p["parameter_name"] for p in step][-len(RunConfig.names()):] == RunConfig.names()
+
+
+def test_the_examples_use_the_record_vocabulary():
+    from playground.ui import tab_race, tab_stepthrough
+
+    for examples in (tab_race.EXAMPLES, tab_stepthrough.EXAMPLES):
+        for _, _, drafter, gamma, temperature, *_ in examples:
+            RunConfig(drafter=drafter, gamma=gamma, temperature=temperature)

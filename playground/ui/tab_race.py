@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import gradio as gr
 
-from ..config import DRAFTER_LABELS, PROMPT_LOOKUP, RunConfig
+from ..config import DRAFTER_LABELS, MODEL, PROMPT_LOOKUP, RunConfig
 from ..events import summarize
 from . import controls, plots, render, summary
 from .context import AppContext
@@ -40,14 +40,14 @@ def moving_average(values, window):
 
 # (label, prompt, drafter, gamma, temperature, max new tokens)
 EXAMPLES = [
-    ("Code", "Write a Python function is_prime(n) with a short docstring.", "draft model", 4, 0.0, 96),
-    ("Chat, sampled", "In three short sentences: why is the sky blue?", "draft model", 4, 0.7, 80),
+    ("Code", "Write a Python function is_prime(n) with a short docstring.", MODEL, 4, 0.0, 96),
+    ("Chat, sampled", "In three short sentences: why is the sky blue?", MODEL, 4, 0.7, 80),
     ("Code edit: prompt lookup", EDIT_PROMPT, PROMPT_LOOKUP, 8, 0.0, 160),
     (
         "Translation",
         "Translate into French: The small model guesses the next few words; the large model checks "
         "them all at once and keeps the ones it agrees with.",
-        "draft model",
+        MODEL,
         4,
         0.0,
         64,

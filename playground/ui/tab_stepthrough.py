@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import gradio as gr
 
-from ..config import PROMPT_LOOKUP, RunConfig
+from ..config import MODEL, PROMPT_LOOKUP, RunConfig
 from . import controls, render, step_view, teach_plots
 from .context import SERIAL, AppContext
 from .flow import check_prompt, fail, in_order, load_pair, model_job, read_settings, status_html
@@ -30,14 +30,14 @@ EXAMPLES = [
     (
         "Sampled: see a rejection and its residual",
         "Write a Python function that checks whether a number is prime.",
-        "draft model",
+        MODEL,
         4,
         0.8,
     ),
     (
         "Greedy: accept while the guess is the target's top token",
         "Write a Python function that checks whether a number is prime.",
-        "draft model",
+        MODEL,
         4,
         0.0,
     ),
