@@ -19,7 +19,7 @@ from playground.loading import Cancelled, PairCache
 from playground.registry import load_registry
 from playground.tiny import tiny_model, tiny_pair
 from playground.ui.context import AppContext, Loading
-from playground.ui.settings import RunSettings
+from playground.config import RunConfig
 from playground.ui.stepthrough import Stepper
 from playground.ui.tab_lab import lab_handler
 from playground.ui.tab_race import race_handler
@@ -27,9 +27,9 @@ from playground.ui.tab_stepthrough import step_handler
 
 
 def knobs(pair: str, **changes) -> list:
-    settings = RunSettings(pair=pair, max_new_tokens=24, temperature=0.8, seed=1)
-    values = {**{n: getattr(settings, n) for n in RunSettings.names()}, **changes}
-    return [values[n] for n in RunSettings.names()]
+    settings = RunConfig(pair=pair, max_new_tokens=24, temperature=0.8, seed=1)
+    values = {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
+    return [values[n] for n in RunConfig.names()]
 
 
 @pytest.fixture(scope="module")
@@ -112,8 +112,8 @@ class GatedCache:
         return SimpleNamespace(name=name)
 
 
-def settings(pair: str) -> RunSettings:
-    return RunSettings(pair=pair)
+def settings(pair: str) -> RunConfig:
+    return RunConfig(pair=pair)
 
 
 def test_stop_then_another_pair_cancels_the_load_left_running(config):

@@ -11,7 +11,7 @@ from playground.loading import PairCache
 from playground.registry import DEFAULT_CONFIG, load_registry
 from playground.ui.context import AppContext
 from playground.ui.flow import public
-from playground.ui.settings import RunSettings
+from playground.config import RunConfig
 from playground.ui.tab_race import race_handler
 
 
@@ -52,10 +52,10 @@ def test_a_failing_local_source_reaches_the_page_without_server_paths(tmp_path):
     """))
     registry = load_registry(config)
     ctx = AppContext(registry, PairCache(registry))
-    values = {**{n: getattr(RunSettings(pair="lost"), n) for n in RunSettings.names()}, "max_new_tokens": 4}
+    values = {**{n: getattr(RunConfig(pair="lost"), n) for n in RunConfig.names()}, "max_new_tokens": 4}
     outputs = []
     with pytest.raises(gr.Error) as raised:
-        for o in race_handler(ctx)("hello", "", *[values[n] for n in RunSettings.names()]):
+        for o in race_handler(ctx)("hello", "", *[values[n] for n in RunConfig.names()]):
             outputs.append(o)
     shown = raised.value.message + html.unescape(outputs[-1][-1])
     assert "Could not load pair 'lost'" in shown and "weights does not exist" in shown

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from playground.ui.context import build_context
-from playground.ui.settings import RunSettings
+from playground.config import RunConfig
 from playground.ui.tab_race import race_handler
 
 pytestmark = pytest.mark.slow  # a measurement: twenty 1024-token races started and stopped
@@ -27,8 +27,8 @@ def test_stop_is_honoured_at_the_next_frame_worst_of_20(capsys):
     pair = ctx.cache.get("tiny")
     calls = []
     hook = pair.target.model.register_forward_hook(lambda *_: calls.append(time.monotonic()))
-    settings = RunSettings(pair="tiny", max_new_tokens=1024)
-    values = [getattr(settings, n) for n in RunSettings.names()]
+    settings = RunConfig(pair="tiny", max_new_tokens=1024)
+    values = [getattr(settings, n) for n in RunConfig.names()]
     rng = random.Random(0)
     waits, after = [], []
     for _ in range(20):

@@ -12,16 +12,16 @@ import textwrap
 import httpx
 import pytest
 
-from playground.ui.settings import RunSettings
+from playground.config import RunConfig
 from test_ui_client import args, client, url  # noqa: F401  (url is the launched app's fixture)
 
 NAN = math.nan
 
 
 def knobs(**changes) -> list:
-    settings = RunSettings(pair="tiny", max_new_tokens=8)
-    values = {**{n: getattr(settings, n) for n in RunSettings.names()}, **changes}
-    return [values[n] for n in RunSettings.names()]
+    settings = RunConfig(pair="tiny", max_new_tokens=8)
+    values = {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
+    return [values[n] for n in RunConfig.names()]
 
 
 def raw(call):
@@ -41,13 +41,13 @@ def lab(prompt="hi", pair="tiny", draws=20, temperature=1.0, top_k=0, top_p=1.0,
     return "/lab", [prompt, pair, draws, temperature, top_k, top_p, seed]
 
 
-def sweep(pair="tiny", gammas="1,2", drafters=("draft model",), temperatures="0", examples=("Code",),
+def sweep(pair="tiny", gammas="1,2", drafters=("model",), temperatures="0", examples=("Code",),
           categories=(), per_category=1, tokens=6, repeats=1, seed=0):
     return "/sweep", [pair, gammas, list(drafters), temperatures, list(examples), list(categories), per_category,
                       tokens, repeats, seed]
 
 
-def measure(prompt="hi", pair="tiny", drafter="draft model", temperature=0.0, gamma=4, tokens=8):
+def measure(prompt="hi", pair="tiny", drafter="model", temperature=0.0, gamma=4, tokens=8):
     return "/measure", [prompt, pair, drafter, temperature, gamma, tokens]
 
 
@@ -65,13 +65,13 @@ BAD = [
     ("race: top-p 0", race(top_p=0), "top_p must be in (0.0, 1.0], got 0"),
     ("race: top-p 1.5", race(top_p=1.5), "top_p must be in (0.0, 1.0], got 1.5"),
     ("race: negative top-k", race(top_k=-1), "top_k must be"),
-    ("race: max new tokens 0", race(max_new_tokens=0), "max_new_tokens must be an integer in [1, 1024], got 0"),
+    ("race: max new tokens 0", race(max_new_tokens=0), "max_new_tokens must be an integer in [1, 4096], got 0"),
     ("race: beyond the context", race("y" * 1500, max_new_tokens=1000), "the target's context holds 2048"),
-    ("race: n-gram min > max", race(drafter="prompt lookup", ngram_min=4, ngram_max=2), "ngram"),
-    ("race: negative draft vocabulary", race(draft_vocab=-1), "draft_vocab must be a whole number >= 0"),
+    ("race: n-gram min > max", race(drafter="prompt_lookup", ngram_min=4, ngram_max=2), "ngram"),
+    ("race: negative draft vocabulary", race(draft_vocab=-1), "draft_vocab must be an integer in [0, 10000000], got -1"),
     ("race: draft vocabulary beyond the vocabulary", race(draft_vocab=10**6), "draft_vocab"),
     ("race: unknown pair", race(pair="nope"), "unknown pair 'nope'; known pairs:"),
-    ("race: unknown drafter", race(drafter="oracle"), "drafter must be one of: draft model, prompt lookup"),
+    ("race: unknown drafter", race(drafter="oracle"), "drafter must be one of: model, prompt_lookup"),
     ("race: unknown quantization", race(target_quantization="fp8"), "target_quantization must be one of"),
     ("step: empty prompt", step(""), "prompt must be non-empty text"),
     ("step: NUL byte", step("\x00"), "prompt must not contain NUL"),

@@ -57,10 +57,10 @@ def queue_barrier(url) -> None:
     stopped race is over on the server and whatever frame it had in flight has landed."""
     from gradio_client import Client
 
-    from playground.ui.settings import RunSettings
+    from playground.config import RunConfig
 
-    settings = RunSettings(pair="tiny", max_new_tokens=1)
-    values = [getattr(settings, n) for n in RunSettings.names()]
+    settings = RunConfig(pair="tiny", max_new_tokens=1)
+    values = [getattr(settings, n) for n in RunConfig.names()]
     Client(url, verbose=False, download_files=False).predict("barrier", "", *values, api_name="/race")
 
 
