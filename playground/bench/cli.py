@@ -98,6 +98,15 @@ def build_parser() -> argparse.ArgumentParser:
     knobs.add_argument("--sweep", nargs="+", metavar="KEY=V1,V2",
                        help="grid over gamma, temperature, top_k, top_p, min_confidence, "
                             "e.g. gamma=1,2,4,8 temperature=0,0.7")
+    tree = p.add_argument_group("token tree (a third method: the same draft model drafting a tree)")
+    tree.add_argument("--tree", action="store_true",
+                      help="also time tree speculation (SpecInfer verification, one target forward per tree) "
+                           "beside the chain and autoregressive decoding, alternated with them")
+    tree.add_argument("--tree-budget", type=int_in(1, 256), default=16, metavar="NODES",
+                      help="most draft nodes in a tree (default 16)")
+    tree.add_argument("--tree-depth", type=int_in(1, 256), default=4, help="most levels (default 4)")
+    tree.add_argument("--tree-branching", type=int_in(1, 256), default=2,
+                      help="children per expanded node (default 2)")
     timing = p.add_argument_group("timing")
     timing.add_argument("--repeats", type=int_in(1, 1000), default=3,
                         help="timed runs per prompt and method; the median is reported (default 3)")
@@ -151,6 +160,8 @@ def make_plan(args) -> Plan:
     if args.png and len({c.gamma for c in configs}) < 2:
         raise SettingError("--png", "the speedup-vs-gamma plot needs a gamma sweep, "
                                     "e.g. --sweep gamma=1,2,4,8")
+    if args.tree and args.drafter != "model":
+        raise SettingError("--tree", "a tree is drafted by the draft model; drop --drafter prompt_lookup")
     if args.png and importlib.util.find_spec("kaleido") is None:
         raise SettingError("--png", "needs kaleido (pip install kaleido) and a local Chromium or Chrome")
     return Plan(spec.name, prompts, configs, shlex.join(["python", "-m", "playground.bench", *args.argv]))
@@ -176,7 +187,7 @@ def run_benchmark(args, plan: Plan, pair) -> dict:
     setup = Setup(pair.target.model, pair.draft.model, args.drafter,
                   eos_ids(pair.tokenizer, pair.target.model, pair.draft.model),
                   pair.tokenizer.pad_token_id, reference=args.reference == "transformers",
-                  draft_vocab=args.draft_vocab)
+                  draft_vocab=args.draft_vocab, tree=tree_shape(args))
     encoded = [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
     device = pair.target.device
     facts = environment(device)
@@ -195,6 +206,12 @@ def run_benchmark(args, plan: Plan, pair) -> dict:
         "memory": peak_memory(device),
         "runs": runs,
     }
+
+
+def tree_shape(args) -> dict | None:
+    if not args.tree:
+        return None
+    return {"budget": args.tree_budget, "depth": args.tree_depth, "branching": args.tree_branching}
 
 
 def run_setting(setup, encoded, config, args, device) -> dict:
@@ -233,7 +250,8 @@ def run_config(args, plan: Plan) -> dict:
     return {"pair": plan.pair, "drafter": args.drafter, "draft_vocab": args.draft_vocab, "prompts": args.prompts,
             "categories": args.categories,
             "limit_per_category": args.limit, "repeats": args.repeats, "warmup": args.warmup,
-            "reference": args.reference, "sweep": args.sweep, "prompt_count": len(plan.prompts)}
+            "reference": args.reference, "sweep": args.sweep, "prompt_count": len(plan.prompts),
+            "tree": tree_shape(args)}
 
 
 def describe_pair(pair) -> dict:

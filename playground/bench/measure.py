@@ -12,7 +12,8 @@ from typing import Callable
 
 from ..drafters import ModelDrafter, PromptLookupDrafter
 from ..engine import SpecConfig, clock, generate
-from ..events import StepEvent, costs, output_tokens, summarize
+from ..events import StepEvent, costs, output_tokens, steady_events, summarize
+from ..tree_drafter import TreeDrafter
 from .divergence import first_divergence, margin_at
 from .reference import hf_generate
 
@@ -43,11 +44,15 @@ class Setup:
     pad_token_id: int | None = None
     reference: bool = False  # also time transformers' generate() and assisted generation
     draft_vocab: int | None = None  # draft among the first N token ids only (ours; transformers has no such knob)
+    tree: dict | None = None  # {budget, depth, branching}: also time a token tree from the same draft
 
     def make_drafter(self):
         if self.drafter == "prompt_lookup":
             return PromptLookupDrafter(1, 3)
         return ModelDrafter(self.draft, draft_vocab=self.draft_vocab)
+
+    def make_tree_drafter(self):
+        return TreeDrafter(self.draft, draft_vocab=self.draft_vocab, **self.tree)
 
     def methods(self, config: SpecConfig) -> dict[str, Callable[[list[int]], Run]]:
         """Each timed method as a function of the prompt ids, in the order they first run."""
@@ -55,6 +60,8 @@ class Setup:
             "baseline": lambda ids: engine_run(self.target, ids, config, None, self.eos),
             "speculative": lambda ids: engine_run(self.target, ids, config, self.make_drafter(), self.eos),
         }
+        if self.tree:
+            methods["tree"] = lambda ids: engine_run(self.target, ids, config, self.make_tree_drafter(), self.eos)
         if self.reference:
             lookup = self.drafter == "prompt_lookup"
             methods["hf_generate"] = lambda ids: hf_run(self, ids, config)
@@ -131,6 +138,8 @@ def measure_prompt(setup: Setup, ids: list[int], config: SpecConfig, repeats: in
     record.update(identity_fields(setup, ids, config, base, spec))
     if setup.reference:
         record.update(reference_fields(runs, config))
+    if "tree" in runs:
+        record.update(tree_fields(base, spec, runs["tree"], config))
     return record
 
 
@@ -207,4 +216,25 @@ def reference_fields(runs: dict[str, Run], config: SpecConfig) -> dict:
         "hf_assisted_speedup": assisted.tok_s / gen.tok_s if gen.tok_s else 0.0,
         # greedy: transformers' own decoding must give our baseline's tokens (a check on the baseline)
         "hf_generate_identical": gen.tokens == base.tokens if config.temperature == 0 else None,
+    }
+
+
+def tree_fields(base: Run, chain: Run, tree: Run, config: SpecConfig) -> dict:
+    """The tree beside the chain: speed, accepted tokens per call, and the raw sums behind its
+    costs (decoding calls only): nodes verified, draft forwards (one per depth) and their seconds."""
+    steady = [e for e in steady_events(tree.events) if e.tree is not None]
+    return {
+        "tree_new_tokens": len(tree.tokens),
+        "tree_seconds": tree.seconds,
+        "tree_tok_s": tree.tok_s,
+        "tree_speedup": tree.tok_s / base.tok_s if base.tok_s else 0.0,
+        "tree_over_chain": tree.tok_s / chain.tok_s if chain.tok_s else 0.0,
+        "tree_target_calls": len(tree.events),
+        "tree_accepted": sum(e.n_accepted for e in tree.events),
+        "tree_identical": tree.tokens == base.tokens if config.temperature == 0 else None,
+        "tree_cost_calls": len(steady),
+        "tree_nodes": sum(len(e.tree.nodes) for e in steady),
+        "tree_draft_forwards": sum(e.tree.draft_forwards for e in steady),
+        "tree_draft_seconds": sum(e.draft_s for e in steady),
+        "tree_verify_seconds": sum(e.verify_s for e in steady),
     }
