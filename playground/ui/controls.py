@@ -11,7 +11,7 @@ from __future__ import annotations
 import gradio as gr
 
 from .context import AppContext
-from .settings import DRAFT_MODEL, DRAFTERS, MAX_NEW_TOKENS, QUANTIZATIONS, RunSettings
+from .settings import CHAIN, DRAFT_MODEL, DRAFTERS, MAX_NEW_TOKENS, QUANTIZATIONS, SPECULATIONS, RunSettings
 
 
 def prompt_box() -> gr.Textbox:
@@ -50,6 +50,7 @@ def settings_controls(ctx: AppContext) -> tuple[dict[str, gr.components.Componen
     c["gamma"] = slider(
         "gamma", 1, 16, spec.gamma, label="γ lookahead", info="tokens drafted per target call"
     )
+    tree_controls(c)
     with gr.Row():
         c["temperature"] = slider(
             "temperature", 0, 2, spec.temperature, step=0.05, label="Temperature", info="0 is greedy"
@@ -98,6 +99,20 @@ def settings_controls(ctx: AppContext) -> tuple[dict[str, gr.components.Componen
     for name, component in c.items():  # stable handles for browser tests and custom CSS
         component.elem_id = component.elem_id or name
     return {name: c[name] for name in RunSettings.names()}, more
+
+
+def tree_controls(c: dict) -> None:
+    """Chain or tree, and the tree's knobs (used by the draft model only)."""
+    c["speculation"] = gr.Radio(
+        list(SPECULATIONS),
+        value=CHAIN,
+        label="Speculation: chain or tree",
+        info="tree: several candidates per position, all verified in one target call (draft model only)",
+    )
+    with gr.Row():
+        c["tree_budget"] = slider("tree_budget", 1, 64, 16, label="Tree: most nodes")
+        c["tree_depth"] = slider("tree_depth", 1, 16, 4, label="depth")
+        c["tree_branching"] = slider("tree_branching", 1, 8, 2, label="children per node")
 
 
 def slider(field: str, low, high, value, step=1, **kwargs) -> gr.Slider:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, fields
 DRAFT_MODEL, PROMPT_LOOKUP = "draft model", "prompt lookup"
 DRAFTERS = (DRAFT_MODEL, PROMPT_LOOKUP)
 QUANTIZATIONS = ("default", "none", "nf4", "int8")  # default: what models.yaml says for that model
+CHAIN, TREE = "chain", "tree"  # the draft model proposes one chain, or a token tree (several candidates a position)
+SPECULATIONS = (CHAIN, TREE)
 MAX_NEW_TOKENS = 1024  # a page-level cap: past this a CPU run takes hours, whatever the context allows
 
 
@@ -36,6 +38,10 @@ class RunSettings:
     draft_vocab: int = 0  # 0: the draft's whole vocabulary; N: it drafts among the first N token ids
     target_quantization: str = "default"
     draft_quantization: str = "default"
+    speculation: str = CHAIN  # CHAIN or TREE (the draft model's only)
+    tree_budget: int = 16  # most nodes in a tree
+    tree_depth: int = 4  # most levels
+    tree_branching: int = 2  # children per expanded node
 
     @classmethod
     def names(cls) -> list[str]:
@@ -60,6 +66,10 @@ class RunSettings:
         if isinstance(self.draft_vocab, bool) or not isinstance(self.draft_vocab, int) or self.draft_vocab < 0:
             raise ValueError(f"draft_vocab must be a whole number >= 0 (0: the whole vocabulary), "
                              f"got {self.draft_vocab!r}")
+        if self.speculation not in SPECULATIONS:
+            raise ValueError(f"speculation must be one of: {', '.join(SPECULATIONS)}, got {self.speculation!r}")
+        if self.speculation == TREE and self.drafter != DRAFT_MODEL:
+            raise ValueError(f"speculation 'tree' needs the drafter '{DRAFT_MODEL}', got {self.drafter!r}")
         if isinstance(self.max_new_tokens, int) and not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS:
             raise ValueError(
                 f"max_new_tokens must be an integer in [1, {MAX_NEW_TOKENS}], got {self.max_new_tokens}"
@@ -89,6 +99,11 @@ class RunSettings:
 
         if self.drafter == PROMPT_LOOKUP:
             return PromptLookupDrafter(self.ngram_min, self.ngram_max)
+        if self.speculation == TREE:
+            from ..tree_drafter import TreeDrafter
+
+            return TreeDrafter(draft_model, self.tree_budget, self.tree_depth, self.tree_branching,
+                               draft_vocab=self.draft_vocab or None)
         return ModelDrafter(draft_model, draft_vocab=self.draft_vocab or None)
 
     def quantization(self) -> dict:
