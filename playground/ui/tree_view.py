@@ -121,7 +121,8 @@ def tree_step_html(event: StepEvent, label: Label, greedy: bool, step_no: int) -
     cols = "<th>target's top</th>" if greedy else "<th>min(1, p/q)</th><th>tried with</th><th>u</th>"
     table = f"<table><tr><th>depth</th><th>x</th><th>q(x)</th><th>p(x)</th>{cols}<th>verdict</th></tr>{rows}</table>"
     untested = sum(n.fate == "untested" for n in tree.nodes)
-    body = f"{table}<p>{untested} node{'s' if untested != 1 else ''} below a rejection never needed a decision.</p>"
+    body = (f"{table}<p>{untested} node{'s' if untested != 1 else ''} off the kept path never needed a "
+            "decision: only the children of kept nodes are tried.</p>")
     stages = [stage("① Draft a tree", GREEDY_NOTE if greedy else SAMPLED_NOTE, html.escape(drafted)),
               stage(f"② Verify: {len(tree.path)} depth{'s' if len(tree.path) != 1 else ''} kept", "", body),
               stage("③ The target's own token", "", outcome(event, label))]
