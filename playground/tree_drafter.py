@@ -1,8 +1,8 @@
 """A draft model that proposes a token tree instead of a chain: one batched draft forward per depth.
 
-Shape (fixed, under a node budget): every expanded node gets `branching` children; at each depth
-the nodes with the highest cumulative draft probability are expanded first, as many as the
-budget still has room for. Greedy trees take the draft's top-b distinct tokens; sampled trees
+Shape, under a node budget: every expanded node gets `branching` children; at each depth the
+nodes with the highest cumulative draft probability are expanded first, as many as the budget
+still has room for, or at most `width` of them (EAGLE-2's dynamic expansion, Li et al. 2024). Greedy trees take the draft's top-b distinct tokens; sampled trees
 draw b children i.i.d. from q (duplicates allowed), which is what SpecInfer's verification needs
 to be lossless (see tree.py). One draft forward reads all nodes of a depth at once, each
 attending to the context and its own ancestors, so the draft's cost counts per depth, not per node.
@@ -37,11 +37,15 @@ class TreeDrafter:
     is_tree = True
 
     def __init__(self, model, budget: int = 16, depth: int = 4, branching: int = 2,
-                 vocab_size: int | None = None, draft_vocab: int | None = None):
+                 vocab_size: int | None = None, draft_vocab: int | None = None, width: int = 0):
+        """width: most nodes expanded per depth, the best by cumulative draft probability (EAGLE-2's
+        top-k expansion: the tree grows deep where the draft is confident); 0 expands as many as
+        the budget has room for (a full b-ary tree until the budget runs out)."""
         check_int("budget", budget, low=1, high=MAX_NODES)
         check_int("depth", depth, low=1, high=MAX_NODES)
         check_int("branching", branching, low=1, high=MAX_NODES)
-        self.budget, self.depth, self.branching = budget, depth, branching
+        check_int("width", width, low=0, high=MAX_NODES)
+        self.budget, self.depth, self.branching, self.width = budget, depth, branching, width
         self.lm = CachedModel(model, head_rows=draft_vocab)
         self.vocab_size = vocab_size or self.lm.vocab_size
         self.device = self.lm.device
@@ -99,7 +103,8 @@ class TreeDrafter:
             seen.add(key)
             keep.append(node)
         keep.sort(key=lambda node: -scores[node])
-        return keep[: math.ceil((self.budget - len(tokens)) / self.branching)]
+        room = math.ceil((self.budget - len(tokens)) / self.branching)
+        return keep[: min(room, self.width) if self.width else room]
 
     def expand(self, ids, frontier, fed, tokens, parents, rows, sampling) -> None:
         """One draft forward over the frontier nodes: q after each of them.

@@ -367,7 +367,7 @@ def test_tree_is_timed_beside_the_chain_in_one_run(tmp_path, capsys):
                         "--sweep", "gamma=2", "temperature=0,1", "--json", str(out), "--csv", str(tmp_path / "t.csv")]
     assert cli.main(argv) == 0
     report = json.loads(out.read_text())
-    assert report["config"]["tree"] == {"budget": 8, "depth": 3, "branching": 2}
+    assert report["config"]["tree"] == {"budget": 8, "depth": 3, "branching": 2, "width": 0}
     greedy, sampled = report["runs"]
     for record in greedy["prompts"] + sampled["prompts"]:
         assert record["tree_tok_s"] > 0 and record["tree_over_chain"] > 0

@@ -21,7 +21,7 @@ from test_tree import naive_try_children
 
 SHAPES = [dict(budget=1, depth=1, branching=1), dict(budget=4, depth=4, branching=1),
           dict(budget=8, depth=3, branching=2), dict(budget=20, depth=5, branching=3),
-          dict(budget=64, depth=8, branching=4)]
+          dict(budget=64, depth=8, branching=4), dict(budget=24, depth=8, branching=3, width=2)]
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def reference(pair):
     return ids, hf_greedy(target, ids, 40)
 
 
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "b{budget}-d{depth}-w{branching}".format(**s))
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "-".join(f"{k}{v}" for k, v in s.items()))
 def test_greedy_tree_equals_transformers_generate(pair, reference, shape):
     target, draft, _ = pair
     ids, expected = reference
@@ -120,10 +120,21 @@ def test_events_describe_the_tree(pair, reference):
         assert e.draft_s > 0 and e.verify_s > 0
 
 
+def test_width_grows_the_tree_deep_where_the_draft_is_confident(pair, reference):
+    _, draft, _ = pair
+    ids, _ = reference
+    wide = TreeDrafter(draft, budget=24, depth=8, branching=3).propose_tree(ids, 8, SpecConfig().sampling, None)
+    deep = TreeDrafter(draft, budget=24, depth=8, branching=3, width=1).propose_tree(ids, 8, SpecConfig().sampling, None)
+    assert len(deep.tree) == len(wide.tree) == 24
+    assert deep.tree.depth == deep.forwards == 8 > wide.tree.depth
+    assert all(len([c for c in range(len(deep.tree)) if deep.tree.depths[c] == d]) == 3 for d in range(1, 9))
+
+
 @pytest.mark.parametrize("bad,name", [(dict(budget=0), "budget"), (dict(depth=0), "depth"),
-                                      (dict(branching=300), "branching")])
+                                      (dict(branching=300), "branching"),
+                                      (dict(width=-1), "width")])
 def test_bad_tree_knobs_name_the_field(pair, bad, name):
-    with pytest.raises(ValueError, match=rf"{name} must be an integer in \[1, 256\]"):
+    with pytest.raises(ValueError, match=rf"{name} must be an integer in \[[01], 256\]"):
         TreeDrafter(pair[1], **bad)
 
 

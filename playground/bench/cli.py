@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     tree.add_argument("--tree-depth", type=int_in(1, 256), default=4, help="most levels (default 4)")
     tree.add_argument("--tree-branching", type=int_in(1, 256), default=2,
                       help="children per expanded node (default 2)")
+    tree.add_argument("--tree-width", type=int_in(0, 256), default=0,
+                      help="most nodes expanded per depth, the draft's likeliest (EAGLE-2); 0 (default): "
+                           "as many as the budget allows")
     timing = p.add_argument_group("timing")
     timing.add_argument("--repeats", type=int_in(1, 1000), default=3,
                         help="timed runs per prompt and method; the median is reported (default 3)")
@@ -211,7 +214,8 @@ def run_benchmark(args, plan: Plan, pair) -> dict:
 def tree_shape(args) -> dict | None:
     if not args.tree:
         return None
-    return {"budget": args.tree_budget, "depth": args.tree_depth, "branching": args.tree_branching}
+    return {"budget": args.tree_budget, "depth": args.tree_depth, "branching": args.tree_branching,
+            "width": args.tree_width}
 
 
 def run_setting(setup, encoded, config, args, device) -> dict:

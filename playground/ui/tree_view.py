@@ -135,9 +135,9 @@ def tried_row(i: int, n, label: Label, greedy: bool) -> str:
     if greedy:
         cells += ["yes" if n.ratio else "no", verdict(kept, "keep" if kept else "reject")]
     else:
-        sign = "<" if kept else "≥"
+        sign = "<" if kept else "≥"  # u against the probability it was tried with
         cells += [f"{n.ratio:.3f}", f"{n.accept_prob:.3f}", f"{n.uniform:.3f}",
-                  verdict(kept, f"u {sign} {n.accept_prob:.3f}: {'keep' if kept else 'reject'}")]
+                  verdict(kept, f"u {sign}: {'keep' if kept else 'reject'}")]
     return "<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>"
 
 
