@@ -19,6 +19,9 @@ MODEL_QUANTIZATIONS = ("none", "nf4", "int8")  # what models.yaml and the loader
 MODEL, PROMPT_LOOKUP = "model", "prompt_lookup"  # the drafters, as the API, the CLI and reports name them
 DRAFTERS = (MODEL, PROMPT_LOOKUP)
 DRAFTER_LABELS = {MODEL: "draft model", PROMPT_LOOKUP: "prompt lookup"}  # as the page shows them
+CHAIN, TREE = "chain", "tree"  # the draft model proposes one chain, or a token tree (several candidates a position)
+SPECULATIONS = (CHAIN, TREE)
+MAX_TREE_NODES = 256  # past this one verification forward costs several plain steps on any device
 QUANTIZATIONS = ("default", *MODEL_QUANTIZATIONS)  # default: what models.yaml says for that model
 
 
@@ -91,9 +94,21 @@ class RunConfig:
                                     "models", choices=QUANTIZATIONS)
     draft_quantization: str = knob("default", "Draft quantization", "default: as in models.yaml", "models",
                                    choices=QUANTIZATIONS, sweep=True)
+    speculation: str = knob(CHAIN, "Speculation: chain or tree", "tree: several candidates per position, all "
+                            "verified in one target call (draft model only)", "drafter", choices=SPECULATIONS)
+    tree_budget: int = knob(16, "Tree: most nodes", "most draft nodes in a tree", "drafter", low=1,
+                            high=MAX_TREE_NODES, sweep=True)
+    tree_depth: int = knob(4, "depth", "most levels of a tree", "drafter", low=1, high=MAX_GAMMA, sweep=True)
+    tree_branching: int = knob(2, "children per node", "children per expanded node", "drafter", low=1, high=16,
+                               sweep=True)
+    tree_width: int = knob(0, "nodes expanded per depth (0: all)", "most nodes expanded per depth, the draft's "
+                           "likeliest (EAGLE-2); 0: as many as the budget allows", "drafter", low=0,
+                           high=MAX_TREE_NODES, sweep=True)
 
     def __post_init__(self):
         check(self)
+        if self.speculation == TREE and self.drafter != MODEL:
+            raise ValueError(f"speculation {TREE!r} needs the drafter {MODEL!r}, got {self.drafter!r}")
 
     @classmethod
     def names(cls) -> list[str]:
@@ -117,6 +132,11 @@ class RunConfig:
 
         if self.drafter == PROMPT_LOOKUP:
             return PromptLookupDrafter(self.ngram_min, self.ngram_max)
+        if self.speculation == TREE:
+            from .tree_drafter import TreeDrafter
+
+            return TreeDrafter(draft_model, self.tree_budget, self.tree_depth, self.tree_branching,
+                               draft_vocab=self.draft_vocab or None, width=self.tree_width)
         return ModelDrafter(draft_model, draft_vocab=self.draft_vocab or None)
 
     def quantization(self) -> dict:

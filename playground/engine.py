@@ -13,7 +13,7 @@ from typing import Iterator
 import torch
 
 from .drafters import Draft, Drafter
-from .events import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, DraftToken, StepEvent
+from .events import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, DraftToken, StepEvent, TreeNode, TreeRecord
 from .kvcache import CachedModel
 from .sampling import (
     Sampling,
@@ -24,6 +24,7 @@ from .sampling import (
     logits_to_probs,
     speculative_verify,
 )
+from .tree import ROOT, TreeVerdict, greedy_tree_verify, sampled_tree_verify
 
 from .config import MAX_GAMMA, check, defaults  # noqa: F401  (MAX_GAMMA: the engine's bound, declared there)
 
@@ -84,7 +85,12 @@ def generate(
     eos = frozenset(eos_token_ids)
     while True:
         k = min(gamma, config.max_new_tokens - produced - 1) if drafter else 0
-        event = speculative_step(lm, drafter, context, k, gamma, vocab, config, generators, index, eos)
+        if getattr(drafter, "is_tree", False) and config.max_new_tokens - produced > 1:
+            event = tree_step(lm, drafter, context, config.max_new_tokens - produced - 1, vocab, config,
+                              generators, index, eos)
+        else:
+            k = 0 if getattr(drafter, "is_tree", False) else k
+            event = speculative_step(lm, drafter, context, k, gamma, vocab, config, generators, index, eos)
         emitted, finish = cut_output(event, context, produced, config, eos, tokenizer)
         event = replace(event, emitted=emitted, finish=finish, prompt_tokens=len(prompt_ids) if index == 0 else 0)
         context += emitted
@@ -194,6 +200,89 @@ def describe_step(index, gamma, draft, verdict, p, q, detail) -> StepEvent:
         residual_top=top_tokens(verdict.residual, detail) if verdict.residual is not None else (),
         next_top=top_tokens(source, detail),
     )
+
+
+def tree_step(lm, drafter, context, max_depth, vocab, config, generators, index, eos=frozenset()) -> StepEvent:
+    """Draft a token tree, verify every node in one target forward (tree attention mask), keep
+    exactly the accepted root path in the target's cache."""
+    t0 = clock(lm.device)
+    draft = drafter.propose_tree(context, max_depth, config.sampling, generators.on(drafter.device), eos)
+    t1 = clock(lm.device)
+    target_logits = lm.logits_for_tree(context, draft.tree)[:, :vocab]
+    t2 = clock(lm.device)
+    verdict, p_shown, q_shown = verify_tree(draft, target_logits, vocab, config.sampling, generators)
+    lm.keep_path(len(context), verdict.path)
+    event = describe_tree_step(index, drafter.depth, draft, verdict, p_shown, q_shown, config.sampling.greedy,
+                               config.detail)
+    t3 = clock(lm.device)
+    return replace(event, draft_s=t1 - t0, verify_s=t2 - t1, overhead_s=t3 - t2)
+
+
+def verify_tree(draft, target_logits, vocab, sampling: Sampling, generators) -> tuple[TreeVerdict, torch.Tensor, torch.Tensor]:
+    """Greedy or SpecInfer verification of the tree; returns the p and q rows a viewer is shown."""
+    device = target_logits.device
+    q = draft.q[:, :vocab].to(device)
+    if sampling.greedy:
+        return greedy_tree_verify(draft.tree, target_logits), display_probs(target_logits, sampling), q
+    p = logits_to_probs(target_logits, sampling)
+    return sampled_tree_verify(draft.tree, q, p, generators.on(device)), p, q
+
+
+def describe_tree_step(index, depth, draft, verdict: TreeVerdict, p, q, greedy, detail) -> StepEvent:
+    """The event of a tree step: every node in `tree`, and one root path in `drafts` (the accepted
+    nodes, then the deepest continuation) so folds over drafts count per depth like a chain."""
+    tree, path = draft.tree, verdict.path
+    best = p.argmax(-1).tolist()
+    nodes = []
+    for i, (x, parent, d) in enumerate(zip(tree.tokens, tree.parents, tree.depths)):
+        p_x, q_x = float(p[parent + 1, x]), float(q[parent + 1, x])
+        ratio = float(x == best[parent + 1]) if greedy else (min(1.0, p_x / q_x) if q_x > 0 else 0.0)
+        nodes.append(TreeNode(x, parent, d, q_x, p_x, ratio, verdict.accept_probs[i], verdict.uniforms[i],
+                              verdict.fates[i]))
+    chain = path + deepest_continuation(tree, path[-1] if path else ROOT)
+    drafts = tuple(
+        DraftToken(
+            token=nodes[i].token, q=nodes[i].q, p=nodes[i].p,
+            accept_prob=nodes[i].accept_prob if nodes[i].accept_prob is not None else nodes[i].ratio,
+            uniform=nodes[i].uniform, fate=ACCEPTED if i in path else REJECTED,
+            top_q=top_tokens(q[tree.parents[i] + 1], detail), top_p=top_tokens(p[tree.parents[i] + 1], detail),
+        )
+        for i in chain
+    )
+    last = (path[-1] if path else ROOT) + 1
+    residual = verdict.resampled and not greedy
+    shown = verdict.next_from if residual else p[last]
+    n = len(path)
+    return StepEvent(
+        index=index,
+        gamma=depth,
+        drafts=drafts,
+        n_accepted=n,
+        next_token=verdict.next_token,
+        next_fate=TARGET if not len(tree) else (RESAMPLED if verdict.resampled else BONUS),
+        next_p=float(shown[verdict.next_token]),
+        emitted=tuple(tree.tokens[i] for i in path) + (verdict.next_token,),
+        prompt_tokens=0,
+        draft_s=0.0,
+        verify_s=0.0,
+        overhead_s=0.0,
+        residual_top=top_tokens(verdict.next_from, detail) if residual else (),
+        next_top=top_tokens(shown, detail),
+        tree=TreeRecord(tuple(nodes), tuple(path), draft.forwards),
+    )
+
+
+def deepest_continuation(tree, node: int) -> list[int]:
+    """Below node, the root path to its deepest descendant (first child on ties)."""
+    height = [0] * len(tree)
+    for i in range(len(tree) - 1, -1, -1):  # children come after their parent
+        if tree.parents[i] != ROOT:
+            height[tree.parents[i]] = max(height[tree.parents[i]], height[i] + 1)
+    out = []
+    while kids := tree.children(node):
+        node = max(kids, key=lambda c: (height[c], -c))
+        out.append(node)
+    return out
 
 
 def top_tokens(probs: torch.Tensor, n: int) -> tuple[tuple[int, float], ...]:

@@ -29,6 +29,30 @@ class DraftToken:
 
 
 @dataclass(frozen=True)
+class TreeNode:
+    """One node of a draft tree and how verification treated it."""
+
+    token: int
+    parent: int  # index of the parent node; -1 is the root (the last context token)
+    depth: int  # 1 for the root's children
+    q: float  # q(x) after the parent (softmax when greedy)
+    p: float  # p(x) after the parent (softmax when greedy)
+    ratio: float  # min(1, p/q) against the target's own p; greedy: 1 if x is the target's argmax else 0
+    accept_prob: float | None  # the probability it was tried with (p after earlier siblings' rejections)
+    uniform: float | None  # u drawn when tried; None when greedy or never tried
+    fate: str  # "accepted", "rejected" (tried and refused) or "untested" (never reached)
+
+
+@dataclass(frozen=True)
+class TreeRecord:
+    """The tree a step drafted and verified in one target call."""
+
+    nodes: tuple[TreeNode, ...]
+    path: tuple[int, ...]  # accepted node indices, root's child first
+    draft_forwards: int  # one per depth: the draft's cost counts per depth, not per node
+
+
+@dataclass(frozen=True)
 class StepEvent:
     """Everything one target call did: what was drafted, what survived, what it cost."""
 
@@ -47,6 +71,8 @@ class StepEvent:
     finish: str | None = None  # "eos", "stop" or "length" on the last event
     residual_top: tuple[tuple[int, float], ...] = ()  # top of norm(max(0, p - q)) on rejection
     next_top: tuple[tuple[int, float], ...] = ()  # top of the distribution next_token came from
+    tree: TreeRecord | None = None  # tree steps only; then drafts is one root path: the accepted
+    # nodes and the deepest continuation below them, so folds over drafts count per depth
 
     @property
     def seconds(self) -> float:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import torch
 from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+from .tree import Tree, attention_mask, tree_positions
 
 
 class CachedModel:
@@ -56,6 +59,55 @@ class CachedModel:
         """
         self.rollback(min(self.common_prefix(tokens), len(tokens) - keep))
         return self.feed(tokens[len(self.tokens) :], keep)
+
+    @torch.inference_mode()
+    def keep_path(self, prefix: int, nodes: list[int]) -> None:
+        """After a tree forward: keep the first `prefix` cached tokens and then only the entries of
+        `nodes` (indices counted after the prefix, root first), moved into place; no recompute.
+
+        The tree's counterpart of rollback, and as generic: it only needs each layer's key and
+        value tensors [batch, heads, seq, dim], which every full-attention DynamicLayer has."""
+        picks = [prefix + i for i in nodes]
+        for layer in self.cache.layers:
+            if not isinstance(layer, DynamicLayer) or layer.is_sliding:
+                raise ValueError(f"tree verification needs full-attention dynamic cache layers, got {type(layer).__name__}")
+            if picks and layer.is_initialized:
+                index = torch.tensor(picks, device=layer.keys.device)
+                layer.keys[..., prefix : prefix + len(picks), :] = layer.keys.index_select(-2, index)
+                layer.values[..., prefix : prefix + len(picks), :] = layer.values.index_select(-2, index)
+        self.tokens[prefix : prefix + len(picks)] = [self.tokens[i] for i in picks]
+        self.rollback(prefix + len(picks))
+
+    @torch.inference_mode()
+    def logits_for_tree(self, context: list[int], tree: Tree) -> torch.Tensor:
+        """Logits after the context and after every tree node, in one forward.  -> [n+1, V]
+
+        Row 0 is the distribution after the context, row i+1 after node i. The cache keeps the
+        context and every node afterwards; keep_path then leaves only the accepted ones."""
+        self.rollback(min(self.common_prefix(context), len(context) - 1))
+        cached = len(self.tokens)
+        allowed = attention_mask(tree, len(context), cached)
+        positions = torch.cat([torch.arange(cached, len(context)), tree_positions(tree, len(context))])
+        return self.feed_masked(context[cached:] + list(tree.tokens), positions, allowed, len(tree) + 1)
+
+    @torch.inference_mode()
+    def feed_masked(self, new: list[int], positions: torch.Tensor, allowed: torch.Tensor, keep: int) -> torch.Tensor:
+        """Like feed, with an explicit attention pattern and position ids: allowed [len(new), kv]
+        (kv = cached + len(new)) says which cached or new entries each new token may see.
+
+        transformers takes a 4D mask as given (masking_utils returns a 4D mask untouched); an
+        additive float mask works for both the eager and the sdpa attention."""
+        dtype = self.model.dtype
+        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
+        inputs = dict(input_ids=torch.tensor([new], device=self.device), cache=self.cache, use_cache=True,
+                      attention_mask=mask[None, None].to(self.device), position_ids=positions[None].to(self.device))
+        if self.head is not None:
+            hidden = self.model.get_decoder()(**inputs).last_hidden_state
+            self.tokens.extend(new)
+            return self.head(hidden[0, -keep:])
+        out = self.model(**inputs, logits_to_keep=keep)
+        self.tokens.extend(new)
+        return out.logits[0, -keep:]
 
     @torch.inference_mode()
     def feed(self, new: list[int], keep: int) -> torch.Tensor:

@@ -360,3 +360,31 @@ def test_draft_vocab_reaches_the_drafter_and_is_checked_against_the_draft(tmp_pa
     assert exit_.value.code == 2
     assert "argument --draft-vocab: draft_vocab must be in [1, " in capsys.readouterr().err
     assert not (tmp_path / "w.json").exists()
+
+
+def test_tree_is_timed_beside_the_chain_in_one_run(tmp_path, capsys):
+    out = tmp_path / "t.json"
+    argv = SMALL_RUN + ["--tree", "--tree-budget", "8", "--tree-depth", "3", "--tree-branching", "2",
+                        "--sweep", "gamma=2", "temperature=0,1", "--json", str(out), "--csv", str(tmp_path / "t.csv")]
+    assert cli.main(argv) == 0
+    report = json.loads(out.read_text())
+    assert report["config"]["tree"] == {"budget": 8, "depth": 3, "branching": 2, "width": 0}
+    greedy, sampled = report["runs"]
+    for record in greedy["prompts"] + sampled["prompts"]:
+        assert record["tree_tok_s"] > 0 and record["tree_over_chain"] > 0
+        assert 0 < record["tree_nodes"] <= 8 * record["tree_cost_calls"]
+        assert record["tree_draft_forwards"] <= 3 * record["tree_cost_calls"]
+    assert greedy["summary"]["tree_identical"] is True and sampled["summary"]["tree_identical"] is None
+    assert greedy["summary"]["tree_verify_cost"] > 0 and 0 < greedy["summary"]["tree_nodes"] <= 8
+    printed = capsys.readouterr().out
+    assert "tree/chain" in printed and "v(nodes)" in printed
+    assert "tree_over_chain" in (tmp_path / "t.csv").read_text().splitlines()[0]
+
+
+def test_tree_needs_the_draft_model(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(SMALL_RUN + ["--tree", "--drafter", "prompt_lookup", "--json", str(tmp_path / "x.json")])
+    assert "argument --tree: a tree is drafted by the draft model" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(SMALL_RUN + ["--tree", "--tree-budget", "0"])
+    assert "argument --tree-budget: tree_budget must be an integer in [1, 256], got 0" in capsys.readouterr().err

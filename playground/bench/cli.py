@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-from ..config import KNOBS, check_value, group, parse_text
+from ..config import KNOBS, MODEL, TREE, check_value, group, parse_text
 from .console import format_report
 from .grid import SWEEPABLE, SettingError, expand, parse_sweep, settings_of
 from .prompts import DEFAULT_PROMPTS, read_jsonl, select
@@ -105,6 +105,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_knob_flags(knobs, [k.name for k in group("decoding")])
     knobs.add_argument("--sweep", nargs="+", metavar="KEY=V1,V2",
                        help=f"grid over {', '.join(SWEEPABLE)}, e.g. gamma=1,2,4,8 temperature=0,0.7")
+    tree = p.add_argument_group("token tree (--speculation tree drafts trees instead of chains; --tree adds "
+                                "a tree as a third method beside the chain)")
+    tree.add_argument("--tree", action="store_true",
+                      help="also time tree speculation (SpecInfer verification, one target forward per tree) "
+                           "beside the chain and autoregressive decoding, alternated with them")
+    add_knob_flags(tree, ("speculation", "tree_budget", "tree_depth", "tree_branching", "tree_width"))
     timing = p.add_argument_group("timing")
     timing.add_argument("--repeats", type=int_in(1, 1000), default=3,
                         help="timed runs per prompt and method; the median is reported (default 3)")
@@ -158,6 +164,8 @@ def make_plan(args) -> Plan:
     if args.png and len({c.gamma for c in configs}) < 2:
         raise SettingError("--png", "the speedup-vs-gamma plot needs a gamma sweep, "
                                     "e.g. --sweep gamma=1,2,4,8")
+    if args.tree and args.drafter != MODEL:
+        raise SettingError("--tree", "a tree is drafted by the draft model; drop --drafter prompt_lookup")
     if args.png and importlib.util.find_spec("kaleido") is None:
         raise SettingError("--png", "needs kaleido (pip install kaleido) and a local Chromium or Chrome")
     return Plan(spec.name, prompts, configs, run, shlex.join(["python", "-m", "playground.bench", *args.argv]))
@@ -167,7 +175,7 @@ def make_run(args, pair: str, base: dict):
     """The run configuration of the flags; a cross-field error (n-gram max < min) names its flag."""
     from ..config import RunConfig
 
-    names = ("drafter", "ngram_min", "ngram_max", "draft_vocab", "target_quantization", "draft_quantization")
+    names = [k.name for k in group("drafter")] + ["target_quantization", "draft_quantization"]
     try:
         return RunConfig(pair=pair, **{n: getattr(args, n) for n in names}, **base)
     except ValueError as error:
@@ -192,7 +200,7 @@ def run_benchmark(args, plan: Plan, pair) -> dict:
 
     setup = Setup(pair.target.model, pair.draft.model, plan.run,
                   eos_ids(pair.tokenizer, pair.target.model, pair.draft.model),
-                  pair.tokenizer.pad_token_id, reference=args.reference == "transformers")
+                  pair.tokenizer.pad_token_id, reference=args.reference == "transformers", tree=args.tree)
     encoded = [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
     device = pair.target.device
     facts = environment(device)
@@ -211,6 +219,13 @@ def run_benchmark(args, plan: Plan, pair) -> dict:
         "memory": peak_memory(device),
         "runs": runs,
     }
+
+
+def tree_shape(args) -> dict | None:
+    if not args.tree and args.speculation != TREE:
+        return None
+    return {"budget": args.tree_budget, "depth": args.tree_depth, "branching": args.tree_branching,
+            "width": args.tree_width}
 
 
 def run_setting(setup, encoded, config, args, device) -> dict:
@@ -250,7 +265,8 @@ def run_config(args, plan: Plan) -> dict:
             "draft_vocab": args.draft_vocab, "prompts": args.prompts,
             "categories": args.categories,
             "limit_per_category": args.limit, "repeats": args.repeats, "warmup": args.warmup,
-            "reference": args.reference, "sweep": args.sweep, "prompt_count": len(plan.prompts)}
+            "reference": args.reference, "sweep": args.sweep, "prompt_count": len(plan.prompts),
+            "tree": tree_shape(args)}
 
 
 def describe_pair(pair) -> dict:

@@ -16,6 +16,14 @@ COLUMNS = (  # (summary key, header, width, format)
     ("hf_generate_tok_s", "HF tok/s", 9, "{:.2f}"),
     ("hf_assisted_speedup", "HF spd", 7, "{:.2f}x"),
     ("identical_prompts", "ident", 5, "{}"),
+    ("tree_tok_s", "tree tok/s", 10, "{:.2f}"),
+    ("tree_speedup", "tree spd", 8, "{:.2f}x"),
+    ("tree_over_chain", "tree/chain", 10, "{:.2f}x"),
+    ("tree_mean_accepted_tokens", "tree tok/call", 13, "{:.2f}"),
+    ("tree_nodes", "nodes", 6, "{:.1f}"),
+    ("tree_verify_cost", "v(nodes)", 8, "{:.2f}"),
+    ("tree_c_depth", "c/depth", 7, "{:.3f}"),
+    ("tree_identical", "tree ident", 10, "{}"),
 )
 
 
@@ -34,6 +42,10 @@ def format_report(report: dict) -> str:
             lines.append(f"  skipped {skipped['id']} ({skipped['category']}): {skipped['reason']}")
     lines.append("speedup: median over prompts of spec tok/s / AR tok/s; tok/s include prefill; "
                  "verify: one verification forward / one decoding step")
+    if any("tree_tok_s" in run["summary"] for run in report["runs"]):
+        lines.append("tree/chain: median over prompts of tree tok/s / chain tok/s; nodes: per tree; "
+                     "v(nodes): one tree verification / one decoding step; c/depth: one draft forward "
+                     "(a whole depth) / one decoding step")
     return "\n".join(lines)
 
 

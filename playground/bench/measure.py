@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from ..config import PROMPT_LOOKUP, RunConfig
+from ..config import PROMPT_LOOKUP, TREE, RunConfig
 from ..engine import SpecConfig, clock, generate
-from ..events import StepEvent, costs, output_tokens, summarize
+from ..events import StepEvent, costs, output_tokens, steady_events, summarize
 from .divergence import first_divergence, margin_at
 from .reference import hf_generate
 
@@ -42,6 +42,7 @@ class Setup:
     eos: tuple[int, ...]
     pad_token_id: int | None = None
     reference: bool = False  # also time transformers' generate() and assisted generation
+    tree: bool = False  # also time a token tree from the same draft, shaped by the run's tree knobs
 
     @property
     def drafter(self) -> str:
@@ -50,12 +51,17 @@ class Setup:
     def make_drafter(self):
         return self.run.make_drafter(self.draft)
 
+    def make_tree_drafter(self):
+        return replace(self.run, speculation=TREE).make_drafter(self.draft)
+
     def methods(self, config: SpecConfig) -> dict[str, Callable[[list[int]], Run]]:
         """Each timed method as a function of the prompt ids, in the order they first run."""
         methods = {
             "baseline": lambda ids: engine_run(self.target, ids, config, None, self.eos),
             "speculative": lambda ids: engine_run(self.target, ids, config, self.make_drafter(), self.eos),
         }
+        if self.tree:
+            methods["tree"] = lambda ids: engine_run(self.target, ids, config, self.make_tree_drafter(), self.eos)
         if self.reference:
             lookup = self.drafter == PROMPT_LOOKUP
             methods["hf_generate"] = lambda ids: hf_run(self, ids, config)
@@ -132,6 +138,8 @@ def measure_prompt(setup: Setup, ids: list[int], config: SpecConfig, repeats: in
     record.update(identity_fields(setup, ids, config, base, spec))
     if setup.reference:
         record.update(reference_fields(runs, config))
+    if "tree" in runs:
+        record.update(tree_fields(base, spec, runs["tree"], config))
     return record
 
 
@@ -208,4 +216,25 @@ def reference_fields(runs: dict[str, Run], config: SpecConfig) -> dict:
         "hf_assisted_speedup": assisted.tok_s / gen.tok_s if gen.tok_s else 0.0,
         # greedy: transformers' own decoding must give our baseline's tokens (a check on the baseline)
         "hf_generate_identical": gen.tokens == base.tokens if config.temperature == 0 else None,
+    }
+
+
+def tree_fields(base: Run, chain: Run, tree: Run, config: SpecConfig) -> dict:
+    """The tree beside the chain: speed, accepted tokens per call, and the raw sums behind its
+    costs (decoding calls only): nodes verified, draft forwards (one per depth) and their seconds."""
+    steady = [e for e in steady_events(tree.events) if e.tree is not None]
+    return {
+        "tree_new_tokens": len(tree.tokens),
+        "tree_seconds": tree.seconds,
+        "tree_tok_s": tree.tok_s,
+        "tree_speedup": tree.tok_s / base.tok_s if base.tok_s else 0.0,
+        "tree_over_chain": tree.tok_s / chain.tok_s if chain.tok_s else 0.0,
+        "tree_target_calls": len(tree.events),
+        "tree_accepted": sum(e.n_accepted for e in tree.events),
+        "tree_identical": tree.tokens == base.tokens if config.temperature == 0 else None,
+        "tree_cost_calls": len(steady),
+        "tree_nodes": sum(len(e.tree.nodes) for e in steady),
+        "tree_draft_forwards": sum(e.tree.draft_forwards for e in steady),
+        "tree_draft_seconds": sum(e.draft_s for e in steady),
+        "tree_verify_seconds": sum(e.verify_s for e in steady),
     }

@@ -24,6 +24,8 @@ def summarize_records(records: list[dict]) -> dict:
                **identity_summary(records)}
     if "hf_generate_tok_s" in records[0]:
         summary.update(reference_summary(records, summary))
+    if "tree_tok_s" in records[0]:
+        summary.update(tree_summary(records))
     return summary
 
 
@@ -107,4 +109,29 @@ def reference_summary(records, ours: dict) -> dict:
         "baseline_over_hf_generate": ours["baseline_tok_s"] / gen if gen else 0.0,
         "speedup_over_hf_assisted": ours["speedup"] / hf_speedup if hf_speedup else 0.0,
         "hf_generate_identical": all(flags) if flags else None,
+    }
+
+
+def tree_summary(records) -> dict:
+    """The tree beside the chain: medians of per-prompt ratios, pooled costs. v(nodes) is one tree
+    verification over one plain decoding step; c_depth one draft forward (a whole depth of the
+    tree) over that same step."""
+    tree = rate(records, "tree_new_tokens", "tree_seconds")
+    calls, cost_calls = total(records, "tree_target_calls"), total(records, "tree_cost_calls")
+    forwards = total(records, "tree_draft_forwards")
+    base_calls = total(records, "cost_baseline_calls")
+    step_s = total(records, "baseline_call_seconds") / base_calls if base_calls else 0.0
+    verify_s = total(records, "tree_verify_seconds") / cost_calls if cost_calls else 0.0
+    depth_s = total(records, "tree_draft_seconds") / forwards if forwards else 0.0
+    flags = [r["tree_identical"] for r in records if r["tree_identical"] is not None]
+    return {
+        "tree_tok_s": tree,
+        "tree_speedup": median(r["tree_speedup"] for r in records),
+        "tree_over_chain": median(r["tree_over_chain"] for r in records),
+        "tree_mean_accepted_tokens": total(records, "tree_new_tokens") / calls if calls else 0.0,
+        "tree_nodes": total(records, "tree_nodes") / cost_calls if cost_calls else 0.0,
+        "tree_depths": forwards / cost_calls if cost_calls else 0.0,
+        "tree_verify_cost": verify_s / step_s if step_s else 0.0,
+        "tree_c_depth": depth_s / step_s if step_s else 0.0,
+        "tree_identical": all(flags) if flags else None,
     }

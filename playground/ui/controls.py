@@ -44,6 +44,7 @@ def settings_controls(ctx: AppContext) -> tuple[dict[str, gr.components.Componen
     )
     c["drafter"] = control("drafter")
     c["gamma"] = control("gamma", spec.gamma)
+    tree_controls(c)
     with gr.Row():
         c["temperature"] = control("temperature", spec.temperature)
         c["max_new_tokens"] = control("max_new_tokens")
@@ -78,7 +79,7 @@ def control(name: str, value=None) -> gr.components.Component:
         return gr.Checkbox(value, **common)
     if k.choices:
         choices = [(DRAFTER_LABELS.get(v, v), v) for v in k.choices]
-        widget = gr.Radio if len(choices) <= 3 and name == "drafter" else gr.Dropdown
+        widget = gr.Radio if len(choices) <= 3 else gr.Dropdown
         return widget(choices, value=value, **common)
     low = k.low if isinstance(k.low, (int, float)) else KNOBS[k.low].low
     if k.high - low > 10**4:  # a huge range: a number box, not a slider
@@ -86,6 +87,14 @@ def control(name: str, value=None) -> gr.components.Component:
     if k.low_open:
         low = k.step  # the slider's first allowed position
     return slider(name, low, k.high, value, step=k.step, **common)
+
+
+def tree_controls(c: dict) -> None:
+    """Chain or tree, and the tree's knobs (used by the draft model only)."""
+    c["speculation"] = control("speculation")
+    with gr.Row():
+        for name in ("tree_budget", "tree_depth", "tree_branching", "tree_width"):
+            c[name] = control(name)
 
 
 def slider(field: str, low, high, value, step=1, **kwargs) -> gr.Slider:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import gradio as gr
 
 from ..config import MODEL, PROMPT_LOOKUP, RunConfig
-from . import controls, render, step_view, teach_plots
+from . import controls, render, step_view, teach_plots, tree_view
 from .context import SERIAL, AppContext
 from .flow import check_prompt, fail, in_order, load_pair, model_job, read_settings, status_html
 from .stepthrough import Stepper, close_stepper, start, stepper_key
@@ -171,10 +171,18 @@ def view(stepper: Stepper, event, random_weights: bool, note: str = "") -> tuple
     return (
         stepper,
         step_view.text_html(stepper.context, stepper.track.spans.spans, PLACEHOLDER),
-        step_view.step_html(event, stepper.label, stepper.greedy, stepper.drafter, steps),
-        teach_plots.step_figure(event, stepper.label, stepper.greedy),
+        *step_panels(event, stepper, steps),
         status_html(line),
     )
+
+
+def step_panels(event, stepper: Stepper, steps: int) -> tuple:
+    """The stages and the figure: q and p bars for a chain step, the drawn tree for a tree step."""
+    if event.tree is not None:
+        return (tree_view.tree_step_html(event, stepper.label, stepper.greedy, steps),
+                tree_view.tree_figure(event, stepper.label, stepper.greedy))
+    return (step_view.step_html(event, stepper.label, stepper.greedy, stepper.drafter, steps),
+            teach_plots.step_figure(event, stepper.label, stepper.greedy))
 
 
 def reset_handler(stepper: Stepper | None) -> tuple:

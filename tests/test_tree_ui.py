@@ -1,0 +1,94 @@
+"""The tree in the page: the step-through draws the drafted tree (accepted path highlighted, hover
+with p, q and min(1, p/q)), the race runs a tree, and bad tree knobs are messages naming the field.
+Handlers are called directly on the tiny pair."""
+
+from __future__ import annotations
+
+import html
+
+import gradio as gr
+import pytest
+
+from playground.events import BONUS, RESAMPLED, StepEvent, TreeNode, TreeRecord
+from playground.ui import tree_view
+from playground.ui.context import build_context
+from playground.config import PROMPT_LOOKUP, TREE, RunConfig
+from playground.ui.tab_race import race_handler
+from playground.ui.tab_stepthrough import step_handler
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    ctx = build_context()
+    ctx.frame_every = 0.0
+    return ctx
+
+
+def knobs(**changes) -> list:
+    settings = RunConfig(pair="tiny", max_new_tokens=40, speculation=TREE, tree_budget=10, tree_depth=3,
+                           tree_branching=3)
+    values = {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
+    return [values[n] for n in RunConfig.names()]
+
+
+def hand_made() -> StepEvent:
+    """root -> a (kept) -> c (rejected), d (kept, a leaf); root -> b (rejected); then a bonus."""
+    nodes = (TreeNode(65, -1, 1, 0.5, 0.6, 1.0, 1.0, 0.3, "accepted"),
+             TreeNode(66, -1, 1, 0.2, 0.1, 0.5, None, None, "untested"),
+             TreeNode(67, 0, 2, 0.4, 0.1, 0.25, 0.25, 0.9, "rejected"),
+             TreeNode(68, 0, 2, 0.3, 0.5, 1.0, 0.8, 0.2, "accepted"))
+    return StepEvent(index=1, gamma=2, drafts=(), n_accepted=2, next_token=69, next_fate=BONUS, next_p=0.7,
+                     emitted=(65, 68, 69), prompt_tokens=0, draft_s=0.01, verify_s=0.02, overhead_s=0.0,
+                     tree=TreeRecord(nodes, (0, 3), 2))
+
+
+def test_tree_figure_highlights_the_path_and_hovers_with_p_q_and_ratio():
+    fig = tree_view.tree_figure(hand_made(), chr, greedy=False)
+    others, path, next_edge, points = fig.data
+    assert [x for x in path.x if x is not None] == [0, 1, 1, 2]  # root -> a -> d
+    assert path.line.width > others.line.width
+    assert list(points.text) == ["context", "A", "B", "C", "D", "E"]
+    assert "min(1, p/q) = 0.250" in points.hovertext[3] and "u = 0.900" in points.hovertext[3]
+    assert "p = 0.100" in points.hovertext[2] and "q = 0.200" in points.hovertext[2]
+    colours = list(points.marker.color)
+    assert colours[1] == colours[4] == tree_view.COLOURS["accepted"] and colours[2] == tree_view.COLOURS["untested"]
+    assert "4 nodes, 2 draft forwards, 2 kept + 1" in fig.layout.title.text
+
+
+def test_tree_stages_list_every_tried_node_and_the_bonus():
+    page = tree_view.tree_step_html(hand_made(), chr, greedy=False, step_no=2)
+    assert "verified a tree of 4 nodes" in page and "drafted in 2 draft forwards" in page
+    assert page.count("<tr>") == 4  # header + the three nodes that were tried
+    assert "u ≥: reject" in html.unescape(page) and "a bonus token" in page
+
+
+def test_step_through_draws_the_tree_of_each_step(ctx):
+    handler, seen = step_handler(ctx), set()
+    for seed in range(2, 6):  # a run may end early at an end-of-text token; then another seed
+        stepper = None
+        while not (stepper and stepper.finished) and not {RESAMPLED, BONUS} <= seen:
+            *_, (stepper, text, stages, figure, status) = handler("Once upon a time", "", stepper,
+                                                                   *knobs(temperature=1.0, seed=seed))
+            event = stepper.history[-1]
+            assert event.tree is not None and "verified a tree" in stages
+            assert figure.layout.title.text.startswith(f"Draft tree: {len(event.tree.nodes)} nodes")
+            assert 'class="tok' in text
+            seen.add(event.next_fate)
+    assert {RESAMPLED, BONUS} <= seen, seen
+
+
+def test_greedy_tree_race_matches_the_baseline(ctx):
+    *_, last = race_handler(ctx)("def fibonacci(n):", "", *knobs())
+    assert "identical to the baseline" in last[5] and "Done" in last[-1]
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"speculation": "forest"}, "speculation must be one of: chain, tree"),
+    ({"drafter": PROMPT_LOOKUP}, "speculation 'tree' needs the drafter 'model'"),
+    ({"tree_budget": 0}, "tree_budget must be an integer in [1, 256], got 0"),
+    ({"tree_depth": 300}, "tree_depth must be an integer in [1, 64], got 300"),
+])
+def test_bad_tree_knobs_are_messages_naming_the_field(ctx, changes, message):
+    with pytest.raises(gr.Error) as raised:
+        list(step_handler(ctx)("hi", "", None, *knobs(**changes)))
+    assert message in raised.value.message
