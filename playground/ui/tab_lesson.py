@@ -77,7 +77,7 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         back = gr.Button("← Back", elem_id="lesson-back")
         forward = gr.Button("Next step →", elem_id="lesson-next")
-    views = [state, bar, text, prediction, choice, gamma, run, result, plot]
+    views = [state, bar, text, prediction, choice, gamma, run, result, plot, status]
     back.click(lambda s: show_step(s.moved(-1)), state, views, api_name="lesson_back")
     forward.click(lambda s: show_step(s.moved(1)), state, views, api_name="lesson_next")
     model_job(run, lesson_handler(ctx), [state, prompt, pair, prediction, choice, gamma],
@@ -118,6 +118,7 @@ def show_step(progress: Progress) -> tuple:
         gr.update(value=step.button),
         kept["html"] if kept else "",
         kept["figure"] if kept else teach_plots.empty_figure("The measurement appears here.", HEIGHT),
+        status_html("Measured earlier in this session." if kept else "Predict first, then measure."),
     )
 
 
