@@ -77,3 +77,12 @@ def test_walk_the_lesson_entering_predictions(page, tmp_path):
     page.locator("#lesson-back").click()
     expect(page.locator("#lesson-text")).to_contain_text("Step 4 of 5")
     expect(page.locator("#lesson-result")).to_contain_text("measured speedup")
+
+
+def test_the_fast_lab_draws_20000_and_plots_the_distance_against_n(page):
+    page.get_by_role("tab", name="Losslessness lab").click()
+    page.locator("#lab-fast").click()
+    expect(page.locator("#lab-status")).to_contain_text("Done: 20000 draws each way", timeout=STEP_MS)
+    expect(page.locator("#lab-verdict")).to_contain_text("No detectable difference at 20000 draws")
+    assert page.locator("#lab-plot .js-plotly-plot .barlayer .trace").count() == 2
+    assert page.locator("#lab-convergence .js-plotly-plot .scatterlayer .trace").count() == 3
