@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, lab, draws in modes:
         marks: list[float] = []
         started = time.perf_counter()
-        report = (lambda *_: marks.append(time.perf_counter())) if name.startswith("fast") else None
+        report = (lambda *_, marks=marks: marks.append(time.perf_counter())) if name.startswith("fast") else None
         result = lab(pair.target.model, ModelDrafter(pair.draft.model), ids, config, draws, report)
         seconds = time.perf_counter() - started
         if marks:  # the first report comes after p and q (two forwards) and the first 100 draws

@@ -20,7 +20,7 @@ def test_fast_lab_redraws_while_drawing_and_ends_with_the_verdict(ctx):
     frames = list(fast_handler(ctx)("def", "tiny", 20_000, 1.0, 0, 1.0, 0))
     drawing = [f for f in frames if "Drawing:" in f[3]]
     assert len(drawing) > 5  # the histograms and the distance plot update as N grows
-    figure, convergence, verdict, status = frames[-1]
+    _, convergence, verdict, status = frames[-1]
     assert "No detectable difference at 20000 draws" in html.unescape(verdict)
     assert "Done: 20000 draws each way" in status and "Random-weight" in status
     names = [t.name for t in convergence.data]

@@ -49,7 +49,7 @@ def test_navigation_stays_in_range_and_keeps_results():
 
 def run_step(ctx, progress, prediction=None, choice=None, gamma=4):
     frames = list(lesson_handler(ctx)(progress, PROMPT, "tiny", prediction, choice, gamma))
-    result, figure, bar, new, status = frames[-1]
+    result, figure, _, new, status = frames[-1]
     assert "Measured." in status, status
     return result, figure, new
 

@@ -5,6 +5,7 @@ so the tab only lays them out and the tests read them directly.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 NUMBER, CHOICE = "number", "choice"
@@ -113,7 +114,7 @@ def check_prediction(step: Step, value) -> float | str:
         if value not in step.choices:
             raise ValueError(f"prediction must be one of: {', '.join(step.choices)}; got {value!r}")
         return value
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         raise ValueError(f"prediction must be a number in [{step.low:g}, {step.high:g}], got {value!r}")
     if not step.low <= value <= step.high:
         raise ValueError(f"prediction must be in [{step.low:g}, {step.high:g}], got {value!r}")

@@ -16,7 +16,16 @@ from .. import explorer
 from ..stats import goodness_of_fit
 from .context import SERIAL
 from .flow import fail, status_html, whole
-from .teach_plots import DROP_COLOR, KEEP_COLOR, P_COLOR, Q_COLOR, RESIDUAL_COLOR, THEORY_COLOR, empty_figure, style
+from .teach_plots import (
+    DROP_COLOR,
+    KEEP_COLOR,
+    P_COLOR,
+    Q_COLOR,
+    RESIDUAL_COLOR,
+    THEORY_COLOR,
+    empty_figure,
+    style,
+)
 
 TITLE = "p/q explorer"
 TOKENS = explorer.TOKENS

@@ -271,7 +271,7 @@ def lab_view(predicted: str, outcome: dict, loaded) -> dict:
     fit = result.speculative_vs_p
     found = SAME if fit.p_value >= ALARM and not fit.impossible else lesson.DIFFERENT
     grade = "exact" if predicted == found else "off"
-    label = lambda t: visible(loaded.tokenizer.decode([t], skip_special_tokens=False))  # noqa: E731
+    label = lambda t: visible(loaded.tokenizer.decode([t], skip_special_tokens=False))
     rows = [("your prediction", html.escape(predicted)), ("the lab found", html.escape(found)),
             ("chi-square p-value", f"{fit.p_value:.3g}"), ("distance to p", f"{fit.total_variation:.3f}"),
             ("target alone: distance to p", f"{result.direct_vs_p.total_variation:.3f}"),
