@@ -11,9 +11,10 @@ from __future__ import annotations
 import gradio as gr
 
 from . import tab_export, tab_lab, tab_race, tab_stepthrough, tab_sweep, tab_theory
+from . import tab_explorer, tab_lesson
 from .context import AppContext, build_context
 
-TABS = [tab_race, tab_stepthrough, tab_theory, tab_lab, tab_sweep, tab_export]
+TABS = [tab_race, tab_lesson, tab_stepthrough, tab_explorer, tab_theory, tab_lab, tab_sweep, tab_export]
 
 HEADER = """# Speculative Sampling Playground
 A small **draft** model proposes γ tokens, the big **target** model checks them all in one forward pass

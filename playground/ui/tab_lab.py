@@ -10,11 +10,13 @@ import logging
 from collections.abc import Iterator
 
 import gradio as gr
+import plotly.graph_objects as go
 
 from . import teach_plots
 from .context import AppContext
 from .flow import check_prompt, fail, load_pair, model_job, read_settings, status_html, whole
 from .lockstep import streamed
+from .plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR
 from .stepthrough import visible
 
 TITLE = "Losslessness lab"
@@ -22,6 +24,12 @@ log = logging.getLogger(__name__)
 
 N_OUTPUTS, STATUS = 3, 2  # figure, verdict, status
 MAX_DRAWS = 20_000  # a page-level cap: ~1 h on a CPU with the default pair; lab.py allows more
+FAST_DRAWS = 20_000
+MAX_FAST_DRAWS = 100_000  # lab.MAX_DRAWS: a few seconds in the fast mode
+MODES_NOTE = (
+    "Fast: p and q are computed once, then the engine's acceptance rule runs on N fresh guesses (seconds). "
+    "Slowly: every draw is a whole speculative step, one draft forward and one target pass (minutes)."
+)
 ALARM = 1e-3  # p-values below this are called a significant difference
 DEFAULT_PROMPT = "Name one animal. Answer with a single word."
 
@@ -51,21 +59,29 @@ def build(ctx: AppContext) -> None:
         with gr.Column(scale=3):
             prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, elem_id="lab-prompt")
             with gr.Row():
-                run = gr.Button("Draw", variant="primary", scale=3, elem_id="lab-run")
+                fast = gr.Button("Draw fast", variant="primary", scale=3, elem_id="lab-fast")
+                run = gr.Button("Draw slowly", variant="secondary", scale=2, elem_id="lab-run")
                 stop = gr.Button("Stop", variant="stop", scale=1, elem_id="lab-stop")
-            status = gr.HTML(
-                status_html("Each draw is one draft step and one target pass."), elem_id="lab-status"
-            )
+            status = gr.HTML(status_html(MODES_NOTE), elem_id="lab-status")
         with gr.Column(scale=2):
             pair = gr.Dropdown(ctx.pair_choices(), value=spec.name, label="Model pair", elem_id="lab-pair")
-            draws = gr.Number(
-                400,
-                minimum=1,
-                maximum=MAX_DRAWS,
-                precision=0,
-                label=f"N draws (1 to {MAX_DRAWS})",
-                elem_id="lab-draws",
-            )
+            with gr.Row():
+                fast_draws = gr.Number(
+                    FAST_DRAWS,
+                    minimum=1,
+                    maximum=MAX_FAST_DRAWS,
+                    precision=0,
+                    label=f"N fast draws (1 to {MAX_FAST_DRAWS})",
+                    elem_id="lab-fast-draws",
+                )
+                draws = gr.Number(
+                    400,
+                    minimum=1,
+                    maximum=MAX_DRAWS,
+                    precision=0,
+                    label=f"N slow draws (1 to {MAX_DRAWS})",
+                    elem_id="lab-draws",
+                )
             with gr.Row():
                 temperature = gr.Slider(
                     0.05, 2, value=1.0, step=0.05, label="Temperature", elem_id="lab-temperature"
@@ -85,9 +101,16 @@ def build(ctx: AppContext) -> None:
         )
         with gr.Column(scale=2):
             verdict = gr.HTML(intro_html(), css_template=CSS, elem_id="lab-verdict")
-    outputs = [figure, verdict, status]
-    model_job(run, lab_handler(ctx), [prompt, pair, draws, temperature, top_k, top_p, seed], outputs, status,
+    convergence = gr.Plot(
+        teach_plots.empty_figure("Draw fast: the distance to p against N appears here.", 220),
+        show_label=False,
+        elem_id="lab-convergence",
+    )
+    knobs = [temperature, top_k, top_p, seed]
+    model_job(run, lab_handler(ctx), [prompt, pair, draws, *knobs], [figure, verdict, status], status,
               "lab", stop=stop, stop_api="lab_stop")
+    model_job(fast, fast_handler(ctx), [prompt, pair, fast_draws, *knobs], [figure, convergence, verdict, status],
+              status, "lab_fast", stop=stop, stop_api="lab_fast_stop")
 
 
 def lab_handler(ctx: AppContext):
@@ -104,23 +127,7 @@ def lab_handler(ctx: AppContext):
         progress=gr.Progress(),
     ) -> Iterator[tuple]:
         try:
-            check_prompt(prompt)
-            n = whole("N draws", draws, 1, MAX_DRAWS)
-            if isinstance(temperature, (int, float)) and temperature == 0:
-                raise ValueError(
-                    "temperature must be above 0 for the lab: at temperature 0 every draw is the same token"
-                )
-            settings = read_settings(
-                {
-                    "pair": pair,
-                    "temperature": temperature,
-                    "top_k": top_k,
-                    "top_p": top_p,
-                    "seed": seed,
-                    "gamma": 1,
-                    "max_new_tokens": 1,
-                }
-            )
+            n, settings = lab_inputs(prompt, pair, ("N draws", draws, MAX_DRAWS), temperature, top_k, top_p, seed)
         except ValueError as e:
             yield from fail(N_OUTPUTS, STATUS, str(e))
         loaded = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
@@ -131,7 +138,7 @@ def lab_handler(ctx: AppContext):
         except Exception as e:
             log.exception("lab failed")
             yield from fail(N_OUTPUTS, STATUS, f"The lab failed: {type(e).__name__}: {e}")
-        label = lambda t: visible(loaded.tokenizer.decode([t], skip_special_tokens=False))  # noqa: E731
+        label = token_label(loaded)
         note = (
             "\nRandom-weight pair: the tokens are gibberish, the statistics are real."
             if loaded.random_weights
@@ -144,6 +151,31 @@ def lab_handler(ctx: AppContext):
         )
 
     return lab
+
+
+def lab_inputs(prompt, pair, draws: tuple, temperature, top_k, top_p, seed):
+    """(N, RunSettings) from the page, or a ValueError naming the field. draws: (name, value, cap)"""
+    check_prompt(prompt)
+    name, value, cap = draws
+    n = whole(name, value, 1, cap)
+    if isinstance(temperature, (int, float)) and temperature == 0:
+        raise ValueError("temperature must be above 0 for the lab: at temperature 0 every draw is the same token")
+    settings = read_settings(
+        {
+            "pair": pair,
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "seed": seed,
+            "gamma": 1,
+            "max_new_tokens": 1,
+        }
+    )
+    return n, settings
+
+
+def token_label(loaded):
+    return lambda t: visible(loaded.tokenizer.decode([t], skip_special_tokens=False))
 
 
 def drawing(loaded, prompt: str, settings, n: int, progress):
@@ -216,3 +248,79 @@ def intro_html() -> str:
         "the first token's histogram matches "
         "the target's exact p (the diamonds), just like drawing from the target itself.</p></div>"
     )
+
+
+# -- fast mode ---------------------------------------------------------------------------------------
+
+FAST_OUTPUTS, FAST_STATUS = 4, 3  # histograms, convergence, verdict, status
+
+
+def fast_handler(ctx: AppContext):
+    """The fast lab, redrawn at every checkpoint: the histograms fill in, the distance to p falls."""
+
+    def lab_fast(prompt: str, pair: str, draws: int, temperature: float, top_k: int, top_p: float,
+                 seed: int) -> Iterator[tuple]:
+        try:
+            name = "N fast draws"
+            n, settings = lab_inputs(prompt, pair, (name, draws, MAX_FAST_DRAWS), temperature, top_k, top_p, seed)
+        except ValueError as e:
+            yield from fail(FAST_OUTPUTS, FAST_STATUS, str(e))
+        loaded = yield from load_pair(ctx, settings, FAST_OUTPUTS, FAST_STATUS)
+        note = "\nRandom-weight pair: the tokens are gibberish, the statistics are real." if loaded.random_weights else ""
+        try:
+            yield from fast_drawing(loaded, prompt, settings, n, note)
+        except ValueError as e:
+            yield from fail(FAST_OUTPUTS, FAST_STATUS, str(e))
+        except Exception as e:
+            log.exception("fast lab failed")
+            yield from fail(FAST_OUTPUTS, FAST_STATUS, f"The lab failed: {type(e).__name__}: {e}")
+
+    return lab_fast
+
+
+def fast_drawing(loaded, prompt: str, settings, n: int, note: str):
+    """Run lab.fast_lab in lockstep; every checkpoint redraws all four outputs."""
+    from ..drafters import ModelDrafter
+    from ..lab import fast_lab
+    from ..text import encode_prompt
+
+    ids = encode_prompt(loaded.tokenizer, prompt)
+    config = settings.spec_config()
+    label = token_label(loaded)
+    history: list[tuple[int, float, float]] = []  # (N, speculative distance, direct distance)
+
+    def work(report):
+        return fast_lab(loaded.target.model, ModelDrafter(loaded.draft.model), ids, config, n, report)
+
+    def show(result) -> tuple:
+        history.append((result.draws, result.speculative_vs_p.total_variation, result.direct_vs_p.total_variation))
+        finished = result.draws == n
+        message = f"Done: {n} draws each way (p and q computed once).{note}" if finished else f"Drawing: {result.draws} of {n}"
+        return (
+            teach_plots.lab_figure(result, label),
+            convergence_figure(history),
+            verdict_html(result),
+            status_html(message, None if finished else result.draws / n),
+        )
+
+    return (yield from streamed(work, show))
+
+
+def convergence_figure(history: list[tuple[int, float, float]]) -> go.Figure:
+    """Distance to p against N on log-log axes, beside a 1/√N guide through the first point."""
+    ns = [h[0] for h in history]
+    fig = go.Figure()
+    for i, name, color in ((1, "speculative vs p", SPEC_COLOR),
+                           (2, "target alone vs p", BASELINE_COLOR)):
+        fig.add_trace(go.Scatter(x=ns, y=[h[i] for h in history], mode="lines+markers", name=name,
+                                 line=dict(color=color), hovertemplate="N = %{x}: %{y:.4f}<extra>" + name + "</extra>"))
+    if history:
+        start = history[0][2] or history[0][1]
+        fig.add_trace(go.Scatter(x=ns, y=[start * (ns[0] / k) ** 0.5 for k in ns], mode="lines",
+                                 name="∝ 1/√N", line=dict(color=THEORY_COLOR, dash="dash")))
+    teach_plots.style(fig, height=260, left_titles=False)
+    fig.update_layout(title=dict(text="Distance to p (total variation) shrinks like 1/√N",
+                                 font=dict(size=13), x=0.0, xanchor="left"))
+    fig.update_xaxes(type="log", title_text="N draws")
+    fig.update_yaxes(type="log", title_text="distance", rangemode="normal")
+    return fig

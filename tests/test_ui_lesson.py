@@ -1,0 +1,80 @@
+"""The guided lesson: its pure bookkeeping, and its handler walked through all five steps on the
+tiny random pair (no download)."""
+
+from __future__ import annotations
+
+import html
+
+import gradio as gr
+import pytest
+
+from playground.ui import lesson
+from playground.ui.context import build_context
+from playground.ui.lesson import GAMMAS, SAME, STEPS, Progress
+from playground.ui.tab_lesson import lesson_handler, progress_html, show_step
+
+PROMPT = "def add(a, b):"
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    return build_context()
+
+
+def test_grading_and_checking_predictions():
+    assert lesson.grade(2.0, 2.2) == "close" and lesson.grade(1.0, 2.2) == "off"
+    assert lesson.grade_gamma(4, 4) == "exact" and lesson.grade_gamma(2, 4) == "close"
+    assert lesson.grade_gamma(1, 8) == "off"
+    assert lesson.check_prediction(STEPS[0], 3) == 3.0
+    with pytest.raises(ValueError, match=r"prediction must be in \[1, 5\], got 9"):
+        lesson.check_prediction(STEPS[0], 9)
+    with pytest.raises(ValueError, match="prediction must be a number"):
+        lesson.check_prediction(STEPS[1], None)
+    with pytest.raises(ValueError, match="prediction must be one of 1, 2, 4, 8, got 3"):
+        lesson.check_prediction(STEPS[4], 3)
+    with pytest.raises(ValueError, match="prediction must be one of"):
+        lesson.check_prediction(STEPS[2], "maybe")
+
+
+def test_navigation_stays_in_range_and_keeps_results():
+    start = Progress()
+    assert start.moved(-1).step == 0 and start.moved(99).step == len(STEPS) - 1
+    done = start.with_result(0, {"prediction": 2.0, "html": "<p>kept</p>", "figure": None})
+    view = show_step(done.moved(1).moved(-1))
+    assert view[0].step == 0 and view[7] == "<p>kept</p>" and view[3]["value"] == 2.0
+    assert "✓ 1." in progress_html(done)
+    third = show_step(start.moved(2))
+    assert third[3]["visible"] is False and third[4]["visible"] is True  # a verdict, not a number
+
+
+def run_step(ctx, progress, prediction=None, choice=None, gamma=4):
+    frames = list(lesson_handler(ctx)(progress, PROMPT, "tiny", prediction, choice, gamma))
+    result, figure, _, new, status = frames[-1]
+    assert "Measured." in status, status
+    return result, figure, new
+
+
+def test_walk_the_whole_lesson_on_the_tiny_pair(ctx):
+    progress = Progress()
+    predictions = [dict(prediction=2.5), dict(prediction=0.5), dict(choice=SAME), dict(prediction=1.5, gamma=3),
+                   dict(prediction=4)]
+    for i, prediction in enumerate(predictions):
+        assert progress.step == i
+        result, figure, progress = run_step(ctx, progress, **prediction)
+        text = html.unescape(result)
+        assert "your prediction" in text or "your γ" in text
+        assert ("measured" in text or "the lab found" in text or "fastest measured γ" in text)
+        assert any(g in result for g in ('class="close"', 'class="exact"', 'class="off"'))
+        assert figure.data
+        progress = progress.moved(1)
+    assert progress.finished and "Lesson complete" in progress_html(progress)
+    assert progress.results[2]["measured"] == SAME  # the engine is lossless on the tiny pair too
+    assert progress.results[4]["measured"] in GAMMAS
+    assert len(ctx.measurements.get(None)) == 1 + len(GAMMAS)  # timings reach the Theory tab
+
+
+def test_a_bad_prediction_is_a_message_naming_the_field(ctx):
+    runs = lesson_handler(ctx)(Progress(), PROMPT, "tiny", 42, None, 4)
+    with pytest.raises(gr.Error) as raised:
+        list(runs)
+    assert "prediction must be in [1, 5], got 42" in str(raised.value)
