@@ -154,7 +154,7 @@ def lab_handler(ctx: AppContext):
 
 
 def lab_inputs(prompt, pair, draws: tuple, temperature, top_k, top_p, seed):
-    """(N, RunSettings) from the page, or a ValueError naming the field. draws: (name, value, cap)"""
+    """(N, RunConfig) from the page, or a ValueError naming the field. draws: (name, value, cap)"""
     check_prompt(prompt)
     name, value, cap = draws
     n = whole(name, value, 1, cap)
