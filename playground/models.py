@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .registry import Registry, load_registry
+from .registry import QUANTIZATIONS, Registry, load_registry
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,8 +40,8 @@ def parser() -> argparse.ArgumentParser:
     gen.add_argument("-n", "--max-new-tokens", type=int, default=64)
     gen.set_defaults(run=generate_text)
     for command in (fetch, gen):
-        command.add_argument("--target-quantization", choices=("none", "nf4", "int8"))
-        command.add_argument("--draft-quantization", choices=("none", "nf4", "int8"))
+        command.add_argument("--target-quantization", choices=QUANTIZATIONS)
+        command.add_argument("--draft-quantization", choices=QUANTIZATIONS)
         command.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"))
         command.add_argument("--device", choices=("auto", "cpu", "cuda"))
     return p

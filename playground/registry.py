@@ -15,7 +15,8 @@ import yaml
 
 SOURCE_KINDS = ("hub", "local", "pack", "tiny")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
-QUANTIZATIONS = ("none", "nf4", "int8")
+# nf4 and int8 are bitsandbytes'; int8-cpu and int4-cpu are weight-only on PyTorch's CPU kernels (cpu_quant.py)
+QUANTIZATIONS = ("none", "nf4", "int8", "int8-cpu", "int4-cpu")
 DEVICES = ("auto", "cpu", "cuda")
 TINY_ROLES = ("target", "draft")
 MAX_GAMMA = 64  # the engine's bound (engine.MAX_GAMMA); repeated here so this module needs no torch
@@ -45,7 +46,7 @@ class ModelSpec:
     name: str
     sources: tuple[Source, ...]  # tried in order until one loads
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
-    quantization: str = "none"  # none | nf4 | int8 (bitsandbytes)
+    quantization: str = "none"  # none | nf4 | int8 (bitsandbytes) | int8-cpu | int4-cpu (PyTorch CPU kernels)
     device: str = "auto"  # auto | cpu | cuda
     trust_remote_code: bool = False  # run the repo's own modelling code (hub/local only)
     description: str = ""

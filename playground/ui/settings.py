@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 
 DRAFT_MODEL, PROMPT_LOOKUP = "draft model", "prompt lookup"
 DRAFTERS = (DRAFT_MODEL, PROMPT_LOOKUP)
-QUANTIZATIONS = ("default", "none", "nf4", "int8")  # default: what models.yaml says for that model
+QUANTIZATIONS = ("default", "none", "nf4", "int8", "int8-cpu", "int4-cpu")  # default: models.yaml's choice
 MAX_NEW_TOKENS = 1024  # a page-level cap: past this a CPU run takes hours, whatever the context allows
 
 
