@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the draft model proposes only among the first N token ids (a cheaper output "
                              "layer; still lossless; ours only, transformers' assistant keeps its full head)")
     models.add_argument("--target-quantization", choices=QUANTIZATIONS, help="default: models.yaml's")
+    models.add_argument("--target-quantizations", type=comma_list, metavar="Q1,Q2,...",
+                        help="faster than what? time each of these target quantizations plainly and with "
+                             "speculation, on the same prompts, and print one table against the fastest "
+                             f"plain run (any of: {', '.join(QUANTIZATIONS)}); writes --json only")
     models.add_argument("--draft-quantization", choices=QUANTIZATIONS, help="default: models.yaml's")
     models.add_argument("--dtype", choices=DTYPES, help="default: models.yaml's")
     models.add_argument("--device", choices=DEVICES, help="default: models.yaml's")
@@ -141,6 +145,7 @@ def make_plan(args) -> Plan:
         spec = registry.pair(args.pair)
     except ValueError as error:
         raise SettingError("--pair", str(error)) from None
+    check_target_quantizations(args)
     grid = parse_sweep(args.sweep)
     base = {"gamma": spec.gamma if args.gamma is None else args.gamma,
             "temperature": spec.temperature if args.temperature is None else args.temperature,
@@ -156,13 +161,31 @@ def make_plan(args) -> Plan:
     return Plan(spec.name, prompts, configs, shlex.join(["python", "-m", "playground.bench", *args.argv]))
 
 
-def load_pair(args, plan: Plan):
+def check_target_quantizations(args) -> None:
+    from ..registry import QUANTIZATIONS
+
+    flag, allowed = "--target-quantizations", ", ".join(QUANTIZATIONS)
+    if args.target_quantizations is None:
+        return
+    if not args.target_quantizations:
+        raise SettingError(flag, f"expected a comma-separated list of {allowed}")
+    for q in args.target_quantizations:
+        if q not in QUANTIZATIONS:
+            raise SettingError(flag, f"expected each of {allowed}, got {q!r}")
+    if args.target_quantization is not None:
+        raise SettingError(flag, "give either --target-quantization or --target-quantizations")
+    for name in ("csv", "html", "png"):
+        if getattr(args, name) is not None:
+            raise SettingError(f"--{name}", "not with --target-quantizations (write --json)")
+
+
+def load_pair(args, plan: Plan, cache=None):
     from tqdm import tqdm
 
     from ..loading import PairCache
     from ..registry import load_registry
 
-    return PairCache(load_registry()).get(
+    return (cache or PairCache(load_registry())).get(
         plan.pair, target_quantization=args.target_quantization, draft_quantization=args.draft_quantization,
         dtype=args.dtype, device=args.device,
         progress=lambda message, fraction: tqdm.write(message, file=sys.stderr))
@@ -266,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     except SettingError as error:
         parser.error(f"argument {error.flag}: {error}")
     quiet_transformers()
+    if args.target_quantizations:
+        return compare_targets(parser, args, plan)
     try:
         pair = load_pair(args, plan)
     except (ValueError, RuntimeError) as error:
@@ -285,6 +310,51 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, RuntimeError) as error:  # e.g. a full disk, or no Chromium for the PNG
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 1
+    return 0
+
+
+def compare_targets(parser, args, plan: Plan) -> int:
+    """--target-quantizations: one report per target quantization, then the comparison table.
+    One pair is loaded at a time (the cache frees the previous), so memory holds one target."""
+    from argparse import Namespace
+
+    from ..loading import PairCache
+    from ..registry import load_registry
+    from .compare import comparison, format_comparison
+    from .report import SCHEMA, write_json
+    from .verify_cost import MAX_K, measure_curve
+
+    cache, reports, curves = PairCache(load_registry()), {}, {}
+    for q in args.target_quantizations:
+        one = Namespace(**{**vars(args), "target_quantization": q})
+        try:
+            pair = load_pair(one, plan, cache)
+        except (ValueError, RuntimeError) as error:
+            print(f"{parser.prog}: error: could not load pair {plan.pair!r} with target {q}: {error}",
+                  file=sys.stderr)
+            return 1
+        if args.draft_vocab is not None:
+            from ..drafters import ModelDrafter
+
+            try:
+                ModelDrafter(pair.draft.model, draft_vocab=args.draft_vocab)
+            except ValueError as error:
+                parser.error(f"argument --draft-vocab: {error}")
+        curves[q] = measure_curve(pair.target.model, max_k=MAX_K, repeats=3,
+                                  key=(pair.target.name, q, pair.target.dtype, pair.target.device))
+        reports[q] = run_benchmark(one, plan, pair)
+        print(f"target quantization {q}:\n{format_report(reports[q])}")
+        del pair
+    table = comparison(reports, curves)
+    print(format_comparison(table))
+    if args.json is not None:
+        try:
+            write_json({"schema": SCHEMA, "command": plan.command, "comparison": table, "reports": reports},
+                       args.json)
+        except OSError as error:
+            print(f"{parser.prog}: error: {error}", file=sys.stderr)
+            return 1
+        print(f"wrote {args.json}", file=sys.stderr)
     return 0
 
 
