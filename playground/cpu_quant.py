@@ -12,6 +12,14 @@ the same saving as the speculative one.
   kernel's convention), output layer in int8 (its 151,936 rows decide the argmax; int4 there
   moves the text more than it saves time).
 Layers whose shapes a kernel cannot take stay as they are.
+
+The kernels work on a few rows at a time and re-read the weights for each block, so a forward
+over many tokens (reading the prompt) would cost tens of plain steps; above `dequant_rows` tokens
+the weights are dequantized to bf16 for that call and multiplied by the dense (AMX) matmul, whose
+cost hardly grows with the rows (thresholds from timing one 8960 x 1536 layer on a 2-core Xeon:
+int8's kernel costs 2.5 ms at 1 row, 51 at 16, 205 at 64; int4's 0.8, 10 and 84; dequantizing
+costs about 50 ms for int8 and 100 ms for int4, the dense matmul 40 ms at 200 rows). Decoding and
+verification stay on the packed kernels.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ INNER_K_TILES = 8  # packing parameter of the int4 kernel (2, 4 or 8)
 class Int8Linear(nn.Module):
     """y = x Wᵀ (+ b) with W stored as int8 [out, in] and a bf16 scale per output row."""
 
+    dequant_rows = 32  # more tokens than this in one forward: dequantize, use the dense matmul
+
     def __init__(self, linear: nn.Linear):
         super().__init__()
         w = linear.weight.detach().float()
@@ -36,9 +46,15 @@ class Int8Linear(nn.Module):
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach(), requires_grad=False)
         self.in_features, self.out_features = linear.in_features, linear.out_features
 
+    def dequantized(self) -> torch.Tensor:
+        return self.weight_int8.to(self.scales.dtype) * self.scales[:, None]  # [out, in]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).to(self.scales.dtype)  # [tokens, in]
-        y = torch._weight_int8pack_mm(flat, self.weight_int8, self.scales)  # [tokens, out]
+        if flat.shape[0] > self.dequant_rows:
+            y = flat @ self.dequantized().T
+        else:
+            y = torch._weight_int8pack_mm(flat, self.weight_int8, self.scales)  # [tokens, out]
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)
@@ -46,6 +62,8 @@ class Int8Linear(nn.Module):
 
 class Int4Linear(nn.Module):
     """y = x Wᵀ (+ b) with W in 4 bits, packed for the CPU kernel, per-group scales and zeros."""
+
+    dequant_rows = 96
 
     def __init__(self, linear: nn.Linear, group: int):
         super().__init__()
@@ -56,14 +74,25 @@ class Int4Linear(nn.Module):
         q = ((w - low) / scale).round().clamp(0, 15).to(torch.int32).reshape(n, k)
         zero = low + 8 * scale  # the kernel computes (q - 8) * scale + zero
         self.register_buffer("packed", torch._convert_weight_to_int4pack_for_cpu(q, INNER_K_TILES))
+        # the same 4-bit values, two per byte in plain order, for dequantizing long forwards
+        self.register_buffer("nibbles", (q[:, 0::2] | (q[:, 1::2] << 4)).to(torch.uint8))
         pairs = torch.cat([scale, zero], dim=-1).transpose(0, 1).contiguous()  # [k / group, n, 2]
         self.register_buffer("scales_and_zeros", pairs.to(linear.weight.dtype))
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach(), requires_grad=False)
         self.group, self.in_features, self.out_features = group, k, n
 
+    def dequantized(self) -> torch.Tensor:
+        n, k, dtype = self.out_features, self.in_features, self.scales_and_zeros.dtype
+        q = torch.stack([self.nibbles & 15, self.nibbles >> 4], dim=-1).reshape(n, k // self.group, self.group)
+        scale, zero = self.scales_and_zeros.transpose(0, 1).unbind(-1)  # [n, k / group] each
+        return ((q.to(dtype) - 8) * scale[..., None] + zero[..., None]).reshape(n, k)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).to(self.scales_and_zeros.dtype)  # [tokens, in]
-        y = torch._weight_int4pack_mm_for_cpu(flat, self.packed, self.group, self.scales_and_zeros)
+        if flat.shape[0] > self.dequant_rows:
+            y = flat @ self.dequantized().T
+        else:
+            y = torch._weight_int4pack_mm_for_cpu(flat, self.packed, self.group, self.scales_and_zeros)
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)

@@ -92,3 +92,15 @@ def test_cpu_quantization_on_cuda_says_to_use_bitsandbytes(monkeypatch):
     with pytest.raises(ValueError, match=r"'int4-cpu' for model 'tiny-target' runs on PyTorch's CPU kernels; "
                                          r"on cuda use nf4 or int8 \(bitsandbytes\) or none"):
         load_model(TINY_TARGET, quantization="int4-cpu", device="cuda")
+
+
+@pytest.mark.parametrize("make", [Int8Linear, lambda linear: Int4Linear(linear, 32)])
+def test_long_forwards_take_the_dequantized_path_with_the_same_numbers(make):
+    """Reading a prompt (many rows) multiplies by the dequantized weights instead of the packed
+    kernel; both must compute the same product."""
+    torch.manual_seed(0)
+    layer = make(torch.nn.Linear(64, 96))
+    x = torch.randn(layer.dequant_rows + 5, 64)
+    long = layer(x)
+    short = torch.cat([layer(x[i:i + 4]) for i in range(0, len(x), 4)])  # the kernel, 4 rows at a time
+    assert torch.allclose(long, short, atol=1e-4, rtol=1e-4)
