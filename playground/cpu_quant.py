@@ -49,6 +49,16 @@ class Int8Linear(nn.Module):
     def dequantized(self) -> torch.Tensor:
         return self.weight_int8.to(self.scales.dtype) * self.scales[:, None]  # [out, in]
 
+    def first_rows(self, rows: int) -> Int8Linear:
+        """The layer restricted to its first `rows` outputs, still int8 (a trimmed draft head)."""
+        part = Int8Linear.__new__(Int8Linear)
+        nn.Module.__init__(part)
+        part.register_buffer("weight_int8", self.weight_int8[:rows])
+        part.register_buffer("scales", self.scales[:rows])
+        part.bias = None if self.bias is None else self.bias[:rows]
+        part.in_features, part.out_features = self.in_features, rows
+        return part
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         flat = x.reshape(-1, self.in_features).to(self.scales.dtype)  # [tokens, in]
         if flat.shape[0] > self.dequant_rows:

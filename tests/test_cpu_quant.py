@@ -104,3 +104,12 @@ def test_long_forwards_take_the_dequantized_path_with_the_same_numbers(make):
     long = layer(x)
     short = torch.cat([layer(x[i:i + 4]) for i in range(0, len(x), 4)])  # the kernel, 4 rows at a time
     assert torch.allclose(long, short, atol=1e-4, rtol=1e-4)
+
+
+def test_a_quantized_draft_keeps_its_trimmed_head_quantized():
+    """--draft-vocab on an int4-cpu draft: the first rows of its int8 output layer, same logits."""
+    pair = PairCache(load_registry()).get("tiny", target_quantization="none", draft_quantization="int4-cpu")
+    full, trimmed = ModelDrafter(pair.draft.model), ModelDrafter(pair.draft.model, draft_vocab=40)
+    ids = encode_prompt(pair.tokenizer, "def add(a, b):")
+    target = pair.target.model
+    assert greedy(target, ids, trimmed) == greedy(target, ids) == greedy(target, ids, full)
