@@ -36,6 +36,16 @@ for tq in none nf4; do for dq in none nf4; do
       --repeats 2 --warmup 1 --reference transformers --target-quantization $tq --draft-quantization $dq \
       --json out/quant-$tq-$dq.json
 done; done
+# Table 6 - faster than what? each target quantization plainly and with speculation, in one run
+# (about 15 min for coding, 25 for the mix)
+python -m playground.bench --categories coding --limit 4 --temperature 0 --max-new-tokens 96 --gamma 3 \
+    --target-quantizations int4-cpu,nf4,none --draft-quantization int4-cpu --draft-vocab 65536 \
+    --repeats 1 --warmup 1 --json out/faster-coding.json
+python -m playground.bench --categories coding,summarization,translation,qa,math_reasoning --limit 2 \
+    --temperature 0 --max-new-tokens 96 --gamma 3 --target-quantizations int4-cpu,nf4 \
+    --draft-quantization int4-cpu --draft-vocab 65536 --repeats 1 --warmup 1 --json out/faster-mix.json
+python -m playground.bench.profile --gamma 3 --max-new-tokens 96 --target-quantization int4-cpu \
+    --draft-quantization int4-cpu --draft-vocab 65536 | tee out/profile-int4.txt
 # Where the time goes - one coding answer split into verify, draft and engine overhead (about 4 min)
 python -m playground.bench.profile --gamma 4 --max-new-tokens 96 --draft-vocab 65536 | tee out/profile-vocab.txt
 python -m playground.bench.profile --gamma 4 --max-new-tokens 96 | tee out/profile.txt

@@ -14,7 +14,9 @@ from dataclasses import dataclass, field, fields
 MAX_GAMMA = 64  # past this a draft is nearly never fully accepted and verification dominates
 MAX_NEW_TOKENS = 4096  # past this a CPU run takes hours; the target's context may allow less
 
-MODEL_QUANTIZATIONS = ("none", "nf4", "int8")  # what models.yaml and the loaders accept
+# What models.yaml and the loaders accept: nf4 and int8 are bitsandbytes' (CPU and CUDA); int8-cpu and
+# int4-cpu are weight-only on PyTorch's CPU kernels, output layer included (cpu_quant.py)
+MODEL_QUANTIZATIONS = ("none", "nf4", "int8", "int8-cpu", "int4-cpu")
 
 MODEL, PROMPT_LOOKUP = "model", "prompt_lookup"  # the drafters, as the API, the CLI and reports name them
 DRAFTERS = (MODEL, PROMPT_LOOKUP)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .sampling import expected_speedup, expected_tokens_per_call
+from .sampling import expected_speedup, expected_tokens_per_call, verify_cost
 
 # Fates of a token, as the UI colours them.
 ACCEPTED, REJECTED, RESAMPLED, BONUS, TARGET = "accepted", "rejected", "resampled", "bonus", "target"
@@ -105,16 +105,22 @@ class RunMetrics:
     target_step_s: float = 0.0  # seconds of one plain target step: the baseline's, else target_call_s
     c: float = 0.0  # draft_forward_s / target_step_s: DESIGN.md's cost ratio
     verify_cost: float | None = None  # target_call_s / the baseline's step (the formula assumes 1)
-    predicted_speedup: float = 1.0  # DESIGN.md's formula at (alpha, mean_gamma, c)
+    predicted_speedup: float = 1.0  # DESIGN.md's formula at (alpha, mean_gamma, c, v(mean_gamma + 1))
+    predicted_v: float = 1.0  # the v(gamma + 1) that prediction used: the curve's, the measured one, or 1
+    paper_speedup: float = 1.0  # the paper's formula (v = 1), to set beside the generalised one
 
 
-def summarize(events: list[StepEvent], baseline: list[StepEvent] | None = None) -> RunMetrics:
+def summarize(events: list[StepEvent], baseline: list[StepEvent] | None = None, v=None) -> RunMetrics:
     """Fold a run's events into its metrics.
 
     c is one draft forward over one plain target forward. With the autoregressive `baseline` of
     the same prompt, its steps give the plain forward's cost; without, the verification call
     stands in for it (the formula's own assumption that verifying costs one forward). Per-forward
     costs leave out the first call of each run, which also reads the prompt.
+
+    The prediction charges verification v(gamma + 1) plain steps: from `v`, a measured curve
+    v(1), v(2), ... (bench.verify_cost), when given and long enough; else the run's own verify cost
+    when the baseline gives it; else 1, the paper's assumption.
     """
     new_tokens = sum(len(e.emitted) for e in events)
     calls = len(events)
@@ -129,6 +135,8 @@ def summarize(events: list[StepEvent], baseline: list[StepEvent] | None = None) 
     target_call_s = cost.verify_s / cost.calls if cost.calls else 0.0
     target_step_s = plain.verify_s / plain.calls if plain.calls else target_call_s
     c = draft_forward_s / target_step_s if target_step_s else 0.0
+    verify = target_call_s / target_step_s if baseline and target_step_s else None
+    used_v = predicted_verify_cost(v, mean_gamma, verify)
     return RunMetrics(
         new_tokens=new_tokens,
         target_calls=calls,
@@ -145,9 +153,19 @@ def summarize(events: list[StepEvent], baseline: list[StepEvent] | None = None) 
         target_call_s=target_call_s,
         target_step_s=target_step_s,
         c=c,
-        verify_cost=target_call_s / target_step_s if baseline and target_step_s else None,
-        predicted_speedup=expected_speedup(alpha, mean_gamma, c) if drafted else 1.0,
+        verify_cost=verify,
+        predicted_speedup=(expected_tokens_per_call(alpha, mean_gamma) / (mean_gamma * c + used_v)
+                           if drafted else 1.0),
+        predicted_v=used_v,
+        paper_speedup=expected_speedup(alpha, mean_gamma, c) if drafted else 1.0,
     )
+
+
+def predicted_verify_cost(v, mean_gamma: float, measured: float | None) -> float:
+    """v(gamma + 1) for the prediction: the curve where it reaches, else the run's own, else 1."""
+    if v is not None and mean_gamma + 1 <= len(v):
+        return verify_cost(v, mean_gamma + 1)
+    return measured if measured else 1.0
 
 
 def steady_events(events: list[StepEvent]) -> list[StepEvent]:

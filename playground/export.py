@@ -320,4 +320,7 @@ def caveats(s: ExportSettings) -> list[str]:
             f"{s.ngram_max} tokens."
         )
     notes.append("Quantization is not exported: each tool has its own (GGUF types, AWQ/GPTQ, bitsandbytes).")
+    notes.append("The playground's int8-cpu and int4-cpu (weight-only, on PyTorch's CPU kernels, output layer in "
+                 "int8) are closest to torchao's Int8WeightOnlyConfig and Int4WeightOnlyConfig (transformers' "
+                 "TorchAoConfig) and to llama.cpp's Q8_0 and Q4_0 GGUF types.")
     return notes

@@ -128,14 +128,16 @@ def trimmed_head(model, rows: int):
     Only for a plain linear head on the decoder's output; checked once against the model's own
     logits, so a model that scales or caps its logits is refused rather than drafted wrongly."""
     linear = model.get_output_embeddings()
-    vocab = linear.weight.shape[0]
+    vocab = linear.out_features
     if not 1 <= rows <= vocab:
         raise ValueError(f"draft_vocab must be in [1, {vocab}] for this draft, got {rows}")
-    weight = linear.weight[:rows]
+    # a quantized head (cpu_quant) keeps its first rows quantized; a plain one is sliced
+    first = linear.first_rows(rows) if hasattr(linear, "first_rows") else None
+    weight = None if first is not None else linear.weight[:rows]
 
     def head(hidden: torch.Tensor) -> torch.Tensor:
         logits = hidden.new_full((hidden.shape[0], vocab), float("-inf"))
-        logits[:, :rows] = hidden @ weight.T
+        logits[:, :rows] = first(hidden) if first is not None else hidden @ weight.T
         return logits
 
     with torch.inference_mode():

@@ -23,6 +23,8 @@ from typing import Callable
 from .checkpoints import SourceError, cache_dir, hub_checkpoint, local_checkpoint, pack_checkpoint  # noqa: F401
 from .registry import DEVICES, DTYPES, QUANTIZATIONS, ModelSpec, PairSpec, Registry, Source
 
+BITSANDBYTES = ("nf4", "int8")  # quantized while loading a checkpoint; the others after (cpu_quant.py)
+
 Progress = Callable[[str, "float | None"], None]  # (message, fraction done or None)
 TINY_SEED = 0  # the tiny pair is the same random models everywhere, so tests and demos agree
 
@@ -35,7 +37,7 @@ class LoadedModel:
     spec: ModelSpec
     device: str  # "cpu" or "cuda" (resolved from auto)
     dtype: str  # float32 | bfloat16 | float16 (resolved from auto; the compute dtype when quantized)
-    quantization: str  # none | nf4 | int8
+    quantization: str  # none | nf4 | int8 | int8-cpu | int4-cpu
     footprint_bytes: int  # model.get_memory_footprint(): parameters and buffers
     source: Source | None = None  # the source the weights came from (the first that worked)
 
@@ -68,8 +70,11 @@ def load_model(spec: ModelSpec, *, quantization: str | None = None, dtype: str |
                                  QUANTIZATIONS, spec.name)
     device = resolve_device(check_setting("device", device or spec.device, DEVICES, spec.name), spec.name)
     dtype = resolve_dtype(check_setting("dtype", dtype or spec.dtype, DTYPES, spec.name), device)
-    if quantization != "none":
+    if quantization in BITSANDBYTES:
         bitsandbytes_config(quantization, dtype, spec.name)  # fail now if bitsandbytes is missing
+    elif quantization != "none" and device != "cpu":
+        raise ValueError(f"quantization {quantization!r} for model {spec.name!r} runs on PyTorch's CPU "
+                         f"kernels; on {device} use nf4 or int8 (bitsandbytes) or none")
     failures = []
     for source in spec.sources:
         try:
@@ -170,13 +175,22 @@ def load_weights(path: Path, device, dtype, quantization, spec: ModelSpec):
     from transformers import AutoModelForCausalLM
 
     kwargs = {"dtype": getattr(torch, dtype), "trust_remote_code": spec.trust_remote_code}
-    if quantization != "none":  # bitsandbytes quantizes while the weights load, on the target device
+    if quantization in BITSANDBYTES:  # bitsandbytes quantizes while the weights load, on the target device
         kwargs.update(quantization_config=bitsandbytes_config(quantization, dtype, spec.name),
                       device_map={"": device})
     model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    if quantization == "none":
+    if quantization not in BITSANDBYTES:
         model.to(device)
-    return model.eval()
+    return after_loading(model.eval(), quantization)
+
+
+def after_loading(model, quantization: str):
+    """The CPU weight-only quantizations replace the linear layers of the loaded model."""
+    if quantization not in BITSANDBYTES and quantization != "none":
+        from .cpu_quant import quantize_for_cpu
+
+        quantize_for_cpu(model, quantization)
+    return model
 
 
 def load_tiny(role: str, device, dtype, quantization, name):
@@ -190,8 +204,9 @@ def load_tiny(role: str, device, dtype, quantization, name):
 
     target, draft, tokenizer = tiny_pair(TINY_SEED)
     model = target if role == "target" else draft
-    if quantization == "none":
-        return model.to(device=device, dtype=getattr(torch, dtype)).eval(), tokenizer
+    if quantization not in BITSANDBYTES:
+        model = model.to(device=device, dtype=getattr(torch, dtype)).eval()
+        return after_loading(model, quantization), tokenizer
     with tempfile.TemporaryDirectory(prefix="tiny-") as tmp:
         model.save_pretrained(tmp)
         spec = ModelSpec(name, (Source("local", tmp),))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .registry import Registry, load_registry
+from .registry import QUANTIZATIONS, Registry, load_registry
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,8 +47,8 @@ def parser() -> argparse.ArgumentParser:
     cache.add_argument("name", nargs="?", help="one entry (as `cache list` names it); default: all")
     cache.set_defaults(run=run_cache)
     for command in (fetch, gen):
-        command.add_argument("--target-quantization", choices=("none", "nf4", "int8"))
-        command.add_argument("--draft-quantization", choices=("none", "nf4", "int8"))
+        command.add_argument("--target-quantization", choices=QUANTIZATIONS)
+        command.add_argument("--draft-quantization", choices=QUANTIZATIONS)
         command.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"))
         command.add_argument("--device", choices=("auto", "cpu", "cuda"))
     return p

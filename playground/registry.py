@@ -45,7 +45,7 @@ class ModelSpec:
     name: str
     sources: tuple[Source, ...]  # tried in order until one loads
     dtype: str = "auto"  # auto | float32 | bfloat16 | float16
-    quantization: str = "none"  # none | nf4 | int8 (bitsandbytes)
+    quantization: str = "none"  # none | nf4 | int8 (bitsandbytes) | int8-cpu | int4-cpu (PyTorch CPU kernels)
     device: str = "auto"  # auto | cpu | cuda
     trust_remote_code: bool = False  # run the repo's own modelling code (hub/local only)
     description: str = ""

@@ -196,11 +196,29 @@ def expected_tokens_per_call(alpha: float, gamma: float) -> float:
     return (1 - alpha ** (gamma + 1)) / (1 - alpha)
 
 
-def expected_speedup(alpha: float, gamma: float, c: float) -> float:
-    """Leviathan et al.'s improvement factor: (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + 1))."""
-    return expected_tokens_per_call(alpha, gamma) / (gamma * c + 1)
+def verify_cost(v, k: float) -> float:
+    """v(k): one target forward over k tokens, in plain steps. v is None (the paper's assumption,
+    v = 1) or a sequence of measured v(1), v(2), ...; between whole k it is interpolated linearly
+    (a mean γ is fractional)."""
+    if v is None:
+        return 1.0
+    if not 1 <= k <= len(v):
+        raise ValueError(f"k: the verification cost curve covers k in [1, {len(v)}], got {k}")
+    low = int(k)
+    if low == k or low == len(v):
+        return float(v[low - 1])
+    return float(v[low - 1] + (k - low) * (v[low] - v[low - 1]))
 
 
-def best_gamma(alpha: float, c: float, max_gamma: int = 16) -> int:
-    """The lookahead that maximises the expected speedup (gamma = 0 means: do not speculate)."""
-    return max(range(max_gamma + 1), key=lambda g: expected_speedup(alpha, g, c))
+def expected_speedup(alpha: float, gamma: float, c: float, v=None) -> float:
+    """Leviathan et al.'s improvement factor, with verification costing v(gamma+1) plain steps:
+    (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + v(gamma+1))). v None is the paper's v = 1."""
+    return expected_tokens_per_call(alpha, gamma) / (gamma * c + verify_cost(v, gamma + 1))
+
+
+def best_gamma(alpha: float, c: float, max_gamma: int = 16, v=None) -> int:
+    """The lookahead that maximises the expected speedup (gamma = 0 means: do not speculate).
+    With a measured curve v, only lookaheads whose verification was measured are considered."""
+    if v is not None:
+        max_gamma = min(max_gamma, len(v) - 1)
+    return max(range(max_gamma + 1), key=lambda g: expected_speedup(alpha, g, c, v))

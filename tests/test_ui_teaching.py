@@ -382,8 +382,8 @@ def test_measure_bad_input_is_a_message_naming_the_field(ctx, args, message):
 
 def test_theory_panel_explains_alpha_c_and_the_assumptions_before_any_measurement():
     page = html.unescape(theory.explain_html([], None, "tiny"))
-    assert "No measurement yet" in page and "(1 − α^(γ+1)) / ((1 − α)(γc + 1))" in page
-    assert "checking γ + 1 tokens in one pass costs the same as one plain step" in page
+    assert "No measurement yet" in page and "(1 − α^(γ+1)) / ((1 − α)(γc + v(γ+1)))" in page
+    assert "The paper takes v = 1" in page and "here v is measured" in page
 
 
 # -- losslessness lab ------------------------------------------------------------------------------

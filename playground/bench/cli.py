@@ -11,11 +11,11 @@ import importlib.util
 import shlex
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
-from ..config import KNOBS, MODEL, TREE, check_value, group, parse_text
+from ..config import KNOBS, MODEL, MODEL_QUANTIZATIONS, TREE, check_value, group, parse_text
 from .console import format_report
 from .grid import SWEEPABLE, SettingError, expand, parse_sweep, settings_of
 from .prompts import DEFAULT_PROMPTS, read_jsonl, select
@@ -99,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--pair", help="pair name from models.yaml (default: the registry's default pair)")
     add_knob_flags(models, ("drafter", "ngram_min", "ngram_max", "draft_vocab", "target_quantization",
                             "draft_quantization"))
+    models.add_argument("--target-quantizations", type=comma_list, metavar="Q1,Q2,...",
+                        help="faster than what? time each of these target quantizations plainly and with "
+                             "speculation, on the same prompts, and print one table against the fastest "
+                             f"plain run (any of: {', '.join(MODEL_QUANTIZATIONS)}); writes --json only")
     models.add_argument("--dtype", choices=DTYPES, help="default: models.yaml's")
     models.add_argument("--device", choices=DEVICES, help="default: models.yaml's")
     knobs = p.add_argument_group("decoding")
@@ -155,6 +159,7 @@ def make_plan(args) -> Plan:
         spec = registry.pair(args.pair)
     except ValueError as error:
         raise SettingError("--pair", str(error)) from None
+    check_target_quantizations(args)
     grid = parse_sweep(args.sweep)
     suggested = {"gamma": spec.gamma, "temperature": spec.temperature}
     base = {k.name: suggested[k.name] if getattr(args, k.name) is None else getattr(args, k.name)
@@ -182,14 +187,31 @@ def make_run(args, pair: str, base: dict):
         raise SettingError(KNOBS[str(error).split(" ", 1)[0]].flag, str(error)) from None
 
 
-def load_pair(args, plan: Plan):
+def check_target_quantizations(args) -> None:
+    flag, allowed = "--target-quantizations", ", ".join(MODEL_QUANTIZATIONS)
+    if args.target_quantizations is None:
+        return
+    if not args.target_quantizations:
+        raise SettingError(flag, f"expected a comma-separated list of {allowed}")
+    for q in args.target_quantizations:
+        if q not in MODEL_QUANTIZATIONS:
+            raise SettingError(flag, f"expected each of {allowed}, got {q!r}")
+    if args.target_quantization != KNOBS["target_quantization"].default:
+        raise SettingError(flag, "give either --target-quantization or --target-quantizations")
+    for name in ("csv", "html", "png"):
+        if getattr(args, name) is not None:
+            raise SettingError(f"--{name}", "not with --target-quantizations (write --json)")
+
+
+def load_pair(args, plan: Plan, cache=None):
     from tqdm import tqdm
 
     from ..loading import PairCache
     from ..registry import load_registry
 
-    return PairCache(load_registry()).get(
-        plan.pair, **plan.run.quantization(), dtype=args.dtype, device=args.device,
+    run = replace(plan.run, target_quantization=args.target_quantization)  # compare_targets varies it
+    return (cache or PairCache(load_registry())).get(
+        plan.pair, **run.quantization(), dtype=args.dtype, device=args.device,
         progress=lambda message, fraction: tqdm.write(message, file=sys.stderr))
 
 
@@ -299,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     except SettingError as error:
         parser.error(f"argument {error.flag}: {error}")
     quiet_transformers()
+    if args.target_quantizations:
+        return compare_targets(parser, args, plan)
     try:
         pair = load_pair(args, plan)
     except (ValueError, RuntimeError) as error:
@@ -316,6 +340,49 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, RuntimeError) as error:  # e.g. a full disk, or no Chromium for the PNG
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 1
+    return 0
+
+
+def compare_targets(parser, args, plan: Plan) -> int:
+    """--target-quantizations: one report per target quantization, then the comparison table.
+    One pair is loaded at a time (the cache frees the previous), so memory holds one target."""
+    from argparse import Namespace
+
+    from ..loading import PairCache
+    from ..registry import load_registry
+    from .compare import comparison, format_comparison
+    from .report import SCHEMA, write_json
+    from .verify_cost import MAX_K, measure_curve
+
+    cache, reports, curves = PairCache(load_registry()), {}, {}
+    for q in args.target_quantizations:
+        one = Namespace(**{**vars(args), "target_quantization": q})
+        try:
+            pair = load_pair(one, plan, cache)
+        except (ValueError, RuntimeError) as error:
+            print(f"{parser.prog}: error: could not load pair {plan.pair!r} with target {q}: {error}",
+                  file=sys.stderr)
+            return 1
+        if args.draft_vocab:
+            try:
+                plan.run.make_drafter(pair.draft.model)
+            except ValueError as error:
+                parser.error(f"argument --draft-vocab: {error}")
+        curves[q] = measure_curve(pair.target.model, max_k=MAX_K, repeats=3,
+                                  key=(pair.target.name, q, pair.target.dtype, pair.target.device))
+        reports[q] = run_benchmark(one, plan, pair)
+        print(f"target quantization {q}:\n{format_report(reports[q])}")
+        del pair
+    table = comparison(reports, curves)
+    print(format_comparison(table))
+    if args.json is not None:
+        try:
+            write_json({"schema": SCHEMA, "command": plan.command, "comparison": table, "reports": reports},
+                       args.json)
+        except OSError as error:
+            print(f"{parser.prog}: error: {error}", file=sys.stderr)
+            return 1
+        print(f"wrote {args.json}", file=sys.stderr)
     return 0
 
 

@@ -12,6 +12,8 @@ import argparse
 import sys
 import time
 
+from ..registry import QUANTIZATIONS
+
 PROMPT = "Write a Python function that merges two sorted lists into one sorted list, with a docstring and tests."
 
 
@@ -23,8 +25,8 @@ def options(argv=None) -> argparse.Namespace:
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--draft-vocab", type=int, default=None, metavar="N",
                    help="the draft proposes only among the first N token ids")
-    p.add_argument("--target-quantization", choices=["none", "nf4", "int8"], default=None)
-    p.add_argument("--draft-quantization", choices=["none", "nf4", "int8"], default=None)
+    p.add_argument("--target-quantization", choices=QUANTIZATIONS, default=None)
+    p.add_argument("--draft-quantization", choices=QUANTIZATIONS, default=None)
     return p.parse_args(argv)
 
 

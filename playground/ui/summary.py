@@ -62,7 +62,9 @@ def theory(s: RunMetrics) -> str:
         ("c (cost ratio)", f"{s.c:.2f}", "one draft forward ÷ one plain target step, measured"),
         ("verification cost", f"{s.verify_cost:.2f}" if s.verify_cost else "–",
          "one check of γ+1 tokens ÷ one plain target step (the formula assumes 1)"),
-        ("predicted speedup", f"{s.predicted_speedup:.2f}×", "(1 − α^(γ+1)) / ((1 − α)(γc + 1))"),
+        ("predicted speedup", f"{s.predicted_speedup:.2f}×",
+         f"(1 − α^(γ+1)) / ((1 − α)(γc + v)), v = {s.predicted_v:.2f}; the paper's v = 1 gives "
+         f"{s.paper_speedup:.2f}×"),
     ]
     rows = "".join(
         f'<tr><td>{k}</td><td>{v}</td><td class="hint">{html.escape(h)}</td></tr>' for k, v, h in items

@@ -24,11 +24,15 @@ log = logging.getLogger(__name__)
 
 N_OUTPUTS, STATUS = 4, 3  # figure, explanation, points table, status
 MAX_MEASURE_TOKENS = 256
+VERIFY_K = 9  # v(k) measured for k = 1..9 tokens: γ up to 8
 DEFAULT_PROMPT = "Write a Python function that returns the n-th Fibonacci number."
 
 
 def build(ctx: AppContext) -> None:
+    from ..bench.verify_cost import VerifyCurves
+
     spec = ctx.registry.pair(ctx.default_pair)
+    curves = VerifyCurves()  # v(k) per loaded target, measured once per app run: a machine fact
     gr.Markdown(
         "How much should speculation help, and at which γ? The curve is the paper's formula fed with **α** "
         "and **c** measured here on this machine; the dots are speedups actually measured in this session."
@@ -83,44 +87,52 @@ def build(ctx: AppContext) -> None:
 
     view = [pair, drafter, temperature]
     outputs = [plot, explain, table, status]
-    redraw = redraw_handler(ctx)
+    redraw = redraw_handler(ctx, curves)
     for control in view:
         control.change(redraw, view, outputs[:3], queue=False, api_visibility="private")
-    model_job(measure, measure_handler(ctx), [prompt, *view, gamma, tokens], outputs, status, "measure",
-              stop=stop, stop_api="measure_stop")
-    clear.click(clear_handler(ctx), view, outputs[:3], queue=False, api_visibility="private")
+    model_job(measure, measure_handler(ctx, curves), [prompt, *view, gamma, tokens], outputs, status,
+              "measure", stop=stop, stop_api="measure_stop")
+    clear.click(clear_handler(ctx, curves), view, outputs[:3], queue=False, api_visibility="private")
     tab = gr.context.Context.block  # the enclosing gr.Tab: redraw when it is opened (points may be new)
     if isinstance(tab, gr.Tab):
         tab.select(redraw, view, outputs[:3], queue=False, api_visibility="private")
 
 
-def draw(ctx: AppContext, session, pair: str, drafter: str, temperature: float) -> tuple:
-    """Figure, explanation and table from this session's points of the chosen pair, drafter, T."""
+def draw(ctx: AppContext, session, pair: str, drafter: str, temperature: float, curves=None) -> tuple:
+    """Figure, explanation and table from this session's points of the chosen pair, drafter, T,
+    and the pair's target's measured v(k) when this app has measured it."""
     points, pooled = theory.pooled_for(ctx.measurements.get(session), pair, drafter, temperature)
     what = f"{pair}, {drafter}, temperature {float(temperature):g}"
+    curve = target_curve(ctx, curves, pair)
     return (
-        teach_plots.theory_figure(points, pooled, theory.recommended(pooled)),
-        theory.explain_html(points, pooled, what),
+        teach_plots.theory_figure(points, pooled, theory.recommended(pooled, curve), curve),
+        theory.explain_html(points, pooled, what, curve),
         theory.points_table(points),
     )
 
 
-def redraw_handler(ctx: AppContext):
+def target_curve(ctx: AppContext, curves, pair: str):
+    if curves is None or pair not in ctx.registry.pairs:
+        return None
+    return curves.for_model(ctx.registry.pair(pair).target)
+
+
+def redraw_handler(ctx: AppContext, curves=None):
     def redraw(pair: str, drafter: str, temperature: float, request: gr.Request = None) -> tuple:
-        return draw(ctx, session_of(request), pair, drafter, temperature)
+        return draw(ctx, session_of(request), pair, drafter, temperature, curves)
 
     return redraw
 
 
-def clear_handler(ctx: AppContext):
+def clear_handler(ctx: AppContext, curves=None):
     def clear(pair: str, drafter: str, temperature: float, request: gr.Request = None) -> tuple:
         ctx.measurements.clear(session_of(request))
-        return draw(ctx, session_of(request), pair, drafter, temperature)
+        return draw(ctx, session_of(request), pair, drafter, temperature, curves)
 
     return clear
 
 
-def measure_handler(ctx: AppContext):
+def measure_handler(ctx: AppContext, curves=None):
     """Measure one point now: warm-up, then baseline and speculative runs alternated (the bench's code)."""
 
     def measure(
@@ -154,7 +166,14 @@ def measure_handler(ctx: AppContext):
             ids = encode_prompt(loaded.tokenizer, prompt)
 
             def work(report):
-                return theory.measure(loaded, ids, settings, 1, report, "measure", short(prompt))
+                point = theory.measure(loaded, ids, settings, 1, report, "measure", short(prompt))
+                if curves is not None:  # v(k) of this target, once per app run (a few seconds)
+                    from .race import spare_a_core
+
+                    with spare_a_core():  # the same threads as the runs it is set beside
+                        curves.measure(loaded.target, max_k=VERIFY_K, repeats=3)
+                    report(3, 3, "v(k) of the target")
+                return point
 
             def show(done: int, total: int, what: str) -> tuple:
                 progress((done, total), desc=f"ran {what}")
@@ -175,7 +194,8 @@ def measure_handler(ctx: AppContext):
             f"Measured at γ = {point.gamma}: speedup {point.speedup:.2f}×, α = {point.alpha:.2f}, "
             f"c = {point.c:.2f}, verification cost {point.verify_cost:.2f}×."
         )
-        yield (*draw(ctx, session, settings.pair, settings.drafter, settings.temperature), status_html(done))
+        yield (*draw(ctx, session, settings.pair, settings.drafter, settings.temperature, curves),
+               status_html(done))
 
     return measure
 

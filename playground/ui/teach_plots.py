@@ -204,8 +204,11 @@ def empty_figure(message: str, height: int = 250) -> go.Figure:
 # -- theory vs measurement ------------------------------------------------------------------------
 
 
-def theory_figure(points, pooled, best: int | None) -> go.Figure:
-    """The formula's curve from the pooled α and c, the CPU-adjusted curve, the measured points."""
+def theory_figure(points, pooled, best: int | None, curve=None) -> go.Figure:
+    """The formula's curve from the pooled α and c, the curve with this machine's verification cost
+    (the measured v(k) when there is one, else the slope fitted to the points), the measured points,
+    and v(γ+1) itself on a right-hand axis, so a jump in the verification cost lines up with the
+    γ where the speedup bends."""
     gammas = list(range(MAX_GAMMA + 1))
     traces, guides = [], [(1.0, "no gain", BASELINE_COLOR, "dot")]
     if pooled is None:
@@ -225,12 +228,24 @@ def theory_figure(points, pooled, best: int | None) -> go.Figure:
             line(
                 gammas,
                 [expected_speedup(a, g, c) for g in gammas],
-                f"formula: α = {a:.2f}, c = {c:.2f}",
+                f"formula: α = {a:.2f}, c = {c:.2f} (v = 1)",
                 THEORY_COLOR,
                 mode="lines+markers",
             )
         )
-        if k > 0:
+        if curve is not None:
+            measured = list(range(curve.max_gamma + 1))
+            traces.append(
+                line(
+                    measured,
+                    [expected_speedup(a, g, c, curve.v) for g in measured],
+                    "with this machine's measured v(γ+1)",
+                    THEORY_COLOR,
+                    dash="dash",
+                    mode="lines+markers",
+                )
+            )
+        elif k > 0:
             traces.append(
                 line(
                     gammas,
@@ -254,6 +269,8 @@ def theory_figure(points, pooled, best: int | None) -> go.Figure:
             )
         )
     tops = [y for t in traces for y in t["y"]] + [1.5]
+    if curve is not None:
+        traces.append(verify_trace(curve))
     fig = figure(
         "Expected speedup against γ",
         "γ (tokens drafted per target call)",
@@ -264,6 +281,13 @@ def theory_figure(points, pooled, best: int | None) -> go.Figure:
         x_dtick=1,
     )
     fig.update_xaxes(range=[-0.5, MAX_GAMMA + 0.5])
+    if curve is not None:
+        top = max(2.0, 1.15 * max(curve.v))
+        fig.update_layout(
+            yaxis2=dict(title=dict(text="v(γ+1): verify ÷ plain step"), overlaying="y", side="right",
+                        range=[0, top], showgrid=False, zeroline=False),
+            margin=dict(r=60),
+        )
     if best is not None:
         fig.add_vline(
             x=best,
@@ -273,6 +297,20 @@ def theory_figure(points, pooled, best: int | None) -> go.Figure:
         )
     fig.update_layout(height=380, uirevision="theory")
     return fig
+
+
+def verify_trace(curve) -> dict:
+    """v(γ+1) as grey bars at each γ: what one verification costs, in plain target steps."""
+    gammas = list(range(curve.max_gamma + 1))
+    return dict(
+        type="bar",
+        x=gammas,
+        y=[curve.v[g] for g in gammas],
+        yaxis="y2",
+        name=f"v(γ+1), measured (plain step {curve.step_s * 1000:.0f} ms)",
+        marker=dict(color="rgba(120,120,120,0.25)"),
+        hovertemplate="γ = %{x}: verifying γ+1 tokens costs %{y:.2f} plain steps<extra></extra>",
+    )
 
 
 def adjusted_speedup(alpha: float, gamma: int, c: float, slope: float) -> float:

@@ -26,13 +26,13 @@ CSS = """
 .theory code { font-size: 12.5px; }
 """
 
-FORMULA = "speedup = (1 − α^(γ+1)) / ((1 − α)(γc + 1))"
+FORMULA = "speedup = (1 − α^(γ+1)) / ((1 − α)(γc + v(γ+1)))"
 ASSUMPTIONS = (
     "The numerator is the expected number of tokens one target call yields; the denominator is what a step "
-    "costs, counted in plain target steps: γ draft steps at c each, plus one target pass. The formula "
-    "assumes that every guess is kept with the same chance α, independently of the others; that checking "
-    "γ + 1 tokens in one pass costs the same as one plain step (true on a GPU, where a pass waits on memory, "
-    "not on arithmetic); and that nothing else costs time."
+    "costs, counted in plain target steps: γ draft steps at c each, plus one target pass over "
+    "γ + 1 tokens, v(γ+1). The paper takes v = 1 (true where a pass waits on reading the weights, not on arithmetic); "
+    "here v is measured. The formula also assumes that every guess is kept with the same chance α, "
+    "independently of the others, and that nothing else costs time."
 )
 
 
@@ -43,8 +43,12 @@ def matching(points: list[Point], pair: str, drafter: str, temperature: float) -
     ]
 
 
-def recommended(pooled: Pooled | None) -> int | None:
-    return None if pooled is None else best_gamma(pooled.alpha, pooled.c, MAX_GAMMA)
+def recommended(pooled: Pooled | None, curve=None) -> int | None:
+    """The γ the formula recommends: charged the measured v(γ+1) when the curve is known (then
+    only γ whose verification was measured), else the paper's v = 1."""
+    if pooled is None:
+        return None
+    return best_gamma(pooled.alpha, pooled.c, MAX_GAMMA, v=None if curve is None else curve.v)
 
 
 def adjusted_best(pooled: Pooled) -> int:
@@ -53,7 +57,7 @@ def adjusted_best(pooled: Pooled) -> int:
     )
 
 
-def explain_html(points: list[Point], pooled: Pooled | None, what: str) -> str:
+def explain_html(points: list[Point], pooled: Pooled | None, what: str, curve=None) -> str:
     """The panel beside the curve: the recommended γ, then α, c and v in plain words."""
     if pooled is None:
         return (
@@ -62,8 +66,8 @@ def explain_html(points: list[Point], pooled: Pooled | None, what: str) -> str:
             "Sweep tab, or race in the Race tab. The grey curves show the shape for a few made-up α.</p>"
             f"{formula_block()}</div>"
         )
-    best = recommended(pooled)
-    gain = expected_speedup(pooled.alpha, best, pooled.c)
+    best = recommended(pooled, curve)
+    gain = expected_speedup(pooled.alpha, best, pooled.c, None if curve is None else curve.v)
     rows = [
         (
             "α",
@@ -83,13 +87,21 @@ def explain_html(points: list[Point], pooled: Pooled | None, what: str) -> str:
         ),
     ]
     timed = [p for p in points if p.verify_cost > 0]
-    if timed:
+    if curve is not None:
+        rows.append(curve_row(curve))
+    elif timed:
         rows.append(verify_row(timed, pooled))
     table = "".join(
         f'<tr><td>{k}</td><td class="v">{v_}</td><td>{html.escape(t)}</td></tr>' for k, v_, t in rows
     )
     adjusted = ""
-    if pooled.verify_slope > 0:
+    if curve is not None:
+        paper = best_gamma(pooled.alpha, pooled.c, MAX_GAMMA)
+        adjusted = (
+            f'<p class="hint">Charged the measured v(γ+1) below. With the paper\'s v = 1 the formula would '
+            f"pick γ = {paper} (expected {expected_speedup(pooled.alpha, paper, pooled.c):.2f}×).</p>"
+        )
+    elif pooled.verify_slope > 0:
         g = adjusted_best(pooled)
         s = adjusted_speedup(pooled.alpha, g, pooled.c, pooled.verify_slope)
         adjusted = (
@@ -98,7 +110,8 @@ def explain_html(points: list[Point], pooled: Pooled | None, what: str) -> str:
         )
     return (
         f'<div class="theory"><p><span class="big">Recommended γ = {best}</span> '
-        f"(expected {gain:.2f}× by the formula)</p>{adjusted}"
+        f"(expected {gain:.2f}× by the formula{' with the measured v' if curve is not None else ''})</p>"
+        f"{adjusted}"
         f"<table>{table}</table>"
         f'<p class="hint">From {pooled.points} measured run{"s" if pooled.points != 1 else ""} of '
         f"{html.escape(what)} in this session.</p>{formula_block()}</div>"
@@ -125,6 +138,23 @@ def verify_row(timed: list[Point], pooled: Pooled) -> tuple[str, str, str]:
             "reading the prompt, sampling, and rolling the caches back after a rejection."
         )
     return "v", f"{shown} ({where})", text
+
+
+def curve_row(curve) -> tuple[str, str, str]:
+    """v(k) in words: the measured cost of verifying k tokens, and where it jumps."""
+    shown = " ".join(f"{x:.2f}" for x in curve.v[1:])
+    jumps = [k + 1 for k in range(1, len(curve.v)) if curve.v[k] - curve.v[k - 1] > 0.15]
+    where = (
+        f" It jumps at k = {', '.join(map(str, jumps))}: a kernel that works on blocks of rows, or "
+        "arithmetic that no longer hides behind reading the weights."
+        if jumps else " It stays near 1: reading the weights, not the arithmetic, sets the time."
+    )
+    text = (
+        "verification cost v(k): one target pass over k tokens ÷ one plain step "
+        f"({curve.step_s * 1000:.0f} ms), "
+        f"measured on this machine for k = 2…{len(curve.v)}.{where}"
+    )
+    return "v(k)", shown, text
 
 
 def formula_block() -> str:

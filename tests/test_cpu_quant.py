@@ -1,0 +1,115 @@
+"""The weight-only CPU quantizations (int8-cpu, int4-cpu) on the tiny pair: they load, decode, and
+speculative greedy output equals the same quantized target's own plain greedy output."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from playground.cpu_quant import Int4Linear, Int8Linear, quantize_for_cpu
+from playground.drafters import ModelDrafter
+from playground.engine import SpecConfig, generate
+from playground.events import output_tokens
+from playground.loading import PairCache, load_model
+from playground.registry import ModelSpec, Source, load_registry
+from playground.text import encode_prompt
+
+TINY_TARGET = ModelSpec("tiny-target", (Source("tiny", "target"),), dtype="float32")
+PROMPTS = ("def add(a, b):", "for i in range(10):")
+
+
+def greedy(target, ids, drafter=None, n=16, gamma=4):
+    return output_tokens(generate(target, ids, SpecConfig(max_new_tokens=n, gamma=gamma), drafter))
+
+
+@pytest.mark.parametrize("quantization, body", [("int8-cpu", Int8Linear), ("int4-cpu", Int4Linear)])
+def test_quantized_target_loads_decodes_and_speculation_stays_lossless(quantization, body):
+    """float32, where a forward over k tokens gives each row the same numbers as k one-token
+    forwards; in bf16 rounding may differ with the shape (bench/divergence.py), for the
+    unquantized model as well."""
+    pair = PairCache(load_registry()).get("tiny", target_quantization=quantization,
+                                          draft_quantization=quantization)
+    target = pair.target
+    assert (target.quantization, target.dtype, target.device) == (quantization, "float32", "cpu")
+    assert isinstance(target.model.model.layers[0].mlp.up_proj, body)
+    assert isinstance(target.model.lm_head, Int8Linear)  # the output layer is quantized too (int8)
+    assert target.footprint_bytes < load_model(TINY_TARGET).footprint_bytes
+    for prompt in PROMPTS:
+        ids = encode_prompt(pair.tokenizer, prompt)
+        alone = greedy(target.model, ids)
+        assert len(alone) == 16
+        for gamma in (1, 4):
+            assert greedy(target.model, ids, ModelDrafter(pair.draft.model), gamma=gamma) == alone
+
+
+@pytest.mark.parametrize("quantization", ["int8-cpu", "int4-cpu"])
+def test_bfloat16_quantized_target_decodes(quantization):
+    m = load_model(TINY_TARGET, quantization=quantization, dtype="bfloat16")
+    assert m.dtype == "bfloat16" and len(greedy(m.model, encode_prompt(m.tokenizer, "hi"), n=8)) == 8
+
+
+@pytest.mark.parametrize("quantization, bound", [("int8-cpu", 0.02), ("int4-cpu", 0.15)])
+def test_quantized_logits_stay_close_to_the_unquantized_model(quantization, bound):
+    """A sanity bound on the error (int8 per channel, int4 per group of columns); a quantizer that
+    got the kernel's zero-point convention wrong is off by far more (checked below)."""
+    model = load_model(TINY_TARGET, dtype="float32").model
+    ids = torch.tensor([[3, 5, 7, 11, 13, 17]])
+    with torch.inference_mode():
+        exact = model(ids).logits
+        quantize_for_cpu(model, quantization)
+        approx = model(ids).logits
+    assert ((approx - exact).norm() / exact.norm()).item() < bound
+
+
+def test_a_wrong_int4_zero_point_is_caught_by_that_bound(monkeypatch):
+    model = load_model(TINY_TARGET, dtype="float32").model
+    ids = torch.tensor([[3, 5, 7, 11, 13, 17]])
+    real_init = Int4Linear.__init__
+
+    def wrong_init(self, linear, group):  # zero = low (forgetting the kernel's "- 8" offset)
+        real_init(self, linear, group)
+        n, k = linear.weight.shape
+        w = linear.weight.detach().float().reshape(n, k // group, group)
+        self.scales_and_zeros[..., 1] = w.amin(dim=-1).transpose(0, 1).to(self.scales_and_zeros.dtype)
+
+    with torch.inference_mode():
+        exact = model(ids).logits
+        monkeypatch.setattr(Int4Linear, "__init__", wrong_init)
+        quantize_for_cpu(model, "int4-cpu")
+        approx = model(ids).logits
+    assert ((approx - exact).norm() / exact.norm()).item() > 0.15
+
+
+def test_bad_quantization_names_give_the_allowed_values():
+    with pytest.raises(ValueError, match=r"expected one of none, nf4, int8, int8-cpu, int4-cpu, got 'int4'"):
+        load_model(TINY_TARGET, quantization="int4")
+    with pytest.raises(ValueError, match=r"quantization: expected one of int8-cpu, int4-cpu, got 'nf4'"):
+        quantize_for_cpu(load_model(TINY_TARGET).model, "nf4")
+
+
+def test_cpu_quantization_on_cuda_says_to_use_bitsandbytes(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(ValueError, match=r"'int4-cpu' for model 'tiny-target' runs on PyTorch's CPU kernels; "
+                                         r"on cuda use nf4 or int8 \(bitsandbytes\) or none"):
+        load_model(TINY_TARGET, quantization="int4-cpu", device="cuda")
+
+
+@pytest.mark.parametrize("make", [Int8Linear, lambda linear: Int4Linear(linear, 32)])
+def test_long_forwards_take_the_dequantized_path_with_the_same_numbers(make):
+    """Reading a prompt (many rows) multiplies by the dequantized weights instead of the packed
+    kernel; both must compute the same product."""
+    torch.manual_seed(0)
+    layer = make(torch.nn.Linear(64, 96))
+    x = torch.randn(layer.dequant_rows + 5, 64)
+    long = layer(x)
+    short = torch.cat([layer(x[i:i + 4]) for i in range(0, len(x), 4)])  # the kernel, 4 rows at a time
+    assert torch.allclose(long, short, atol=1e-4, rtol=1e-4)
+
+
+def test_a_quantized_draft_keeps_its_trimmed_head_quantized():
+    """--draft-vocab on an int4-cpu draft: the first rows of its int8 output layer, same logits."""
+    pair = PairCache(load_registry()).get("tiny", target_quantization="none", draft_quantization="int4-cpu")
+    full, trimmed = ModelDrafter(pair.draft.model), ModelDrafter(pair.draft.model, draft_vocab=40)
+    ids = encode_prompt(pair.tokenizer, "def add(a, b):")
+    target = pair.target.model
+    assert greedy(target, ids, trimmed) == greedy(target, ids) == greedy(target, ids, full)
