@@ -140,10 +140,10 @@ def test_measure_now_also_measures_the_targets_curve_and_draws_it():
 
     ctx, curves = build_context(), VerifyCurves()
     request = SimpleNamespace(session_hash="me")
-    figure, explain, _, status = list(measure_handler(ctx, curves)("def f(n):", "tiny", "draft model", 0.0,
+    figure, explain, _, status = list(measure_handler(ctx, curves)("def f(n):", "tiny", "model", 0.0,
                                                                    3, 16, request))[-1]
     curve = curves.for_model(ctx.registry.pair("tiny").target)
     assert curve is not None and len(curve.v) == 9 and "Measured at γ = 3" in status
     assert "v(k)" in explain and any(t.type == "bar" for t in figure.data)
-    again = redraw_handler(ctx, curves)("tiny", "draft model", 0.0, request)
+    again = redraw_handler(ctx, curves)("tiny", "model", 0.0, request)
     assert any(t.type == "bar" for t in again[0].data)  # cached: drawn without measuring again
