@@ -195,15 +195,26 @@ def check_value(k: Knob, value, record=None) -> None:
         return
     low, high = bound(k.low, record), bound(k.high, record)
     if k.kind is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"{k.name} must be an integer, got {value!r}")
-        if not low <= value <= high:
-            raise ValueError(f"{k.name} must be an integer in [{low}, {high}], got {value!r}")
-        return
+        check_int(k.name, value, low=low, high=high)
+    else:
+        check_number(k.name, value, low=low, high=high, low_open=k.low_open)
+
+
+def check_number(name, value, *, low, high, low_open=False):
+    """Raise a ValueError naming the field and its allowed range when value is outside it."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ValueError(f"{k.name} must be a number, got {value!r}")
-    if value < low or value > high or (k.low_open and value == low):
-        raise ValueError(f"{k.name} must be in {'(' if k.low_open else '['}{low}, {high}], got {value!r}")
+        raise ValueError(f"{name} must be a number, got {value!r}")
+    if value < low or value > high or (low_open and value == low):
+        bracket = "(" if low_open else "["
+        raise ValueError(f"{name} must be in {bracket}{low}, {high}], got {value!r}")
+
+
+def check_int(name, value, *, low, high):
+    """Raise a ValueError naming the field when value is not an integer in [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
 
 
 def bound(limit, record):

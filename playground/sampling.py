@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .config import check
+from .config import check, check_int, check_number  # noqa: F401  (re-exported: callers use sampling's)
 
 
 @dataclass(frozen=True)
@@ -29,23 +29,6 @@ class Sampling:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
-
-
-def check_number(name, value, *, low, high, low_open=False):
-    """Raise a ValueError naming the field and its allowed range when value is outside it."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ValueError(f"{name} must be a number, got {value!r}")
-    if value < low or value > high or (low_open and value == low):
-        bracket = "(" if low_open else "["
-        raise ValueError(f"{name} must be in {bracket}{low}, {high}], got {value!r}")
-
-
-def check_int(name, value, *, low, high):
-    """Raise a ValueError naming the field when value is not an integer in [low, high]."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
 
 
 # -- logits -> probabilities ------------------------------------------------------------------
