@@ -49,9 +49,11 @@ python -m playground.bench.profile --gamma 3 --max-new-tokens 96 --target-quanti
 # Where the time goes - one coding answer split into verify, draft and engine overhead (about 4 min)
 python -m playground.bench.profile --gamma 4 --max-new-tokens 96 --draft-vocab 65536 | tee out/profile-vocab.txt
 python -m playground.bench.profile --gamma 4 --max-new-tokens 96 | tee out/profile.txt
-# Table 5 - the GPU oracle (one CUDA GPU, no network, no model files; skipped without one)
+# Table 5 - the GPU oracle and the app's CUDA paths (one CUDA GPU, no network, no model files;
+# about 12 min on an H200; skipped without a GPU)
 if python -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
   python -m playground.bench.gpu_oracle --json out/gpu_oracle.json
+  python -m playground.bench.gpu_paths --json out/gpu_paths.json
 else
-  echo "no CUDA GPU: table 5 (the GPU oracle) not run"
+  echo "no CUDA GPU: table 5 (the GPU oracle and CUDA paths) not run"
 fi

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from playground.bench import charts, cli, gpu_oracle
+from playground.bench import charts, cli, gpu_oracle, gpu_paths
 from playground.bench.divergence import first_divergence, margin_at, margins_by_position, top2_margin
 from playground.bench.grid import SettingError, expand, parse_sweep
 from playground.bench.measure import Run, Setup, identity_fields
@@ -306,6 +306,29 @@ def test_gpu_oracle_cpu_smoke(capsys, tmp_path):
     rows = json.loads((tmp_path / "o.json").read_text())["rows"]
     oracle = [r for r in rows if r["method"] == "oracle"]
     assert [(r["gamma"], r["tokens_per_call"]) for r in oracle] == [(1, 2.0), (2, 3.0), (3, 4.0)]
+
+
+def test_gpu_paths_cpu_smoke(tmp_path):
+    """The CUDA-paths script end to end on tiny CPU models: every check runs, greedy chain and
+    tree reproduce autoregressive output in float32, and the loader's nf4 path is the one timed."""
+    assert gpu_paths.main(["--cpu-smoke", "--json", str(tmp_path / "p.json")]) == 0
+    report = json.loads((tmp_path / "p.json").read_text())
+    assert set(report["curves"]["tiny"]["v"]) >= {"1", "2", "9"} and report["curves"]["tiny"]["v"]["1"] == 1.0
+    engine = report["engine"]["float32"]
+    assert engine["chain_identical"] == [True] and engine["tree_identical"] == [True]
+    assert engine["tree_nodes_per_call"] > engine["mean_gamma"]
+    assert report["bitsandbytes"]["nf4"]["linear"] == "Linear4bit"
+
+
+def test_gpu_paths_reports_a_failing_check_and_goes_on(tmp_path, monkeypatch):
+    def broken(args):
+        raise RuntimeError("no kernel for this device")
+
+    monkeypatch.setattr(gpu_paths, "CHECKS", (("curves", broken), ("engine", gpu_paths.engine_on_gpu)))
+    assert gpu_paths.main(["--cpu-smoke", "--checks", "curves,engine", "--json", str(tmp_path / "p.json")]) == 1
+    report = json.loads((tmp_path / "p.json").read_text())
+    assert report["curves"]["error"] == "RuntimeError: no kernel for this device"
+    assert report["engine"]["float32"]["chain_identical"] == [True]
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="kaleido needs a local Chromium")

@@ -26,6 +26,9 @@ SHAPES = {
                num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False),
     # Qwen2-0.5B: 24 layers, hidden 896, 14 / 2 heads. Its real vocab is 151936; here it takes the
     # target's so both models share one token space (the rows are random either way).
+    # Qwen2.5-1.5B (the default pair's target): 28 layers, hidden 1536, 12 / 2 heads, tied embeddings.
+    "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
     "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
                  num_key_value_heads=2, vocab_size=152064, tie_word_embeddings=True),
     "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
