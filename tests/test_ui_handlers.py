@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+from types import SimpleNamespace
 
 import gradio as gr
 import pytest
@@ -295,3 +296,23 @@ def test_finished_race_becomes_a_point_of_its_session(ctx):
     assert len(points) == 1 and points[0].gamma == 3 and points[0].source == "race"
     assert points[0].speedup > 0 and 0 <= points[0].alpha <= 1
     assert ctx.measurements.get("bob") == []
+
+
+def test_the_stop_button_raises_its_sessions_flag_and_only_that():
+    """model_job wires Stop to the session's stop flag (the race checks it after each engine step)."""
+    import gradio as gr
+
+    from playground.ui.context import StopFlags
+    from playground.ui.flow import model_job
+
+    stops = StopFlags()
+    with gr.Blocks() as demo:
+        run, stop, status = gr.Button("Run"), gr.Button("Stop"), gr.HTML()
+        model_job(run, lambda: iter(()), [], [status], status, "job", stop=stop, stop_api="job_stop", stops=stops)
+    on_stop = next(f.fn for f in demo.fns.values() if f.api_name == "job_stop")
+    mine, other = stops.begin("mine"), stops.begin("other")
+    assert "Stopped" in on_stop(SimpleNamespace(session_hash="mine"))
+    assert mine.is_set() and not other.is_set()
+    stops.end("mine", mine)
+    on_stop(SimpleNamespace(session_hash="mine"))  # no job running: nothing to raise, no error
+    assert stops.flags == {"other": other}

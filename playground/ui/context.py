@@ -17,6 +17,33 @@ from .measured import Measurements
 SERIAL = {"concurrency_id": "models", "concurrency_limit": 1}
 
 
+class StopFlags:
+    """Stop pressed, per browser session. Gradio cancels a streaming job only between two frames;
+    a job that checks its flag after each engine step stops within one step instead."""
+
+    def __init__(self):
+        self.flags: dict[str | None, threading.Event] = {}
+        self.lock = threading.Lock()
+
+    def begin(self, session: str | None) -> threading.Event:
+        """A fresh, unset flag for the job this session starts now (replacing an older one)."""
+        with self.lock:
+            flag = self.flags[session] = threading.Event()
+        return flag
+
+    def end(self, session: str | None, flag: threading.Event) -> None:
+        """The job is over: forget its flag (unless a newer job of the session replaced it)."""
+        with self.lock:
+            if self.flags.get(session) is flag:
+                del self.flags[session]
+
+    def press(self, session: str | None) -> None:
+        with self.lock:
+            flag = self.flags.get(session)
+        if flag is not None:
+            flag.set()
+
+
 @dataclass
 class Loading:
     """A progress report while a pair loads: message and fraction done (None: unknown)."""
@@ -45,6 +72,7 @@ class AppContext:
     # Each session's measured speedups (race, sweep, "measure now"), for the theory view; bounded.
     measurements: Measurements = field(default_factory=Measurements)
     loader: Loader | None = None  # the latest pair load; still running after a Stop until finished
+    stops: StopFlags = field(default_factory=StopFlags)  # Stop pressed, per session
     wait_report_s: float = 1.0  # how often a job waiting for an earlier load says so
 
     def pair_choices(self) -> list[tuple[str, str]]:

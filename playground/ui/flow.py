@@ -17,6 +17,7 @@ import gradio as gr
 
 from ..config import RunConfig
 from .context import SERIAL, Loading
+from .measured import session_of
 
 log = logging.getLogger(__name__)
 
@@ -34,16 +35,23 @@ def status_only(n: int, at: int, status: str) -> tuple:
 
 
 def model_job(button, handler, inputs, outputs, status, api_name: str, stop=None, stop_api: str | None = None,
-              stopped: str = "Stopped.", knobs: dict | None = None):
+              stopped: str = "Stopped.", knobs: dict | None = None, stops=None):
     """Wire a button to a handler that runs the models: one job at a time across the app (the
     hardware is shared), progress on the status box, and Stop cancelling it between steps.
     Values reach the handler as the page sends them; the handler checks them itself. `knobs`
     (name -> control) reach it as keyword arguments, so the API names them as the run
-    configuration does (`gamma`, `temperature`, ...) and a client may pass them by name."""
+    configuration does (`gamma`, `temperature`, ...) and a client may pass them by name.
+    With `stops` (context.StopFlags), Stop also raises the session's flag, which a handler that
+    checks it after each engine step honours within one step (Gradio's cancel waits for a frame)."""
     job = button.click(handler, inputs, outputs, inputs_kwargs=knobs, api_name=api_name, show_progress="minimal",
                        show_progress_on=[status], preprocess=False, **SERIAL)
     if stop is not None:
-        stop.click(lambda: status_html(stopped), None, status, cancels=[job], queue=False, api_name=stop_api)
+        def on_stop(request: gr.Request):
+            if stops is not None:
+                stops.press(session_of(request))
+            return status_html(stopped)
+
+        stop.click(on_stop, None, status, cancels=[job], queue=False, api_name=stop_api)
     return job
 
 

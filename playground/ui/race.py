@@ -98,9 +98,12 @@ def race_frames(
     *,
     every: float = 0.15,
     now: Callable[[], float] = time.monotonic,
+    stopped: Callable[[], bool] = lambda: False,
 ) -> Iterator[RaceFrame]:
     """Run the race on a loaded pair (loading.LoadedPair), yielding a frame after at least
     `every` seconds of computing since the last one was drawn, and always the last (done=True).
+    `stopped()` is asked after each engine step: once true, the race ends there (Stop within one
+    step, where Gradio's own cancel would wait for the next frame).
 
     Raises ValueError, naming the field, for bad settings or a prompt that does not fit.
     """
@@ -127,6 +130,8 @@ def race_frames(
         try:
             for name, event in race:
                 tracks[name].add(event)
+                if stopped():
+                    break
                 if now() - resumed >= wait:
                     shown = now()
                     yield frame

@@ -114,7 +114,8 @@ def build(ctx: AppContext) -> None:
         # points on this session's theory view.
         yield from handler(prompt, system, *in_order(knobs), session=session_of(request))
 
-    model_job(run, race_event, [prompt, system], outputs, status, "race", stop=stop, stop_api="stop", knobs=knobs)
+    model_job(run, race_event, [prompt, system], outputs, status, "race", stop=stop, stop_api="stop", knobs=knobs,
+              stops=ctx.stops)
     controls.follow_pair(ctx, knobs)
 
 
@@ -130,8 +131,11 @@ def race_handler(ctx: AppContext):
         except ValueError as e:
             yield from fail(N_OUTPUTS, STATUS, str(e))
         pair = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
+        flag = ctx.stops.begin(session)  # Stop raises it; the race checks it after each step
         try:
-            for frame in race_frames(pair, prompt, system, settings, every=ctx.frame_every):
+            for frame in race_frames(pair, prompt, system, settings, every=ctx.frame_every, stopped=flag.is_set):
+                if flag.is_set():
+                    return  # stopped: a cut-short race is neither shown as finished nor measured
                 if (point := point_from_race(frame, prompt[:40])) is not None:
                     ctx.measurements.add(session, point)
                 yield view(frame, pair.random_weights)
@@ -140,6 +144,8 @@ def race_handler(ctx: AppContext):
         except Exception as e:
             log.exception("race failed")
             yield from fail(N_OUTPUTS, STATUS, f"Generation failed: {type(e).__name__}: {e}")
+        finally:
+            ctx.stops.end(session, flag)
 
     return race
 
