@@ -204,6 +204,31 @@ def acceptance_by_position(events: list[StepEvent]) -> list[float]:
     return [a / d for a, d in zip(accepted, drafted)]
 
 
+def acceptance_by_rank(events: list[StepEvent]) -> tuple[list[int], list[int]]:
+    """Sequoia's positional acceptance, counted over tree steps: (hits, trials) per child rank,
+    where trials[k] counts the reached nodes (the root and accepted nodes) with a (k+1)-th child
+    and hits[k] how often that child was the accepted one. hits / trials estimates the chance
+    that the k-th candidate is the one kept; a chain's rank 1 is α."""
+    hits: list[int] = []
+    trials: list[int] = []
+    for e in events:
+        if e.tree is None:
+            continue
+        reached = {-1, *e.tree.path}
+        siblings: dict[int, list[int]] = {}
+        for i, node in enumerate(e.tree.nodes):
+            if node.parent in reached:
+                siblings.setdefault(node.parent, []).append(i)
+        for children in siblings.values():
+            for rank, child in enumerate(children):
+                if rank == len(trials):
+                    hits.append(0)
+                    trials.append(0)
+                trials[rank] += 1
+                hits[rank] += child in e.tree.path
+    return hits, trials
+
+
 def output_tokens(events: list[StepEvent]) -> list[int]:
     """The generated tokens, in order."""
     return [t for e in events for t in e.emitted]

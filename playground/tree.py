@@ -190,3 +190,36 @@ def sampled_tree_verify(tree: Tree, q: torch.Tensor, p: torch.Tensor, generator)
         node = children[chosen]
         fates[node] = ACCEPTED
         path.append(node)
+
+
+# -- expected length ---------------------------------------------------------------------------
+
+
+def expected_tree_tokens(accept_by_rank, budget: int, depth: int, branching: int) -> float:
+    """E[tokens per target call] of the best tree of `budget` nodes under Sequoia's positional
+    acceptance model (Chen et al. 2024, "Sequoia", §3.1): the k-th child of an accepted node is
+    the one accepted with probability accept_by_rank[k - 1], whatever else happened. A node lies
+    on the accepted path with the product of those along its root path, so the expected number
+    of accepted drafts is the sum over the nodes, and the target adds one token of its own.
+
+    The tree is grown best-first (the node most likely to be reached next), within `depth` levels
+    and `branching` children per node: with chances that shrink along paths and over ranks, the
+    best tree of that size. A chain is accept_by_rank = (α,), branching 1: 1 + α + … + α^γ."""
+    import heapq
+
+    ranks = [float(a) for a in accept_by_rank][:branching]
+    if not ranks or budget < 1:
+        return 1.0
+    total = 1.0
+    frontier = [(-ranks[0], 1, 1, 1.0)]  # (-chance, depth, rank, parent's chance): the next child on offer
+    for _ in range(budget):
+        if not frontier:
+            break
+        negative, level, rank, parent = heapq.heappop(frontier)
+        chance = -negative
+        total += chance
+        if rank < len(ranks):  # the same parent's next child
+            heapq.heappush(frontier, (-parent * ranks[rank], level, rank + 1, parent))
+        if level < depth:  # this node's first child
+            heapq.heappush(frontier, (-chance * ranks[0], level + 1, 1, chance))
+    return total

@@ -194,3 +194,40 @@ def test_same_check_fails_on_the_naive_rule(monkeypatch):
     p1, _, p2, _ = world()
     fit = goodness_of_fit(joint_counts(), exact_joint(p1, p2))
     assert fit.p_value < SIGNIFICANCE, fit
+
+
+# -- expected length (Sequoia's positional acceptance) ------------------------------------------
+
+
+@pytest.mark.parametrize("alpha, gamma", [(0.0, 3), (0.6, 1), (0.6, 5), (0.9, 8), (1.0, 4)])
+def test_a_chain_is_the_papers_expected_length(alpha, gamma):
+    assert tree.expected_tree_tokens((alpha,), gamma, gamma, 1) == pytest.approx(
+        sampling.expected_tokens_per_call(alpha, gamma))
+
+
+def test_tree_grows_best_first_within_depth_and_branching():
+    ranks = (0.5, 0.3)
+    # best-first: the root's first child (0.5), its second (0.3), the first child's first (0.25)
+    assert tree.expected_tree_tokens(ranks, 1, 4, 2) == pytest.approx(1.5)
+    assert tree.expected_tree_tokens(ranks, 2, 4, 2) == pytest.approx(1.8)
+    assert tree.expected_tree_tokens(ranks, 3, 4, 2) == pytest.approx(2.05)
+    assert tree.expected_tree_tokens(ranks, 9, 1, 2) == pytest.approx(1.8)  # depth 1: two nodes in all
+    assert tree.expected_tree_tokens(ranks, 3, 4, 1) == pytest.approx(1 + 0.5 + 0.25 + 0.125)  # a chain
+
+
+def test_positional_model_matches_a_simulation_of_it():
+    """Monte Carlo of the model itself: at each reached node the k-th child is the accepted one
+    with probability ranks[k]; the mean accepted length over a full binary tree of depth 3."""
+    ranks, depth = (0.55, 0.25), 3
+    rng = np.random.default_rng(0)
+    total, n = 0, 100_000
+    for _ in range(n):
+        length = 0
+        while length < depth:
+            k = rng.choice(3, p=[ranks[0], ranks[1], 1 - sum(ranks)])
+            if k == 2:
+                break
+            length += 1
+        total += length + 1
+    full = 2 + 4 + 8
+    assert tree.expected_tree_tokens(ranks, full, depth, 2) == pytest.approx(total / n, abs=0.01)

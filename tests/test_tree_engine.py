@@ -166,3 +166,25 @@ def test_two_token_joint_check_catches_the_naive_rule(small_vocab_pair, monkeypa
     prompt = [1, 5, 2]
     fit = goodness_of_fit(joint_counts(target, draft, prompt, 8, JOINT_DRAWS), exact_joint(target, prompt, 8))
     assert fit.p_value < 1e-4, fit
+
+
+def test_acceptance_by_rank_counts_reached_nodes_children(pair):
+    """hits and trials per child rank: a hand-made tree, then a real run's totals."""
+    from dataclasses import replace
+
+    from playground.events import TreeNode, TreeRecord, acceptance_by_rank
+
+    def node(parent, fate):
+        return TreeNode(1, parent, 1, 0.5, 0.5, 1.0, None, None, fate)
+
+    # root: children 0 (rejected), 1 (accepted); node 1: children 2 (accepted); node 2: child 3 (rejected);
+    # node 0's child 4 is never reached.
+    record = TreeRecord((node(-1, "rejected"), node(-1, "accepted"), node(1, "accepted"), node(2, "rejected"),
+                         node(0, "untested")), path=(1, 2), draft_forwards=3)
+    target, draft, tokenizer = pair
+    events = list(generate(target, encode_prompt(tokenizer, PROMPT), SpecConfig(max_new_tokens=12),
+                           TreeDrafter(draft, budget=8, depth=3, branching=2)))
+    assert acceptance_by_rank([replace(events[0], tree=record)]) == ([1, 1], [3, 1])
+    hits, trials = acceptance_by_rank(events)
+    assert sum(hits) == sum(len(e.tree.path) for e in events if e.tree is not None)
+    assert trials[0] >= trials[-1] and all(h <= t for h, t in zip(hits, trials))

@@ -350,13 +350,20 @@ def test_measure_now_adds_a_point_for_this_session_and_the_curve_uses_it():
     ctx = build_context()
     request = SimpleNamespace(session_hash="me")
     outputs = list(measure_handler(ctx)("def fib(n):", "tiny", MODEL, 0.0, 4, 24, request))
-    figure, explain, table, status = outputs[-1]
+    figure, explain, table, tree_figure, status = outputs[-1]
     assert any("Measuring" in status_of(o) for o in outputs[:-1])  # progress was streamed
     assert "Measured at γ = 4" in status and len(table) == 1 and table[0][2] == 4
     assert "Recommended γ" in explain and "acceptance rate" in explain and "verification cost" in explain
     names = [t.name for t in figure.data]
     assert names[0].startswith("formula: α =") and "measured here" in names
     assert any("recommended γ" in a.text for a in figure.layout.annotations)
+    # the draft model also grew a tree: its measured length beside the chain's, and both curves
+    tree_names = [t.name for t in tree_figure.data]
+    assert tree_names[0].startswith("chain of n nodes") and tree_names[1].startswith("best tree of n nodes")
+    (point,) = ctx.measurements.get("me")
+    assert point.tree_calls > 0 and point.rank_trials[0] > 0 and point.tree_shape[0] == RunConfig().tree_budget
+    measured_tree = next(t for t in tree_figure.data if t.name == "trees measured here")
+    assert list(measured_tree.y) == [pytest.approx(point.tree_tokens_per_call)]
     assert len(ctx.measurements.get("me")) == 1 and ctx.measurements.get("someone else") == []
     elsewhere = redraw_handler(ctx)("tiny", MODEL, 0.0, SimpleNamespace(session_hash="someone else"))
     assert "No measurement yet" in elsewhere[1] and "illustration" in elsewhere[0].data[0].name

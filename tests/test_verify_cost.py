@@ -140,7 +140,7 @@ def test_measure_now_also_measures_the_targets_curve_and_draws_it():
 
     ctx, curves = build_context(), VerifyCurves()
     request = SimpleNamespace(session_hash="me")
-    figure, explain, _, status = list(measure_handler(ctx, curves)("def f(n):", "tiny", "model", 0.0,
+    figure, explain, _, _, status = list(measure_handler(ctx, curves)("def f(n):", "tiny", "model", 0.0,
                                                                    3, 16, request))[-1]
     curve = curves.for_model(ctx.registry.pair("tiny").target)
     assert curve is not None and len(curve.v) == 9 and "Measured at γ = 3" in status

@@ -12,7 +12,7 @@ from typing import Callable
 
 from ..config import PROMPT_LOOKUP, TREE, RunConfig
 from ..engine import SpecConfig, clock, generate
-from ..events import StepEvent, costs, output_tokens, steady_events, summarize
+from ..events import StepEvent, acceptance_by_rank, costs, output_tokens, steady_events, summarize
 from .divergence import first_divergence, margin_at
 from .reference import hf_generate
 
@@ -223,6 +223,7 @@ def tree_fields(base: Run, chain: Run, tree: Run, config: SpecConfig) -> dict:
     """The tree beside the chain: speed, accepted tokens per call, and the raw sums behind its
     costs (decoding calls only): nodes verified, draft forwards (one per depth) and their seconds."""
     steady = [e for e in steady_events(tree.events) if e.tree is not None]
+    hits, trials = acceptance_by_rank(tree.events)
     return {
         "tree_new_tokens": len(tree.tokens),
         "tree_seconds": tree.seconds,
@@ -237,4 +238,6 @@ def tree_fields(base: Run, chain: Run, tree: Run, config: SpecConfig) -> dict:
         "tree_draft_forwards": sum(e.tree.draft_forwards for e in steady),
         "tree_draft_seconds": sum(e.draft_s for e in steady),
         "tree_verify_seconds": sum(e.verify_s for e in steady),
+        "tree_rank_hits": hits,  # per child rank: how often the k-th candidate was the one kept...
+        "tree_rank_trials": trials,  # ...of how many reached nodes that had a k-th child
     }

@@ -35,6 +35,16 @@ class Point:
     baseline_seconds: float  # baseline run: seconds of its target forwards
     source: str = ""  # "race", "sweep", "measure"
     prompt: str = ""  # a short label of the prompt
+    new_tokens: int = 0  # speculative run: tokens out, over all its target calls (tokens per call)
+    all_calls: int = 0
+    # A token tree from the same draft beside the chain, when one was measured (bench tree_fields):
+    tree_shape: tuple = ()  # (budget, depth, branching, width) as configured
+    tree_new_tokens: int = 0
+    tree_calls: int = 0
+    tree_nodes: int = 0  # nodes verified over the decoding calls (tree_node_calls)
+    tree_node_calls: int = 0
+    rank_hits: tuple = ()  # acceptance by child rank (events.acceptance_by_rank)
+    rank_trials: tuple = ()
 
     @property
     def alpha(self) -> float:
@@ -48,6 +58,18 @@ class Point:
     def verify_cost(self) -> float:
         return cost_ratio(self.verify_seconds, self.target_calls, self.baseline_seconds, self.baseline_calls)
 
+    @property
+    def tokens_per_call(self) -> float:
+        return self.new_tokens / self.all_calls if self.all_calls else 0.0
+
+    @property
+    def tree_tokens_per_call(self) -> float:
+        return self.tree_new_tokens / self.tree_calls if self.tree_calls else 0.0
+
+    @property
+    def tree_nodes_per_call(self) -> float:
+        return self.tree_nodes / self.tree_node_calls if self.tree_node_calls else 0.0
+
     def as_row(self) -> dict:
         return {**asdict(self), "alpha": self.alpha, "c": self.c, "verify_cost": self.verify_cost}
 
@@ -60,10 +82,21 @@ def cost_ratio(seconds: float, count: int, base_seconds: float, base_count: int)
 
 
 def point_from_record(
-    record: dict, *, pair: str, drafter: str, temperature: float, gamma: int, source: str, prompt: str = ""
+    record: dict, *, pair: str, drafter: str, temperature: float, gamma: int, source: str, prompt: str = "",
+    tree_shape: tuple = (),
 ) -> Point:
-    """A point from one bench record (bench.measure.measure_prompt's fields)."""
+    """A point from one bench record (bench.measure.measure_prompt's fields, tree_fields too when
+    the record has them)."""
+    tree = {}
+    if "tree_rank_hits" in record:
+        tree = dict(tree_shape=tuple(tree_shape), tree_new_tokens=record["tree_new_tokens"],
+                    tree_calls=record["tree_target_calls"], tree_nodes=record["tree_nodes"],
+                    tree_node_calls=record["tree_cost_calls"], rank_hits=tuple(record["tree_rank_hits"]),
+                    rank_trials=tuple(record["tree_rank_trials"]))
     return Point(
+        **tree,
+        new_tokens=record["new_tokens"],
+        all_calls=record["target_calls"],
         pair=pair,
         drafter=drafter,
         temperature=float(temperature),
@@ -114,6 +147,8 @@ def point_from_events(
         baseline_seconds=base_cost.verify_s,
         source=source,
         prompt=prompt,
+        new_tokens=s.new_tokens,
+        all_calls=s.target_calls,
     )
 
 
@@ -143,6 +178,7 @@ class Pooled:
     alpha: float
     c: float
     verify_slope: float  # k in v(γ) ≈ 1 + k·γ, least squares through (0, 1); 0 when unknown
+    rank_accept: tuple[float, ...] = ()  # measured trees: chance that the k-th child is the one kept
 
 
 def pool(points: list[Point]) -> Pooled | None:
@@ -160,7 +196,15 @@ def pool(points: list[Point]) -> Pooled | None:
     timed = [p for p in drafted if p.verify_cost > 0]
     den = sum(p.gamma**2 for p in timed)
     slope = sum((p.verify_cost - 1) * p.gamma for p in timed) / den if den else 0.0
-    return Pooled(len(drafted), alpha, c, max(0.0, slope))
+    return Pooled(len(drafted), alpha, c, max(0.0, slope), rank_acceptance(drafted))
+
+
+def rank_acceptance(points: list[Point]) -> tuple[float, ...]:
+    """Σ hits / Σ trials per child rank over the points that measured a tree."""
+    ranks = max((len(p.rank_trials) for p in points), default=0)
+    hits = [sum(p.rank_hits[k] for p in points if k < len(p.rank_hits)) for k in range(ranks)]
+    trials = [sum(p.rank_trials[k] for p in points if k < len(p.rank_trials)) for k in range(ranks)]
+    return tuple(h / t for h, t in zip(hits, trials) if t)
 
 
 class Measurements:

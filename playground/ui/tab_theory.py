@@ -22,7 +22,7 @@ from .measured import session_of
 TITLE = "Theory vs measurement"
 log = logging.getLogger(__name__)
 
-N_OUTPUTS, STATUS = 4, 3  # figure, explanation, points table, status
+N_OUTPUTS, STATUS = 5, 4  # figure, explanation, points table, chain-or-tree figure, status
 MAX_MEASURE_TOKENS = 256
 VERIFY_K = 9  # v(k) measured for k = 1..9 tokens: γ up to 8
 DEFAULT_PROMPT = "Write a Python function that returns the n-th Fibonacci number."
@@ -73,7 +73,8 @@ def build(ctx: AppContext) -> None:
         clear = gr.Button("Forget my points", scale=1, elem_id="th-clear")
     status = gr.HTML(
         status_html(
-            "Measuring takes one warm-up and one timed run each way (autoregressive and speculative)."
+            "Measuring takes one warm-up and one timed run each way (autoregressive and speculative; with "
+            "the draft model also a token tree from the same draft, drawn below against the chain)."
         ),
         elem_id="th-status",
     )
@@ -84,18 +85,19 @@ def build(ctx: AppContext) -> None:
         interactive=False,
         elem_id="th-points",
     )
+    tree_plot = gr.Plot(teach_plots.tree_length_figure([], None), show_label=False, elem_id="th-tree")
 
     view = [pair, drafter, temperature]
-    outputs = [plot, explain, table, status]
+    outputs = [plot, explain, table, tree_plot, status]
     redraw = redraw_handler(ctx, curves)
     for control in view:
-        control.change(redraw, view, outputs[:3], queue=False, api_visibility="private")
+        control.change(redraw, view, outputs[:STATUS], queue=False, api_visibility="private")
     model_job(measure, measure_handler(ctx, curves), [prompt, *view, gamma, tokens], outputs, status,
               "measure", stop=stop, stop_api="measure_stop")
-    clear.click(clear_handler(ctx, curves), view, outputs[:3], queue=False, api_visibility="private")
+    clear.click(clear_handler(ctx, curves), view, outputs[:STATUS], queue=False, api_visibility="private")
     tab = gr.context.Context.block  # the enclosing gr.Tab: redraw when it is opened (points may be new)
     if isinstance(tab, gr.Tab):
-        tab.select(redraw, view, outputs[:3], queue=False, api_visibility="private")
+        tab.select(redraw, view, outputs[:STATUS], queue=False, api_visibility="private")
 
 
 def draw(ctx: AppContext, session, pair: str, drafter: str, temperature: float, curves=None) -> tuple:
@@ -108,6 +110,7 @@ def draw(ctx: AppContext, session, pair: str, drafter: str, temperature: float, 
         teach_plots.theory_figure(points, pooled, theory.recommended(pooled, curve), curve),
         theory.explain_html(points, pooled, what, curve),
         theory.points_table(points),
+        teach_plots.tree_length_figure(points, pooled),
     )
 
 
@@ -178,7 +181,7 @@ def measure_handler(ctx: AppContext, curves=None):
             def show(done: int, total: int, what: str) -> tuple:
                 progress((done, total), desc=f"ran {what}")
                 return (
-                    *(gr.skip(),) * 3,
+                    *(gr.skip(),) * STATUS,
                     status_html(f"Measuring: ran {what} ({done}/{total})", done / total),
                 )
 

@@ -299,6 +299,46 @@ def theory_figure(points, pooled, best: int | None, curve=None) -> go.Figure:
     return fig
 
 
+MAX_NODES = 64  # draft nodes per target call on the tree figure's x axis
+
+
+def tree_length_figure(points, pooled) -> go.Figure:
+    """Expected tokens per target call against the draft nodes verified per call: a chain of γ
+    nodes (the paper's 1 + α + … + α^γ) beside the best tree of as many nodes under the measured
+    acceptance by child rank (Sequoia's positional model, tree.expected_tree_tokens), with the
+    measured chains and trees on top. The chain flattens at 1 / (1 − α); a tree keeps gaining
+    where the draft's second guesses are often the target's choice."""
+    from ..tree import expected_tree_tokens
+
+    trees = [p for p in points if p.tree_calls]
+    if pooled is None or not pooled.rank_accept or not trees:
+        return empty_figure("Chain or tree? Measure with the draft model: a tree is grown beside the chain, "
+                            "and its length is drawn here against the chain's.", height=300)
+    a, ranks = pooled.alpha, pooled.rank_accept
+    _, depth, branching, _ = trees[-1].tree_shape
+    nodes = list(range(1, MAX_NODES + 1))
+    ranks_text = ", ".join(f"{r:.2f}" for r in ranks)
+    traces = [
+        line(nodes, [expected_tree_tokens((a,), n, n, 1) for n in nodes], f"chain of n nodes: α = {a:.2f}",
+             THEORY_COLOR),
+        line(nodes, [expected_tree_tokens(ranks, n, depth, branching) for n in nodes],
+             f"best tree of n nodes (depth ≤ {depth}, {branching} children): by rank {ranks_text}",
+             KEEP_COLOR, dash="dash"),
+        dict(type="scatter", mode="markers", name="chains measured here", x=[p.gamma for p in points],
+             y=[p.tokens_per_call for p in points], marker=dict(color=SPEC_COLOR, size=10),
+             hovertemplate="chain, γ = %{x}: %{y:.2f} tokens per call<extra></extra>"),
+        dict(type="scatter", mode="markers", name="trees measured here", x=[p.tree_nodes_per_call for p in trees],
+             y=[p.tree_tokens_per_call for p in trees], marker=dict(color=KEEP_COLOR, size=10, symbol="diamond"),
+             hovertemplate="tree, %{x:.1f} nodes per call: %{y:.2f} tokens per call<extra></extra>"),
+    ]
+    tops = [y for t in traces for y in t["y"]]
+    fig = figure("Tokens per target call: a chain against a tree of as many draft nodes",
+                 "draft nodes verified per target call (a chain's γ)", "tokens per target call", traces,
+                 y_range=[0, 1.1 * max(tops)])
+    fig.update_layout(height=340, uirevision="tree-length")
+    return fig
+
+
 def verify_trace(curve) -> dict:
     """v(γ+1) as grey bars at each γ: what one verification costs, in plain target steps."""
     gammas = list(range(curve.max_gamma + 1))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import html
 
-from ..config import RunConfig
+from ..config import MODEL, RunConfig
 from ..sampling import best_gamma, expected_speedup
 from .measured import Point, Pooled, point_from_record, pool
 from .teach_plots import MAX_GAMMA, adjusted_speedup
@@ -193,6 +193,7 @@ def bench_setup(pair, settings: RunConfig):
         settings,
         eos_ids(pair.tokenizer, pair.target.model, pair.draft.model),
         pair.tokenizer.pad_token_id,
+        tree=settings.drafter == MODEL,  # a draft model also grows a tree: its length beside the chain's
     )
 
 
@@ -207,7 +208,7 @@ def measure(
 
     config = settings.spec_config()
     setup = bench_setup(pair, settings)
-    total = 2 * repeats + 1
+    total = (3 if setup.tree else 2) * repeats + 1
     with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
         warm_up(setup, ids, config, 1)
         report(1, total, "warm-up")
@@ -222,6 +223,7 @@ def measure(
         gamma=settings.gamma,
         source=source,
         prompt=prompt,
+        tree_shape=(settings.tree_budget, settings.tree_depth, settings.tree_branching, settings.tree_width),
     )
 
 
