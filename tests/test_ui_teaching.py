@@ -594,6 +594,20 @@ def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx):
     assert len(ctx.measurements.get("sweeper")) == 4
 
 
+def test_sweep_tree_rows_sweep_the_depth_and_reproduce_greedy_output(ctx):
+    from playground.tree_drafter import TreeDrafter
+
+    built = sweep.cell_settings("tiny", sweep.TREE_ROW, 3).make_drafter(ctx.cache.get("tiny").draft.model)
+    assert isinstance(built, TreeDrafter) and built.depth == 3
+    outputs = list(sweep_handler(ctx)("tiny", "2,3", [MODEL, sweep.TREE_ROW], "0", ["Code"], [], 1, 12, 1, 0,
+                                      SimpleNamespace(session_hash="trees")))
+    table, speedup, *_ = outputs[-1]
+    trees = [row for row in table if row[0] == sweep.TREE_ROW]
+    assert [row[2] for row in trees] == [2, 3] and all(row[sweep.COLUMNS.index("identical")] for row in trees)
+    assert all(row[sweep.COLUMNS.index("tokens_per_call")] >= 1 for row in trees)
+    assert {t.name for t in speedup.data} == {"draft model, T = 0", "draft tree (γ = depth), T = 0"}
+
+
 def test_sweep_bad_input_is_a_message_and_stop_ends_it(ctx):
     raises_in_page(
         sweep_handler(ctx)("tiny", "", [MODEL], "0", ["Code"], [], 1, 12, 1, 0), "γ values"

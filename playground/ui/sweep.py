@@ -15,11 +15,16 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..config import DRAFTERS, MAX_NEW_TOKENS, RunConfig
+from ..config import DRAFTER_LABELS, DRAFTERS, MAX_NEW_TOKENS, MODEL, TREE, RunConfig
 from ..sampling import expected_speedup
 from .measured import point_from_record, pool
 
 MAX_RUNS = 400  # cells × prompts: past this a CPU sweep takes a day
+# The sweep's rows: each drafter as a chain, and the draft model growing a token tree. On a tree row
+# γ is the tree's depth (levels drafted per call), the other tree knobs at the record's defaults.
+TREE_ROW = TREE  # the speculation's own name
+ROW_KINDS = [*DRAFTERS, TREE_ROW]
+ROW_LABELS = {**DRAFTER_LABELS, TREE_ROW: "draft tree (γ = depth)"}
 MAX_PER_CATEGORY = 20
 SCHEMA = "playground.sweep/1"
 COLUMNS = [
@@ -56,7 +61,9 @@ LEGEND = (
     "speedup: median over the prompts of speculative ÷ autoregressive tokens/s. α: share of tested "
     "guesses kept. c: one draft step ÷ one plain target step. v: one verification pass ÷ one plain target "
     "step (the formula assumes 1). formula: (1 − α^(γ+1)) / ((1 − α)(γc + 1)) at the measured α and c. "
-    "identical (greedy only): the speculative text equals the autoregressive one."
+    "identical (greedy only): the speculative text equals the autoregressive one. Tree rows: γ is the tree's "
+    "depth, α the chance that a level keeps one of its candidates, c one draft forward per level (all its "
+    "nodes at once); the formula then reads a tree as a chain with that α."
 )
 
 
@@ -158,10 +165,10 @@ def make_plan(
     check_values(gammas, temperatures)
     if not drafters:
         raise ValueError("drafters: choose at least one")
-    unknown = [d for d in drafters if d not in DRAFTERS]
+    unknown = [d for d in drafters if d not in ROW_KINDS]
     if unknown:
         raise ValueError(
-            f"drafters: unknown {', '.join(map(repr, unknown))}; choose from {', '.join(DRAFTERS)}"
+            f"drafters: unknown {', '.join(map(repr, unknown))}; choose from {', '.join(ROW_KINDS)}"
         )
     prompts = choose_prompts(examples, categories, per_category, builtin)
     plan = Plan(
@@ -196,7 +203,7 @@ def run_sweep(pair, plan: Plan, report) -> list[dict]:
     done, total, rows = 0, plan.total_runs, []
     with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
         for drafter, temperature, gamma in plan.cells:
-            setup = bench_setup(pair, RunConfig(pair=plan.pair, drafter=drafter))
+            setup = bench_setup(pair, cell_settings(plan.pair, drafter, gamma))
             config = SpecConfig(
                 gamma=gamma, temperature=temperature, seed=plan.seed, max_new_tokens=plan.max_new_tokens
             )
@@ -224,6 +231,13 @@ def run_sweep(pair, plan: Plan, report) -> list[dict]:
             rows.append(row)
             report("cell", row, done, total)
     return rows
+
+
+def cell_settings(pair: str, kind: str, gamma: int) -> RunConfig:
+    """The run configuration of one row kind at one γ (a tree row's γ is its depth)."""
+    if kind == TREE_ROW:
+        return RunConfig(pair=pair, drafter=MODEL, speculation=TREE, tree_depth=gamma)
+    return RunConfig(pair=pair, drafter=kind)
 
 
 def cell_end(plan: Plan, cells_done: int) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import gradio as gr
 
-from ..config import DRAFTER_LABELS, DRAFTERS, MAX_NEW_TOKENS, MODEL
+from ..config import MAX_NEW_TOKENS, MODEL
 from . import sweep, teach_plots
 from .context import AppContext
 from .flow import fail, load_pair, model_job, read_settings, status_html
@@ -46,7 +46,8 @@ def build(ctx: AppContext) -> None:
                     "0", label="temperatures", info="e.g. 0,0.7", elem_id="sw-temperatures"
                 )
             drafters = gr.CheckboxGroup(
-                [(DRAFTER_LABELS[d], d) for d in DRAFTERS], value=[MODEL], label="drafters", elem_id="sw-drafters"
+                [(sweep.ROW_LABELS[d], d) for d in sweep.ROW_KINDS], value=[MODEL], label="drafters",
+                elem_id="sw-drafters"
             )
             examples = gr.CheckboxGroup(
                 list(BUILTIN), value=[next(iter(BUILTIN))], label="example prompts", elem_id="sw-examples"

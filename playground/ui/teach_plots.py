@@ -12,9 +12,9 @@ import html
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..config import DRAFTER_LABELS
 from ..events import ACCEPTED, BONUS, StepEvent
 from ..sampling import expected_speedup
+from .sweep import ROW_LABELS
 from .plots import BASELINE_COLOR, GRID, SPEC_COLOR, THEORY_COLOR, figure, line
 
 Q_COLOR, P_COLOR = "#9b6ad6", SPEC_COLOR
@@ -436,7 +436,7 @@ def sweep_figure(rows: list[dict], key: str, title: str, y_title: str) -> go.Fig
             line(
                 [r["gamma"] for r in group],
                 [r[key] for r in group],
-                f"{DRAFTER_LABELS.get(drafter, drafter)}, T = {temperature:g}",
+                f"{ROW_LABELS.get(drafter, drafter)}, T = {temperature:g}",
                 palette[i % len(palette)],
                 mode="lines+markers",
             )

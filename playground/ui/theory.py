@@ -181,9 +181,10 @@ def points_table(points: list[Point]) -> list[list]:
 POINT_COLUMNS = ["source", "prompt", "γ", "drafter", "temperature", "speedup ×", "α", "c", "v"]
 
 
-def bench_setup(pair, settings: RunConfig):
+def bench_setup(pair, settings: RunConfig, tree: bool = False):
     """The bench's Setup for a loaded pair: the same timed methods the CLI alternates, with the
-    drafter the settings describe (kind, n-gram sizes, draft vocabulary)."""
+    drafter the settings describe (kind, n-gram sizes, draft vocabulary); `tree` also times a
+    token tree from the same draft."""
     from ..bench.measure import Setup
     from ..text import eos_ids
 
@@ -193,7 +194,7 @@ def bench_setup(pair, settings: RunConfig):
         settings,
         eos_ids(pair.tokenizer, pair.target.model, pair.draft.model),
         pair.tokenizer.pad_token_id,
-        tree=settings.drafter == MODEL,  # a draft model also grows a tree: its length beside the chain's
+        tree=tree,
     )
 
 
@@ -207,7 +208,7 @@ def measure(
     from .race import spare_a_core
 
     config = settings.spec_config()
-    setup = bench_setup(pair, settings)
+    setup = bench_setup(pair, settings, tree=settings.drafter == MODEL)  # a tree's length beside the chain's
     total = (3 if setup.tree else 2) * repeats + 1
     with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
         warm_up(setup, ids, config, 1)
