@@ -136,7 +136,11 @@ def summarize(events: list[StepEvent], baseline: list[StepEvent] | None = None, 
     target_step_s = plain.verify_s / plain.calls if plain.calls else target_call_s
     c = draft_forward_s / target_step_s if target_step_s else 0.0
     verify = target_call_s / target_step_s if baseline and target_step_s else None
-    used_v = predicted_verify_cost(v, mean_gamma, verify)
+    # A tree's call verifies all its nodes, not one path: v is read at nodes + 1. (Its drafts are
+    # one root path per call, so α and c count per level: the chain formula over levels.)
+    nodes = sum(len(e.tree.nodes) if e.tree is not None else len(e.drafts) for e in events)
+    verified = nodes / calls if calls else 0.0
+    used_v = predicted_verify_cost(v, verified, verify)
     return RunMetrics(
         new_tokens=new_tokens,
         target_calls=calls,
@@ -161,10 +165,11 @@ def summarize(events: list[StepEvent], baseline: list[StepEvent] | None = None, 
     )
 
 
-def predicted_verify_cost(v, mean_gamma: float, measured: float | None) -> float:
-    """v(gamma + 1) for the prediction: the curve where it reaches, else the run's own, else 1."""
-    if v is not None and mean_gamma + 1 <= len(v):
-        return verify_cost(v, mean_gamma + 1)
+def predicted_verify_cost(v, verified: float, measured: float | None) -> float:
+    """v(drafts verified + 1) for the prediction: the curve where it reaches, else the run's own,
+    else 1."""
+    if v is not None and verified + 1 <= len(v):
+        return verify_cost(v, verified + 1)
     return measured if measured else 1.0
 
 

@@ -188,3 +188,13 @@ def test_acceptance_by_rank_counts_reached_nodes_children(pair):
     hits, trials = acceptance_by_rank(events)
     assert sum(hits) == sum(len(e.tree.path) for e in events if e.tree is not None)
     assert trials[0] >= trials[-1] and all(h <= t for h, t in zip(hits, trials))
+
+
+def test_a_trees_prediction_charges_verifying_all_its_nodes(pair):
+    target, draft, tokenizer = pair
+    events = list(generate(target, encode_prompt(tokenizer, PROMPT), SpecConfig(max_new_tokens=16),
+                           TreeDrafter(draft, budget=8, depth=3, branching=2)))
+    v = [float(k) for k in range(1, 11)]  # v(k) = k: the cost read off the curve is nodes + 1
+    nodes = sum(len(e.tree.nodes) for e in events if e.tree is not None) / len(events)
+    assert nodes > 3  # more nodes than levels: a chain's k = γ + 1 would be too few
+    assert summarize(events, v=v).predicted_v == pytest.approx(nodes + 1)
