@@ -49,6 +49,8 @@ python -m playground.bench.profile --gamma 3 --max-new-tokens 96 --target-quanti
 # Where the time goes - one coding answer split into verify, draft and engine overhead (about 4 min)
 python -m playground.bench.profile --gamma 4 --max-new-tokens 96 --draft-vocab 65536 | tee out/profile-vocab.txt
 python -m playground.bench.profile --gamma 4 --max-new-tokens 96 | tee out/profile.txt
+# The losslessness lab, fast against slow, on the default pair (about 4 min)
+python -m playground.lab_timing --pair default --draws 20000 --slow-draws 400 | tee out/lab-timing.txt
 # Table 5 - the GPU oracle and the app's CUDA paths (one CUDA GPU, no network, no model files;
 # about 12 min on an H200; skipped without a GPU)
 if python -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then

@@ -13,6 +13,17 @@ import os
 import time
 
 
+def options(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m playground.lab_timing", description=__doc__.splitlines()[0])
+    parser.add_argument("--pair", default=None, help="registry pair (default: the registry's)")
+    parser.add_argument("--prompt", default="Name one animal. Answer with a single word.")
+    parser.add_argument("--draws", type=int, default=20_000, help="fast draws")
+    parser.add_argument("--slow-draws", type=int, default=400, help="slow draws (0 skips the slow mode)")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> None:
     from .drafters import ModelDrafter
     from .engine import SpecConfig
@@ -21,14 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     from .registry import load_registry
     from .text import encode_prompt
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pair", default=None, help="registry pair (default: the registry's)")
-    parser.add_argument("--prompt", default="Name one animal. Answer with a single word.")
-    parser.add_argument("--draws", type=int, default=20_000, help="fast draws")
-    parser.add_argument("--slow-draws", type=int, default=400, help="slow draws (0 skips the slow mode)")
-    parser.add_argument("--temperature", type=float, default=1.0)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    args = options(argv)
     print(f"load average before loading: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
 
     pair = PairCache(load_registry()).get(args.pair)

@@ -17,6 +17,7 @@ def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses(tmp_pa
     the CLI it calls (flags and settings checked as a real run checks them, no model loaded)."""
     import shlex
 
+    from playground import lab_timing
     from playground.bench import cli, gpu_oracle, gpu_paths, profile
 
     root = Path(__file__).parents[1]
@@ -41,4 +42,4 @@ def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses(tmp_pa
             cli.make_plan(args)
         else:
             {"playground.bench.profile": profile, "playground.bench.gpu_oracle": gpu_oracle,
-             "playground.bench.gpu_paths": gpu_paths}[module].options(argv)
+             "playground.bench.gpu_paths": gpu_paths, "playground.lab_timing": lab_timing}[module].options(argv)
