@@ -46,6 +46,12 @@ python -m playground.bench --categories coding,summarization,translation,qa,math
     --draft-quantization int4-cpu --draft-vocab 65536 --repeats 1 --warmup 1 --json out/faster-mix.json
 python -m playground.bench.profile --gamma 3 --max-new-tokens 96 --target-quantization int4-cpu \
     --draft-quantization int4-cpu --draft-vocab 65536 | tee out/profile-int4.txt
+# Table 7 - token trees beside chains from the same draft, greedy and T = 0.7 (about 15 min each)
+for t in 0 0.7; do
+  python -m playground.bench --categories coding,summarization,translation,qa,math_reasoning --limit 2 \
+      --temperature $t --gamma 6 --max-new-tokens 96 --repeats 1 --warmup 1 --tree --tree-budget 24 \
+      --tree-depth 6 --tree-branching 2 --tree-width 4 --json out/tree-$t.json
+done
 # Where the time goes - one coding answer split into verify, draft and engine overhead (about 4 min)
 python -m playground.bench.profile --gamma 4 --max-new-tokens 96 --draft-vocab 65536 | tee out/profile-vocab.txt
 python -m playground.bench.profile --gamma 4 --max-new-tokens 96 | tee out/profile.txt

@@ -372,6 +372,18 @@ def test_profile_splits_each_run_into_verify_draft_and_overhead(capsys):
     assert "gamma must be an integer in [1, 64]" in capsys.readouterr().err
 
 
+def test_profile_of_a_tree_counts_draft_forwards_per_depth_and_nodes(capsys):
+    from playground.bench.profile import main
+
+    assert main(["--pair", "tiny", "--max-new-tokens", "12", "--tree", "--tree-budget", "8", "--tree-depth", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "tree, budget=8 depth=3 branching=2 width=0: 12 tokens" in out
+    assert "forwards, one per depth" in out and "nodes)" in out and "c per depth=" in out
+    with pytest.raises(SystemExit):
+        main(["--pair", "tiny", "--tree", "--tree-depth", "0"])  # the record's range, from the flag
+    assert "tree_depth must be an integer in [1, 64]" in capsys.readouterr().err
+
+
 def test_draft_vocab_reaches_the_drafter_and_is_checked_against_the_draft(tmp_path, capsys):
     argv = SMALL_RUN + ["--draft-vocab", "120", "--json", str(tmp_path / "v.json")]
     assert cli.main(argv) == 0

@@ -27,6 +27,10 @@ def options(argv=None) -> argparse.Namespace:
                    help="the draft proposes only among the first N token ids")
     p.add_argument("--target-quantization", choices=QUANTIZATIONS, default=None)
     p.add_argument("--draft-quantization", choices=QUANTIZATIONS, default=None)
+    p.add_argument("--tree", action="store_true", help="also profile a token tree from the same draft")
+    from .cli import add_knob_flags  # the tree's knobs as the benchmark names them (defaults, ranges, help)
+
+    add_knob_flags(p, ("tree_budget", "tree_depth", "tree_branching", "tree_width"))
     return p.parse_args(argv)
 
 
@@ -43,10 +47,17 @@ def breakdown(name: str, events, wall: float) -> str:
 
     verify, draft = sum(e.verify_s for e in events), sum(e.draft_s for e in events)
     overhead, drafted = sum(e.overhead_s for e in events), sum(len(e.drafts) for e in events)
-    per_draft = f", {draft / drafted * 1000:.0f} ms each" if drafted else ""
+    trees = [e.tree for e in events if e.tree is not None]
+    if trees:  # a tree drafts one forward per depth, and verifies every node
+        forwards, nodes = sum(t.draft_forwards for t in trees), sum(len(t.nodes) for t in trees)
+        drafted_text = f"{forwards} forwards, one per depth, {draft / forwards * 1000:.0f} ms each"
+        verified = f", {nodes / len(trees):.1f} nodes"
+    else:
+        drafted_text = f"{drafted} tokens" + (f", {draft / drafted * 1000:.0f} ms each" if drafted else "")
+        verified = ""
     return (f"{name}: {len(output_tokens(events))} tokens in {wall:.2f} s, {len(events)} target calls\n"
-            f"  verify   {verify:7.2f} s {verify / wall:6.1%}  ({verify / len(events) * 1000:.0f} ms a call)\n"
-            f"  draft    {draft:7.2f} s {draft / wall:6.1%}  ({drafted} tokens{per_draft})\n"
+            f"  verify   {verify:7.2f} s {verify / wall:6.1%}  ({verify / len(events) * 1000:.0f} ms a call{verified})\n"
+            f"  draft    {draft:7.2f} s {draft / wall:6.1%}  ({drafted_text})\n"
             f"  overhead {overhead:7.3f} s {overhead / wall:6.1%}  (sampling math, cache rollback, bookkeeping)")
 
 
@@ -54,7 +65,8 @@ def main(argv=None) -> int:
     args = options(argv)
     from ..drafters import ModelDrafter
     from ..engine import SpecConfig
-    from ..events import summarize
+    from ..tree_drafter import TreeDrafter
+    from ..events import steady_events, summarize
     from ..loading import PairCache
     from ..registry import load_registry
     from ..text import encode_prompt, eos_ids
@@ -71,10 +83,12 @@ def main(argv=None) -> int:
     eos = eos_ids(pair.tokenizer, target, draft)
     try:
         drafters = [ModelDrafter(draft, draft_vocab=args.draft_vocab) for _ in range(2)]
+        trees = [TreeDrafter(draft, args.tree_budget, args.tree_depth, args.tree_branching,
+                             draft_vocab=args.draft_vocab, width=args.tree_width) for _ in range(2)] if args.tree else []
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    for drafter in (None, drafters[0]):  # warm-up: first calls allocate and pick kernels
+    for drafter in (None, drafters[0], *trees[:1]):  # warm-up: first calls allocate and pick kernels
         timed_run(target, ids, config, drafter, eos)
     base, base_s = timed_run(target, ids, config, None, eos)
     spec, spec_s = timed_run(target, ids, config, drafters[1], eos)
@@ -83,6 +97,15 @@ def main(argv=None) -> int:
     print(breakdown(f"speculative, gamma={args.gamma}", spec, spec_s))
     print(f"alpha={m.alpha:.2f}  tokens/call={m.mean_tokens_per_call:.2f}  c={m.c:.3f}  "
           f"predicted speedup={m.predicted_speedup:.2f}x  measured={base_s / spec_s:.2f}x")
+    if trees:
+        tree, tree_s = timed_run(target, ids, config, trees[1], eos)
+        t, steady = summarize(tree, baseline=base), [e for e in steady_events(tree) if e.tree is not None]
+        per_depth = sum(e.draft_s for e in steady) / max(1, sum(e.tree.draft_forwards for e in steady))
+        print(breakdown(f"tree, budget={args.tree_budget} depth={args.tree_depth} "
+                        f"branching={args.tree_branching} width={args.tree_width}", tree, tree_s))
+        print(f"tokens/call={t.mean_tokens_per_call:.2f}  c per depth={per_depth / t.target_step_s:.3f}  "
+              f"v(nodes)={t.verify_cost:.2f}  measured={base_s / tree_s:.2f}x over autoregressive, "
+              f"{spec_s / tree_s:.2f}x over the chain")
     return 0
 
 
