@@ -15,7 +15,8 @@ from ..config import DRAFTER_LABELS, MODEL, PROMPT_LOOKUP, RunConfig
 from ..events import summarize
 from . import controls, plots, render, summary
 from .context import AppContext
-from .flow import check_prompt, fail, in_order, load_pair, model_job, read_settings, status_html
+from .flow import (check_prompt, fail, in_order, load_pair, model_job, read_settings, status_html,
+                   status_only)
 from .measured import point_from_race, session_of
 from .race import BASELINE, SPECULATIVE, TIMING_NOTE, RaceFrame, race_frames
 
@@ -134,8 +135,10 @@ def race_handler(ctx: AppContext):
         flag = ctx.stops.begin(session)  # Stop raises it; the race checks it after each step
         try:
             for frame in race_frames(pair, prompt, system, settings, every=ctx.frame_every, stopped=flag.is_set):
-                if flag.is_set():
-                    return  # stopped: a cut-short race is neither shown as finished nor measured
+                if flag.is_set():  # stopped: a cut-short race is neither shown as finished nor measured,
+                    # and its last output says so (Gradio re-sends a finished job's last output)
+                    yield status_only(N_OUTPUTS, STATUS, status_html("Stopped."))
+                    return
                 if (point := point_from_race(frame, prompt[:40])) is not None:
                     ctx.measurements.add(session, point)
                 yield view(frame, pair.random_weights)
