@@ -21,6 +21,9 @@ ARGS = [
     "--no-first-run",
 ]
 PAIR = os.environ.get("UI_BROWSER_PAIR", "tiny")
+# The page is still: no progress bar, no finite animation running (plots animate their redraws).
+SETTLED = """() => !document.querySelector('.progress-text, .eta-bar') && document.getAnimations().every(
+    a => a.playState !== 'running' || a.effect.getComputedTiming().iterations === Infinity)"""
 
 needs_chromium = [
     pytest.mark.browser,

@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from browser import PAIR, needs_chromium
+from browser import PAIR, SETTLED, needs_chromium
 from playwright.sync_api import expect
 
 from playground.ui.lesson import SAME, STEPS
@@ -22,7 +22,7 @@ pytestmark = needs_chromium
 
 
 def shoot(page, tmp_path, name: str) -> None:
-    page.wait_for_timeout(800)  # let the last redraw settle (plots animate)
+    page.wait_for_function(SETTLED, timeout=60_000)  # a condition, not a fixed pause
     shot = tmp_path / name
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from browser import PAIR, needs_chromium
+from browser import PAIR, SETTLED, needs_chromium
 from playwright.sync_api import expect
 
 REAL = PAIR != "tiny"
@@ -29,9 +29,6 @@ def open_tab(page, title: str) -> None:
 
 # The page has settled: no Gradio progress shown, and no finite animation (plots, the status box
 # fading in) still running. Endless ones (spinners) do not count.
-SETTLED = """() => !document.querySelector('.progress-text, .eta-bar') && document.getAnimations().every(
-    a => a.playState !== 'running' || a.effect.getComputedTiming().iterations === Infinity)"""
-
 
 def shoot(page, tmp_path, name: str) -> None:
     page.wait_for_function(SETTLED, timeout=60_000)  # a condition, not a fixed pause
