@@ -360,6 +360,8 @@ def test_measure_now_adds_a_point_for_this_session_and_the_curve_uses_it():
     # the draft model also grew a tree: its measured length beside the chain's, and both curves
     tree_names = [t.name for t in tree_figure.data]
     assert tree_names[0].startswith("chain of n nodes") and tree_names[1].startswith("best tree of n nodes")
+    best, capped = (list(t.y) for t in tree_figure.data[1:3])
+    assert all(d <= b + 1e-9 for d, b in zip(capped, best)) and "levels deep" in tree_names[2]
     (point,) = ctx.measurements.get("me")
     assert point.tree_calls > 0 and point.rank_trials[0] > 0 and point.tree_shape[0] == RunConfig().tree_budget
     measured_tree = next(t for t in tree_figure.data if t.name == "trees measured here")

@@ -321,9 +321,10 @@ def tree_length_figure(points, pooled) -> go.Figure:
     traces = [
         line(nodes, [expected_tree_tokens((a,), n, n, 1) for n in nodes], f"chain of n nodes: α = {a:.2f}",
              THEORY_COLOR),
+        line(nodes, [expected_tree_tokens(ranks, n, n, branching) for n in nodes],
+             f"best tree of n nodes ({branching} children), acceptance by rank {ranks_text}", KEEP_COLOR),
         line(nodes, [expected_tree_tokens(ranks, n, depth, branching) for n in nodes],
-             f"best tree of n nodes (depth ≤ {depth}, {branching} children): by rank {ranks_text}",
-             KEEP_COLOR, dash="dash"),
+             f"the same, at most {depth} levels deep (the tree measured)", KEEP_COLOR, dash="dash"),
         dict(type="scatter", mode="markers", name="chains measured here", x=[p.gamma for p in points],
              y=[p.tokens_per_call for p in points], marker=dict(color=SPEC_COLOR, size=10),
              hovertemplate="chain, γ = %{x}: %{y:.2f} tokens per call<extra></extra>"),
