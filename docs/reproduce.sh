@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every number in docs/benchmarks.md, in the order of its tables: about 2.5 hours on a 2-core CPU.
+# Every number in docs/benchmarks.md, in the order of its tables: about 3.5 hours on a 2-core CPU.
 # Run from a checkout with the requirements installed, on an idle machine (each report records the
 # share of CPU other processes took while it measured). The block under "Reproduce" in
 # docs/benchmarks.md is this file from `mkdir` on; tests/test_readme.py keeps the two the same.
