@@ -248,11 +248,14 @@ def exact_joint(target, prompt, vocab):
     return (first[:, None] * second).flatten().numpy()
 
 
-def joint_counts(target, draft, prompt, vocab, draws, draft_vocab=None):
+def joint_counts(target, draft, prompt, vocab, draws, draft_vocab=None, make_drafter=None):
+    """Counts of the first two tokens over `draws` seeds at temperature 1; each draw gets a fresh
+    drafter from make_drafter() (default: a chain ModelDrafter over `draft`)."""
+    make_drafter = make_drafter or (lambda: ModelDrafter(draft, draft_vocab=draft_vocab))
     counts = np.zeros(vocab * vocab)
     for seed in range(draws):
         config = SpecConfig(gamma=2, temperature=1.0, seed=seed, max_new_tokens=3)
-        out = output_tokens(generate(target, prompt, config, ModelDrafter(draft, draft_vocab=draft_vocab)))
+        out = output_tokens(generate(target, prompt, config, make_drafter()))
         counts[out[0] * vocab + out[1]] += 1
     return counts
 

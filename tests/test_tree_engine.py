@@ -3,7 +3,6 @@ transformers' generate() for several tree shapes, the target cache after a tree 
 full recompute of the accepted context, one target forward per step, the events, and a two-token
 joint losslessness test at temperature 1 (failing on the naive rule)."""
 
-import numpy as np
 import pytest
 import torch
 
@@ -17,6 +16,7 @@ from playground.tree import Tree
 from playground.tree_drafter import TreeDrafter
 
 from test_engine import PROMPT, exact_joint, hf_greedy
+from test_engine import joint_counts as engine_joint_counts
 from test_tree import naive_try_children
 
 SHAPES = [dict(budget=1, depth=1, branching=1), dict(budget=4, depth=4, branching=1),
@@ -145,12 +145,9 @@ JOINT_DRAWS = 1500  # each draw is a whole 3-token run (about 5 forwards); the r
 
 
 def joint_counts(target, draft, prompt, vocab, draws):
-    counts = np.zeros(vocab * vocab)
-    for seed in range(draws):
-        config = SpecConfig(temperature=1.0, seed=seed, max_new_tokens=3)
-        out = output_tokens(generate(target, prompt, config, TreeDrafter(draft, budget=6, depth=2, branching=2)))
-        counts[out[0] * vocab + out[1]] += 1
-    return counts
+    """test_engine's joint counts, drafted by a tree (γ plays no part in a tree step)."""
+    return engine_joint_counts(target, draft, prompt, vocab, draws,
+                               make_drafter=lambda: TreeDrafter(draft, budget=6, depth=2, branching=2))
 
 
 def test_two_token_joint_follows_target(small_vocab_pair):

@@ -7,11 +7,7 @@ Runs on the tiny random pair by default. To save the README screenshots:
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
-
-from browser import PAIR, SETTLED, needs_chromium
+from browser import PAIR, needs_chromium, shoot
 from playwright.sync_api import expect
 
 from playground.ui.lesson import SAME, STEPS
@@ -19,15 +15,6 @@ from playground.ui.lesson import SAME, STEPS
 STEP_MS = 120_000 if PAIR == "tiny" else 1_800_000
 
 pytestmark = needs_chromium
-
-
-def shoot(page, tmp_path, name: str) -> None:
-    page.wait_for_function(SETTLED, timeout=60_000)  # a condition, not a fixed pause
-    shot = tmp_path / name
-    page.screenshot(path=str(shot), full_page=True)
-    assert shot.stat().st_size > 10_000
-    if os.environ.get("UI_SCREENSHOT_DIR"):
-        shutil.copy(shot, Path(os.environ["UI_SCREENSHOT_DIR"]) / name)
 
 
 def test_explorer_preset_numbers_and_sampling(page, tmp_path):

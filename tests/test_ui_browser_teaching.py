@@ -8,12 +8,8 @@ Runs on the tiny random pair by default. For the README screenshots of the real 
 
 from __future__ import annotations
 
-import os
-import shutil
-from pathlib import Path
-
 import pytest
-from browser import PAIR, SETTLED, needs_chromium
+from browser import PAIR, needs_chromium, shoot
 from playwright.sync_api import expect
 
 REAL = PAIR != "tiny"
@@ -25,18 +21,6 @@ pytestmark = needs_chromium
 
 def open_tab(page, title: str) -> None:
     page.get_by_role("tab", name=title).click()
-
-
-# The page has settled: no Gradio progress shown, and no finite animation (plots, the status box
-# fading in) still running. Endless ones (spinners) do not count.
-
-def shoot(page, tmp_path, name: str) -> None:
-    page.wait_for_function(SETTLED, timeout=60_000)  # a condition, not a fixed pause
-    shot = tmp_path / name
-    page.screenshot(path=str(shot), full_page=True)
-    assert shot.stat().st_size > 10_000
-    if os.environ.get("UI_SCREENSHOT_DIR"):
-        shutil.copy(shot, Path(os.environ["UI_SCREENSHOT_DIR"]) / name)
 
 
 def step_until(page, text: str, clicks: int = 40) -> int:
