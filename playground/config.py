@@ -15,8 +15,12 @@ MAX_GAMMA = 64  # past this a draft is nearly never fully accepted and verificat
 MAX_NEW_TOKENS = 4096  # past this a CPU run takes hours; the target's context may allow less
 
 # What models.yaml and the loaders accept: nf4 and int8 are bitsandbytes' (CPU and CUDA); int8-cpu and
-# int4-cpu are weight-only on PyTorch's CPU kernels, output layer included (cpu_quant.py)
-MODEL_QUANTIZATIONS = ("none", "nf4", "int8", "int8-cpu", "int4-cpu")
+# int4-cpu are weight-only on PyTorch's CPU kernels, output layer included (cpu_quant.py); auto is
+# whichever measured fastest on the device the model lands on (AUTO_QUANTIZATION)
+MODEL_QUANTIZATIONS = ("auto", "none", "nf4", "int8", "int8-cpu", "int4-cpu")
+# docs/benchmarks.md: on a CPU the int4-cpu target, plain and with speculation, beats bf16 and nf4
+# (Table 6); on a GPU a 1.5B model's step is launch-bound and bf16 beats nf4 (section "GPU")
+AUTO_QUANTIZATION = {"cpu": "int4-cpu", "cuda": "none"}
 
 MODEL, PROMPT_LOOKUP = "model", "prompt_lookup"  # the drafters, as the API, the CLI and reports name them
 DRAFTERS = (MODEL, PROMPT_LOOKUP)
@@ -91,7 +95,7 @@ class RunConfig:
     draft_vocab: int = knob(0, "Draft vocabulary: first N token ids (0 is all)", "the draft model proposes "
                             "only among the first N token ids: a cheaper output layer, still lossless, but "
                             "the target's tokens past N are never drafted", "drafter", low=0, high=10**7,
-                            sweep=True)
+                            sweep=True, pair_default=True)
     target_quantization: str = knob("default", "Target quantization", "default: as in models.yaml",
                                     "models", choices=QUANTIZATIONS)
     draft_quantization: str = knob("default", "Draft quantization", "default: as in models.yaml", "models",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from .checkpoints import SourceError, cache_dir, hub_checkpoint, local_checkpoint, pack_checkpoint  # noqa: F401
+from .config import AUTO_QUANTIZATION
 from .registry import DEVICES, DTYPES, QUANTIZATIONS, ModelSpec, PairSpec, Registry, Source
 
 BITSANDBYTES = ("nf4", "int8")  # quantized while loading a checkpoint; the others after (cpu_quant.py)
@@ -37,7 +38,7 @@ class LoadedModel:
     spec: ModelSpec
     device: str  # "cpu" or "cuda" (resolved from auto)
     dtype: str  # float32 | bfloat16 | float16 (resolved from auto; the compute dtype when quantized)
-    quantization: str  # none | nf4 | int8 | int8-cpu | int4-cpu
+    quantization: str  # none | nf4 | int8 | int8-cpu | int4-cpu (resolved from auto)
     footprint_bytes: int  # model.get_memory_footprint(): parameters and buffers
     source: Source | None = None  # the source the weights came from (the first that worked)
 
@@ -70,6 +71,7 @@ def load_model(spec: ModelSpec, *, quantization: str | None = None, dtype: str |
                                  QUANTIZATIONS, spec.name)
     device = resolve_device(check_setting("device", device or spec.device, DEVICES, spec.name), spec.name)
     dtype = resolve_dtype(check_setting("dtype", dtype or spec.dtype, DTYPES, spec.name), device)
+    quantization = AUTO_QUANTIZATION[device] if quantization == "auto" else quantization
     if quantization in BITSANDBYTES:
         bitsandbytes_config(quantization, dtype, spec.name)  # fail now if bitsandbytes is missing
     elif quantization != "none" and device != "cpu":

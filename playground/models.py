@@ -60,8 +60,8 @@ def list_pairs(registry: Registry, args) -> int:
         labels = (("default", name == registry.default_pair), ("needs hub", pair.needs_hub),
                   ("random weights", pair.random_weights))
         flags = ", ".join(label for label, on in labels if on)
-        print(f"  {name:<14} {pair.target} <- {pair.draft}  (gamma {pair.gamma}, "
-              f"temperature {pair.temperature}){f'  [{flags}]' if flags else ''}")
+        knobs = ", ".join(f"{knob} {value}" for knob, value in pair.suggested().items())
+        print(f"  {name:<14} {pair.target} <- {pair.draft}  ({knobs}){f'  [{flags}]' if flags else ''}")
         print(f"  {'':<14} {pair.description}")
     print("models:")
     for name, model in registry.models.items():
@@ -106,16 +106,15 @@ def fetch_pair(registry: Registry, args) -> int:
 
 
 def generate_text(registry: Registry, args) -> int:
-    from .drafters import ModelDrafter
-    from .engine import SpecConfig, generate
+    from .config import RunConfig
+    from .engine import generate
     from .events import output_tokens, summarize
     from .text import encode_prompt, eos_ids
 
     pair = load_chosen(registry, args)
     ids = encode_prompt(pair.tokenizer, args.prompt)
-    config = SpecConfig(gamma=pair.spec.gamma, temperature=pair.spec.temperature,
-                        max_new_tokens=args.max_new_tokens)
-    events = list(generate(pair.target.model, ids, config, ModelDrafter(pair.draft.model),
+    run = RunConfig(pair=pair.spec.name, max_new_tokens=args.max_new_tokens, **pair.spec.suggested())
+    events = list(generate(pair.target.model, ids, run.spec_config(), run.make_drafter(pair.draft.model),
                            eos_token_ids=eos_ids(pair.tokenizer, pair.target.model)))
     print(pair.tokenizer.decode(output_tokens(events), skip_special_tokens=True))
     m = summarize(events)

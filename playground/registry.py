@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from .config import MAX_GAMMA, MODEL_QUANTIZATIONS as QUANTIZATIONS
+from .config import KNOBS, MODEL_QUANTIZATIONS as QUANTIZATIONS, check_value
 
 SOURCE_KINDS = ("hub", "local", "pack", "tiny")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -69,10 +69,19 @@ class PairSpec:
     target: str  # model name
     draft: str  # model name
     description: str  # one line, shown in the UI
-    gamma: int = 4  # suggested lookahead
-    temperature: float = 0.0  # suggested temperature (0 is greedy)
+    gamma: int = KNOBS["gamma"].default  # suggested knobs (those marked pair_default in config.py)
+    temperature: float = KNOBS["temperature"].default
+    draft_vocab: int = KNOBS["draft_vocab"].default
     needs_hub: bool = False  # derived: either model can only come from the hub
     random_weights: bool = False  # derived: either model has random weights (tiny)
+
+    def suggested(self) -> dict:
+        """The knobs this pair suggests values for: where the app, the CLI and the export start."""
+        return {name: getattr(self, name) for name in PAIR_KNOBS}
+
+
+PAIR_KNOBS = tuple(k.name for k in KNOBS.values() if k.pair_default)
+assert set(PAIR_KNOBS) <= set(PairSpec.__dataclass_fields__), "each pair_default knob is a PairSpec field"
 
 
 @dataclass(frozen=True)
@@ -182,7 +191,7 @@ def check_pack_name(check: Checker, where: str, name: str) -> None:
 def parse_pair(check: Checker, name, entry, models: dict[str, ModelSpec]) -> PairSpec:
     where = f"pairs.{name}"
     check.mapping(where, entry, required=("target", "draft", "description"),
-                  optional=("gamma", "temperature", "needs_hub", "random_weights"))
+                  optional=(*PAIR_KNOBS, "needs_hub", "random_weights"))
     target, draft = (check.string(f"{where}.{role}", entry[role]) for role in ("target", "draft"))
     for role, model in (("target", target), ("draft", draft)):
         if model not in models:
@@ -196,8 +205,7 @@ def parse_pair(check: Checker, name, entry, models: dict[str, ModelSpec]) -> Pai
         target=target,
         draft=draft,
         description=description.strip(),
-        gamma=check.integer(f"{where}.gamma", entry.get("gamma", 4), 1, MAX_GAMMA),
-        temperature=check.number(f"{where}.temperature", entry.get("temperature", 0.0), 0.0, 100.0),
+        **{n: check.knob(f"{where}.{n}", KNOBS[n], entry[n]) for n in PAIR_KNOBS if n in entry},
         needs_hub=models[target].needs_hub or models[draft].needs_hub,
         random_weights=models[target].random_weights or models[draft].random_weights,
     )
@@ -253,6 +261,15 @@ class Checker:
     def integer(self, where, value, low, high) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             self.fail(where, f"an integer from {low} to {high}", value)
+        return value
+
+    def knob(self, where, k, value):
+        """A suggested knob value, held to the run configuration's own range for that knob."""
+        try:
+            check_value(k, value)
+        except ValueError:
+            kind = "an integer" if k.kind is int else "a number"
+            self.fail(where, f"{kind} in [{k.low}, {k.high}]" if not k.choices else f"one of {k.choices}", value)
         return value
 
     def number(self, where, value, low, high) -> float:

@@ -205,3 +205,15 @@ def best_gamma(alpha: float, c: float, max_gamma: int = 16, v=None) -> int:
     if v is not None:
         max_gamma = min(max_gamma, len(v) - 1)
     return max(range(max_gamma + 1), key=lambda g: expected_speedup(alpha, g, c, v))
+
+
+def gamma_ceiling(c: float, v, max_gamma: int = 16) -> int:
+    """The adaptive schedule's upper bound: the longest draft that pays even when every token is
+    accepted, argmax over gamma of (gamma + 1) / (gamma c + v(gamma + 1)). The schedule grows gamma
+    after full acceptances, that is on a streak where alpha is near 1; past this bound even a streak
+    costs more in drafting and verification than its extra tokens bring. Only lookaheads whose
+    verification was measured are considered."""
+    max_gamma = min(max_gamma, len(v) - 1)
+    if max_gamma < 1:
+        raise ValueError(f"v: the verification cost curve needs v(1) and v(2) at least, got {len(v)} values")
+    return max(range(1, max_gamma + 1), key=lambda g: (g + 1) / (g * c + verify_cost(v, g + 1)))

@@ -11,7 +11,7 @@ from playground.bench import cli
 
 @pytest.mark.parametrize("args, message", [
     (["--target-quantizations", "none,int3"],
-     "argument --target-quantizations: expected each of none, nf4, int8, int8-cpu, int4-cpu, got 'int3'"),
+     "argument --target-quantizations: expected each of auto, none, nf4, int8, int8-cpu, int4-cpu, got 'int3'"),
     (["--target-quantizations", "none", "--target-quantization", "nf4"],
      "give either --target-quantization or --target-quantizations"),
     (["--target-quantizations", "none", "--csv", "OUT/r.csv"], "argument --csv: not with --target-quantizations"),

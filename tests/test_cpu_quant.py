@@ -3,6 +3,8 @@ speculative greedy output equals the same quantized target's own plain greedy ou
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -81,7 +83,7 @@ def test_a_wrong_int4_zero_point_is_caught_by_that_bound(monkeypatch):
 
 
 def test_bad_quantization_names_give_the_allowed_values():
-    with pytest.raises(ValueError, match=r"expected one of none, nf4, int8, int8-cpu, int4-cpu, got 'int4'"):
+    with pytest.raises(ValueError, match=r"expected one of auto, none, nf4, int8, int8-cpu, int4-cpu, got 'int4'"):
         load_model(TINY_TARGET, quantization="int4")
     with pytest.raises(ValueError, match=r"quantization: expected one of int8-cpu, int4-cpu, got 'nf4'"):
         quantize_for_cpu(load_model(TINY_TARGET).model, "nf4")
@@ -92,6 +94,18 @@ def test_cpu_quantization_on_cuda_says_to_use_bitsandbytes(monkeypatch):
     with pytest.raises(ValueError, match=r"'int4-cpu' for model 'tiny-target' runs on PyTorch's CPU kernels; "
                                          r"on cuda use nf4 or int8 \(bitsandbytes\) or none"):
         load_model(TINY_TARGET, quantization="int4-cpu", device="cuda")
+
+
+def test_auto_is_int4_on_a_cpu_and_none_on_cuda(monkeypatch):
+    """auto picks what measured fastest on the device the model lands on (docs/benchmarks.md)."""
+    loaded = load_model(TINY_TARGET, quantization="auto", device="cpu")
+    assert loaded.quantization == "int4-cpu" and isinstance(loaded.model.lm_head, Int8Linear)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    built = []
+    model = SimpleNamespace(get_memory_footprint=lambda: 0)  # nothing is built: only the choice is checked
+    monkeypatch.setattr("playground.loading.load_from", lambda *args: built.append(args) or (model, None))
+    assert load_model(TINY_TARGET, quantization="auto", device="cuda").quantization == "none"
+    assert built[0][4] == "none"  # load_from(source, spec, device, dtype, quantization, report)
 
 
 @pytest.mark.parametrize("make", [Int8Linear, lambda linear: Int4Linear(linear, 32)])

@@ -94,7 +94,7 @@ def test_bitsandbytes_quantization_on_cpu(quantization, layer):
 
 
 def test_unknown_quantization_names_the_field_and_choices(registry):
-    with pytest.raises(ValueError, match=r"quantization for model 'tiny-target': expected one of none, nf4, "
+    with pytest.raises(ValueError, match=r"quantization for model 'tiny-target': expected one of auto, none, nf4, "
                                          r"int8, int8-cpu, int4-cpu, got 'fp8'"):
         load_model(TINY_TARGET, quantization="fp8")
     with pytest.raises(ValueError, match="quantization for model 'tiny-draft'"):

@@ -32,6 +32,7 @@ pairs:
     description: a pair
     gamma: 6
     temperature: 0.7
+    draft_vocab: 1000
   tiny:
     target: t
     draft: d
@@ -78,7 +79,9 @@ def test_parses_fields_sources_and_derived_flags(tmp_path):
     assert (little.dtype, little.quantization) == ("auto", "none")
     small = registry.pair("small")
     assert (small.gamma, small.temperature, small.needs_hub, small.random_weights) == (6, 0.7, False, False)
-    assert registry.pair("tiny").random_weights and registry.pair("tiny").gamma == 4
+    assert small.suggested() == {"gamma": 6, "temperature": 0.7, "draft_vocab": 1000}
+    assert registry.pair("tiny").random_weights
+    assert registry.pair("tiny").suggested() == {"gamma": 4, "temperature": 0.0, "draft_vocab": 0}
 
 
 def test_needs_hub_only_when_every_source_is_the_hub():
@@ -107,12 +110,14 @@ def test_unknown_pair_names_the_file_and_lists_known_pairs(tmp_path):
     (edited("    draft: little\n", ""), "pairs.small.draft", "required"),
     (edited("    description: a pair\n", ""), "pairs.small.description", "required"),
     (edited("    draft: little", "    draft: lttle"), "pairs.small.draft", "the name of a model"),
-    (edited("    gamma: 6", "    gamma: six"), "pairs.small.gamma", "an integer from 1 to 64"),
-    (edited("    gamma: 6", "    gamma: 0"), "pairs.small.gamma", "an integer from 1 to 64"),
+    (edited("    gamma: 6", "    gamma: six"), "pairs.small.gamma", "an integer in [1, 64]"),
+    (edited("    gamma: 6", "    gamma: 0"), "pairs.small.gamma", "an integer in [1, 64]"),
     (edited("    gamma: 6", "    gamma: true"), "pairs.small.gamma", "an integer"),
     (edited("    temperature: 0.7", "    temperature: hot"), "pairs.small.temperature", "a number"),
     (edited("    temperature: 0.7", "    temperature: -1"), "pairs.small.temperature", "a number"),
+    (edited("    temperature: 0.7", "    temperature: 3"), "pairs.small.temperature", "in [0.0, 2.0]"),
     (edited("    temperature: 0.7", "    temprature: 0.7"), "pairs.small.temprature", "no such field"),
+    (edited("    draft_vocab: 1000", "    draft_vocab: -1"), "pairs.small.draft_vocab", "an integer in [0, "),
     (edited("    description: a pair", "    description: [a, pair]"), "pairs.small.description",
      "a non-empty string"),
     (edited("    description: a pair", "    description: |\n      two\n      lines"),
@@ -122,7 +127,7 @@ def test_unknown_pair_names_the_file_and_lists_known_pairs(tmp_path):
     (edited("    description: random", "    description: random\n    random_weights: no"),
      "pairs.tiny.random_weights", "True"),
     (edited("    quantization: nf4", "    quantization: fp4"), "models.big.quantization",
-     "one of none, nf4, int8"),
+     "one of auto, none, nf4, int8"),
     (edited("    dtype: bfloat16", "    dtype: bf16"), "models.big.dtype", "one of auto, float32"),
     (edited("    dtype: bfloat16", "    device: tpu"), "models.big.device", "one of auto, cpu, cuda"),
     (edited("    dtype: bfloat16", "    trust_remote_code: yes please"), "models.big.trust_remote_code",

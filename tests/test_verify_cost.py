@@ -12,7 +12,7 @@ import pytest
 
 from playground.bench.verify_cost import VerifyCurves, curve_from_costs, measure_curve
 from playground.events import summarize
-from playground.sampling import best_gamma, expected_speedup, expected_tokens_per_call, verify_cost
+from playground.sampling import best_gamma, expected_speedup, expected_tokens_per_call, gamma_ceiling, verify_cost
 
 
 def block_cost(block: int, step: float = 1.0):
@@ -83,6 +83,22 @@ def test_a_wrong_formula_would_not_move_the_pick():
     assert wrong_best(0.8, 0.05) != best_gamma(0.8, 0.05, 8, v=v)
 
 
+def test_the_adaptive_ceiling_sits_before_the_jump_and_a_flat_curve_has_none():
+    """The adaptive schedule's upper bound from the curve: the longest gamma a fully accepted
+    draft still pays for. Blocks of 4 rows put it at gamma = 3, blocks of 6 at 5; a flat curve
+    leaves it at the longest gamma measured; a costlier draft lowers nothing on a flat curve but
+    a jump is never crossed. Charging v(gamma) instead of v(gamma + 1) would put it one past."""
+    for block, ceiling in ((4, 3), (6, 5)):
+        v = curve_from_costs([math.ceil(k / block) for k in range(1, 10)]).v
+        assert gamma_ceiling(0.05, v) == ceiling
+        wrong = max(range(1, 9), key=lambda g: (g + 1) / (g * 0.05 + v[g - 1]))
+        assert wrong == ceiling + 1
+    assert gamma_ceiling(0.3, [1.0] * 9) == 8
+    assert gamma_ceiling(0.3, [1.0] * 9, max_gamma=5) == 5
+    with pytest.raises(ValueError, match="v\\(1\\) and v\\(2\\)"):
+        gamma_ceiling(0.3, [1.0])
+
+
 def test_curves_are_measured_once_per_model_and_quantization(tiny_target):
     loaded = type("Loaded", (), {"name": "t", "quantization": "none", "dtype": "float32", "device": "cpu",
                                  "model": tiny_target})()
@@ -126,6 +142,7 @@ def test_the_theory_tab_recommends_from_the_curve_and_draws_it():
     assert theory.recommended(pooled) == 8 and theory.recommended(pooled, curve) == 3
     page = html.unescape(theory.explain_html([], pooled, "tiny", curve))
     assert "Recommended γ = 3" in page and "It jumps at k = 5" in page and "would pick γ = 8" in page
+    assert "set <b>γ max = 3</b>" in page  # the adaptive schedule's bound, from the same curve
     fig = teach_plots.theory_figure([], pooled, 3, curve)
     bars = [t for t in fig.data if t.type == "bar"]
     assert len(bars) == 1 and bars[0].yaxis == "y2" and list(bars[0].y) == pytest.approx(list(curve.v))

@@ -54,7 +54,7 @@ def comma_list(text: str) -> list[str]:
 
 def add_knob_flags(parser, names) -> None:
     """One flag per knob of the run configuration, with its default, range and help from there.
-    A knob the pair suggests (γ, temperature) defaults to the pair's value."""
+    A knob the pair suggests (γ, temperature, draft vocabulary) defaults to the pair's value."""
     for name in names:
         k = KNOBS[name]
         default = None if k.pair_default else k.default
@@ -161,9 +161,10 @@ def make_plan(args) -> Plan:
         raise SettingError("--pair", str(error)) from None
     check_target_quantizations(args)
     grid = parse_sweep(args.sweep)
-    suggested = {"gamma": spec.gamma, "temperature": spec.temperature}
-    base = {k.name: suggested[k.name] if getattr(args, k.name) is None else getattr(args, k.name)
-            for k in group("decoding")}
+    for name, value in spec.suggested().items():  # a flag not given takes the pair's suggestion
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    base = {k.name: getattr(args, k.name) for k in group("decoding")}
     configs = expand(base, grid)
     run = make_run(args, spec.name, base)
     if args.png and len({c.gamma for c in configs}) < 2:

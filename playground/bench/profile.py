@@ -21,16 +21,13 @@ def options(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m playground.bench.profile", description=__doc__.split("\n")[0])
     p.add_argument("--pair", default=None, help="a pair from models.yaml (default: the default pair)")
     p.add_argument("--prompt", default=PROMPT)
-    p.add_argument("--gamma", type=int, default=4)
     p.add_argument("--max-new-tokens", type=int, default=96)
-    p.add_argument("--draft-vocab", type=int, default=None, metavar="N",
-                   help="the draft proposes only among the first N token ids")
     p.add_argument("--target-quantization", choices=QUANTIZATIONS, default=None)
     p.add_argument("--draft-quantization", choices=QUANTIZATIONS, default=None)
     p.add_argument("--tree", action="store_true", help="also profile a token tree from the same draft")
-    from .cli import add_knob_flags  # the tree's knobs as the benchmark names them (defaults, ranges, help)
+    from .cli import add_knob_flags  # knobs as the benchmark names them (defaults, ranges, help)
 
-    add_knob_flags(p, ("tree_budget", "tree_depth", "tree_branching", "tree_width"))
+    add_knob_flags(p, ("gamma", "draft_vocab", "tree_budget", "tree_depth", "tree_branching", "tree_width"))
     return p.parse_args(argv)
 
 
@@ -71,12 +68,16 @@ def main(argv=None) -> int:
     from ..registry import load_registry
     from ..text import encode_prompt, eos_ids
 
+    registry = load_registry()
     try:
+        suggested = registry.pair(args.pair).suggested()
+        args.gamma = suggested["gamma"] if args.gamma is None else args.gamma
+        args.draft_vocab = (suggested["draft_vocab"] if args.draft_vocab is None else args.draft_vocab) or None
         config = SpecConfig(gamma=args.gamma, temperature=0.0, max_new_tokens=args.max_new_tokens)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    pair = PairCache(load_registry()).get(args.pair, target_quantization=args.target_quantization,
+    pair = PairCache(registry).get(args.pair, target_quantization=args.target_quantization,
                                           draft_quantization=args.draft_quantization)
     target, draft = pair.target.model, pair.draft.model
     ids = encode_prompt(pair.tokenizer, args.prompt)

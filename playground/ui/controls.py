@@ -11,6 +11,7 @@ from __future__ import annotations
 import gradio as gr
 
 from ..config import DRAFTER_LABELS, KNOBS, RunConfig
+from ..registry import PAIR_KNOBS
 from .context import AppContext
 
 
@@ -60,7 +61,7 @@ def settings_controls(ctx: AppContext) -> tuple[dict[str, gr.components.Componen
         with gr.Row():
             c["ngram_min"] = control("ngram_min")
             c["ngram_max"] = control("ngram_max")
-        c["draft_vocab"] = control("draft_vocab")
+        c["draft_vocab"] = control("draft_vocab", spec.draft_vocab)
         with gr.Row():
             c["target_quantization"] = control("target_quantization")
             c["draft_quantization"] = control("draft_quantization")
@@ -105,17 +106,17 @@ def slider(field: str, low, high, value, step=1, **kwargs) -> gr.Slider:
 
 
 def pair_defaults(ctx: AppContext, name: str):
-    """When the pair changes: its description, and its suggested γ and temperature."""
+    """When the pair changes: its description, and the knobs it suggests (γ, temperature, ...)."""
     spec = ctx.registry.pair(name)
-    return gr.update(info=spec.description), spec.gamma, spec.temperature
+    return gr.update(info=spec.description), *spec.suggested().values()
 
 
 def follow_pair(ctx: AppContext, knobs: dict) -> None:
     """Wire the pair dropdown of settings_controls() to show the chosen pair's description and set
-    its suggested γ and temperature."""
+    the knobs it suggests."""
     knobs["pair"].change(
         lambda name: pair_defaults(ctx, name),
         knobs["pair"],
-        [knobs["pair"], knobs["gamma"], knobs["temperature"]],
+        [knobs["pair"], *(knobs[name] for name in PAIR_KNOBS)],
         api_visibility="private",
     )

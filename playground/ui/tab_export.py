@@ -60,7 +60,7 @@ def build(ctx: AppContext) -> None:
 
 def default_values(ctx: AppContext) -> list:
     spec = ctx.registry.pair(ctx.default_pair)
-    defaults = RunConfig(pair=spec.name, gamma=spec.gamma, temperature=spec.temperature)
+    defaults = RunConfig(pair=spec.name, **spec.suggested())
     return [getattr(defaults, n) for n in RunConfig.names()]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 
 from ..config import MODEL, RunConfig
-from ..sampling import best_gamma, expected_speedup
+from ..sampling import best_gamma, expected_speedup, gamma_ceiling
 from .measured import Point, Pooled, point_from_record, pool
 from .teach_plots import MAX_GAMMA, adjusted_speedup
 
@@ -97,9 +97,13 @@ def explain_html(points: list[Point], pooled: Pooled | None, what: str, curve=No
     adjusted = ""
     if curve is not None:
         paper = best_gamma(pooled.alpha, pooled.c, MAX_GAMMA)
+        ceiling = gamma_ceiling(pooled.c, curve.v, MAX_GAMMA)
         adjusted = (
             f'<p class="hint">Charged the measured v(γ+1) below. With the paper\'s v = 1 the formula would '
             f"pick γ = {paper} (expected {expected_speedup(pooled.alpha, paper, pooled.c):.2f}×).</p>"
+            f'<p class="hint">Adaptive γ: set <b>γ max = {ceiling}</b>. Past it even a draft the target '
+            f"accepts whole brings fewer tokens per second than a shorter one, at this c and v(k)"
+            f"{' (the longest γ measured)' if ceiling == curve.max_gamma else ''}.</p>"
         )
     elif pooled.verify_slope > 0:
         g = adjusted_best(pooled)
