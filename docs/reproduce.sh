@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every number in docs/benchmarks.md, in the order of its tables: about 3.5 hours on a 2-core CPU.
+# Every number in docs/benchmarks.md, in the order of its tables: about 4 hours on a 2-core CPU.
 # Run from a checkout with the requirements installed, on an idle machine (each report records the
 # share of CPU other processes took while it measured). The block under "Reproduce" in
 # docs/benchmarks.md is this file from `mkdir` on; tests/test_readme.py keeps the two the same.
@@ -7,34 +7,40 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 mkdir -p out
-# Table 1 - greedy, default pair, per category, with the transformers reference (about 25 min)
-python -m playground.bench --categories coding,summarization,translation,qa,math_reasoning --limit 2 \
+# Tables 1-4 and 7, the profiles and the lab timing were measured on the earlier default
+# configuration of the default pair: bf16 target, nf4 draft, every token id draftable
+EARLIER="--target-quantization none --draft-quantization nf4"
+# Table 1 - greedy, per category, with the transformers reference (about 25 min)
+python -m playground.bench $EARLIER --draft-vocab 0 --categories coding,summarization,translation,qa,math_reasoning --limit 2 \
     --temperature 0 --gamma 4 --max-new-tokens 96 --repeats 2 --warmup 1 --reference transformers \
     --json out/greedy.json --csv out/greedy.csv --html out/greedy.html
 # Table 2 - the same at temperature 0.7 (about 25 min)
-python -m playground.bench --categories coding,summarization,translation,qa,math_reasoning --limit 2 \
+python -m playground.bench $EARLIER --draft-vocab 0 --categories coding,summarization,translation,qa,math_reasoning --limit 2 \
     --temperature 0.7 --gamma 4 --max-new-tokens 96 --repeats 2 --warmup 1 --reference transformers \
     --json out/t07.json --csv out/t07.csv --html out/t07.html
 # Table 3 and the plot - speedup against gamma, greedy, coding and qa (about 25 min)
-python -m playground.bench --categories coding,qa --limit 2 --temperature 0 --sweep gamma=1,2,4,6,8 \
+python -m playground.bench $EARLIER --draft-vocab 0 --categories coding,qa --limit 2 --temperature 0 \
+    --sweep gamma=1,2,4,6,8 \
     --max-new-tokens 96 --repeats 1 --warmup 1 --reference transformers \
     --json out/gamma.json --html out/gamma.html --png assets/bench_speedup_vs_gamma.png
 # Table 3b - adaptive lookahead, without and with the draft-confidence cut (about 12 min)
-python -m playground.bench --categories coding,qa --limit 2 --temperature 0 --gamma 4 --adaptive \
+python -m playground.bench $EARLIER --draft-vocab 0 --categories coding,qa --limit 2 --temperature 0 \
+    --gamma 4 --adaptive \
     --sweep min_confidence=0,0.3 --max-new-tokens 96 --repeats 1 --warmup 1 --reference transformers \
     --json out/adaptive.json
 # Table 3c - a smaller draft vocabulary: the first 32768 and 65536 token ids, then gamma 6 and 8 (about 30 min)
 for n in 32768 65536; do
-  python -m playground.bench --categories coding,qa --limit 2 --temperature 0 --gamma 4 --max-new-tokens 96 \
-      --repeats 2 --warmup 1 --reference transformers --draft-vocab $n --json out/vocab-$n.json
+  python -m playground.bench $EARLIER --categories coding,qa --limit 2 --temperature 0 --gamma 4 \
+      --max-new-tokens 96 --repeats 2 --warmup 1 --reference transformers --draft-vocab $n --json out/vocab-$n.json
 done
-python -m playground.bench --categories coding,qa --limit 2 --temperature 0 --sweep gamma=6,8 --max-new-tokens 96 \
+python -m playground.bench $EARLIER --categories coding,qa --limit 2 --temperature 0 --sweep gamma=6,8 \
+    --max-new-tokens 96 \
     --repeats 1 --warmup 1 --reference transformers --draft-vocab 65536 --json out/vocab-gamma.json
 # Table 4 - quantization of each model, one run per row (about 6 min each)
 for tq in none nf4; do for dq in none nf4; do
   python -m playground.bench --categories coding,qa --limit 2 --temperature 0 --gamma 4 --max-new-tokens 64 \
       --repeats 2 --warmup 1 --reference transformers --target-quantization $tq --draft-quantization $dq \
-      --json out/quant-$tq-$dq.json
+      --draft-vocab 0 --json out/quant-$tq-$dq.json
 done; done
 # Table 6 - faster than what? each target quantization plainly and with speculation, in one run
 # (about 15 min for coding, 25 for the mix)
@@ -44,19 +50,24 @@ python -m playground.bench --categories coding --limit 4 --temperature 0 --max-n
 python -m playground.bench --categories coding,summarization,translation,qa,math_reasoning --limit 2 \
     --temperature 0 --max-new-tokens 96 --gamma 3 --target-quantizations int4-cpu,nf4 \
     --draft-quantization int4-cpu --draft-vocab 65536 --repeats 1 --warmup 1 --json out/faster-mix.json
+# the default configuration from the defaults alone (models.yaml's auto quantization, the pair's
+# gamma and draft vocabulary) beside the nf4 target (about 12 min)
+python -m playground.bench --categories coding,summarization,translation,qa,math_reasoning --limit 2 \
+    --temperature 0 --max-new-tokens 96 --target-quantizations int4-cpu,nf4 --repeats 1 --warmup 1 \
+    --json out/default-mix.json
 python -m playground.bench.profile --gamma 3 --max-new-tokens 96 --target-quantization int4-cpu \
     --draft-quantization int4-cpu --draft-vocab 65536 | tee out/profile-int4.txt
 # Table 7 - token trees beside chains from the same draft, greedy and T = 0.7 (about 15 min each)
 for t in 0 0.7; do
-  python -m playground.bench --categories coding,summarization,translation,qa,math_reasoning --limit 2 \
-      --temperature $t --gamma 6 --max-new-tokens 96 --repeats 1 --warmup 1 --tree --tree-budget 24 \
+  python -m playground.bench $EARLIER --draft-vocab 0 --categories coding,summarization,translation,qa,math_reasoning \
+      --limit 2 --temperature $t --gamma 6 --max-new-tokens 96 --repeats 1 --warmup 1 --tree --tree-budget 24 \
       --tree-depth 6 --tree-branching 2 --tree-width 4 --json out/tree-$t.json
 done
 # Where the time goes - one coding answer split into verify, draft and engine overhead (about 4 min)
-python -m playground.bench.profile --gamma 4 --max-new-tokens 96 --draft-vocab 65536 | tee out/profile-vocab.txt
-python -m playground.bench.profile --gamma 4 --max-new-tokens 96 | tee out/profile.txt
+python -m playground.bench.profile $EARLIER --gamma 4 --max-new-tokens 96 --draft-vocab 65536 | tee out/profile-vocab.txt
+python -m playground.bench.profile $EARLIER --gamma 4 --max-new-tokens 96 --draft-vocab 0 | tee out/profile.txt
 # The losslessness lab, fast against slow, on the default pair (about 4 min)
-python -m playground.lab_timing --pair default --draws 20000 --slow-draws 400 | tee out/lab-timing.txt
+python -m playground.lab_timing --pair default $EARLIER --draws 20000 --slow-draws 400 | tee out/lab-timing.txt
 # Table 5 - the GPU oracle and the app's CUDA paths (one CUDA GPU, no network, no model files;
 # about 12 min on an H200; skipped without a GPU)
 if python -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then

@@ -68,7 +68,8 @@ class RunConfig:
     pair: str | None = knob(None, "Model pair (target + draft)", "pair name from models.yaml "
                             "(default: the registry's default pair)", "models", str)
     drafter: str = knob(MODEL, "Drafter", "the pair's draft model, or prompt lookup (copies n-grams from "
-                        "the context: no second model, great for edits)", "drafter", choices=DRAFTERS)
+                        "the context: no second model, great for edits)", "drafter", choices=DRAFTERS,
+                        sweep=True)
     gamma: int = knob(4, "γ lookahead", "tokens drafted per target call (the first call's when adaptive)",
                       "decoding", low=1, high=MAX_GAMMA, sweep=True, pair_default=True)
     adaptive: bool = knob(False, "Adaptive γ", "+2 after a fully accepted draft, −1 after a rejection "

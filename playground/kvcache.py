@@ -27,6 +27,7 @@ class CachedModel:
         self.vocab_size = model.config.get_text_config().vocab_size
         self.tokens: list[int] = []  # the tokens whose keys and values are in the cache
         self.cache = DynamicCache(config=model.config)
+        self.head_rows = head_rows  # None: the whole output layer
         self.head = None if head_rows is None else trimmed_head(model, head_rows)
 
     def reset(self) -> None:

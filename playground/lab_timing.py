@@ -21,6 +21,9 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--slow-draws", type=int, default=400, help="slow draws (0 skips the slow mode)")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
+    from .bench.cli import add_knob_flags  # as the benchmark names them (choices, help)
+
+    add_knob_flags(parser, ("target_quantization", "draft_quantization"))
     return parser.parse_args(argv)
 
 
@@ -35,7 +38,11 @@ def main(argv: list[str] | None = None) -> None:
     args = options(argv)
     print(f"load average before loading: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs", flush=True)
 
-    pair = PairCache(load_registry()).get(args.pair)
+    from .config import RunConfig
+
+    quantizations = RunConfig(target_quantization=args.target_quantization,
+                              draft_quantization=args.draft_quantization).quantization()
+    pair = PairCache(load_registry()).get(args.pair, **quantizations)
     ids = encode_prompt(pair.tokenizer, args.prompt)
     config = SpecConfig(gamma=1, max_new_tokens=1, temperature=args.temperature, seed=args.seed)
     # The first forward after loading pays one-time costs (weights paged in, kernels chosen); the

@@ -99,7 +99,7 @@ def test_outputs_leave_no_temporary_files(bench_run):
     (["--gamma-max", "99"], "argument --gamma-max: gamma_max must be an integer in [1, 64], got 99"),
     (["--min-confidence", "1.5"], "argument --min-confidence: min_confidence must be in [0.0, 1.0]"),
     (["--sweep", "min_confidence=0,-1"], "argument --sweep: min_confidence must be in [0.0, 1.0]"),
-    (["--sweep", "beta=1"], "argument --sweep: expected KEY=V1,V2,... with KEY one of gamma, min_confidence"),
+    (["--sweep", "beta=1"], "argument --sweep: expected KEY=V1,V2,... with KEY one of drafter, gamma, min_confidence"),
     (["--pair", "nope"], "argument --pair: "),
     (["--categories", "coding,poetry"], "argument --categories: unknown category poetry; this file has: wri"),
     (["--drafter", "magic"], "argument --drafter: invalid choice"),
@@ -396,6 +396,61 @@ def test_draft_vocab_reaches_the_drafter_and_is_checked_against_the_draft(tmp_pa
     assert exit_.value.code == 2
     assert "argument --draft-vocab: draft_vocab must be in [1, " in capsys.readouterr().err
     assert not (tmp_path / "w.json").exists()
+
+
+def test_a_sweep_compares_drafts_and_each_cell_builds_the_drafter_it_names(tmp_path, monkeypatch, capsys):
+    """Drafts compared for one target (issue 12): n-gram sizes of prompt lookup, then draft
+    vocabularies of the draft model and the drafter kind. What is asserted is the drafter each
+    timed run actually built, and that the report, the table and the figure name each draft."""
+    from playground.bench import charts
+    from playground.config import RunConfig
+    from playground.drafters import ModelDrafter, PromptLookupDrafter
+
+    built = []
+    make = RunConfig.make_drafter
+    monkeypatch.setattr(RunConfig, "make_drafter", lambda self, draft: built.append(make(self, draft)) or built[-1])
+
+    out = tmp_path / "ngram.json"
+    argv = SMALL_RUN + ["--drafter", "prompt_lookup", "--sweep", "ngram_max=2,3", "--json", str(out)]
+    assert cli.main(argv) == 0
+    assert {(d.min_ngram, d.max_ngram) for d in built} == {(1, 2), (1, 3)}
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["settings"]["ngram_max"] for r in runs] == [2, 3]
+    assert "ngram_max=2" in capsys.readouterr().out
+
+    built.clear()
+    out = tmp_path / "vocab.json"
+    argv = SMALL_RUN + ["--sweep", "drafter=model,prompt_lookup", "draft_vocab=100,120", "--json", str(out),
+                        "--html", str(tmp_path / "vocab.html")]
+    assert cli.main(argv) == 0
+    models = [d for d in built if isinstance(d, ModelDrafter)]
+    assert {d.lm.head_rows for d in models} == {100, 120}
+    assert any(isinstance(d, PromptLookupDrafter) for d in built)
+    report = json.loads(out.read_text())
+    assert [(r["settings"]["drafter"], r["settings"]["draft_vocab"]) for r in report["runs"]] == \
+        [("model", 100), ("model", 120), ("prompt_lookup", 100), ("prompt_lookup", 120)]
+    assert all(p["identical"] for r in report["runs"] for p in r["prompts"])  # greedy: lossless for every draft
+    figure = charts.drafts_figure(report)
+    assert list(figure.data[1].x) == ["drafter=model, draft_vocab=100", "drafter=model, draft_vocab=120",
+                                      "drafter=prompt_lookup, draft_vocab=100",
+                                      "drafter=prompt_lookup, draft_vocab=120"]
+    assert "α" in figure.data[1].text[0] and "Drafts compared" in (tmp_path / "vocab.html").read_text()
+    with pytest.raises(SystemExit):
+        cli.main(SMALL_RUN + ["--sweep", "draft_vocab=100,100000", "--json", str(tmp_path / "x.json")])
+    assert "argument --sweep: draft_vocab must be in [1, " in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_a_sweep_over_draft_quantizations_loads_each_draft_in_turn(tmp_path):
+    """Another draft quantization is another draft: each cell runs with the draft it names, the
+    target stays as it was, and greedy output stays the target's for each."""
+    out = tmp_path / "q.json"
+    assert cli.main(SMALL_RUN + ["--sweep", "draft_quantization=none,int4-cpu", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert [r["draft"]["quantization"] for r in report["runs"]] == ["none", "int4-cpu"]
+    assert [r["settings"]["draft_quantization"] for r in report["runs"]] == ["none", "int4-cpu"]
+    assert report["models"]["target"]["quantization"] == "none"
+    assert all(p["identical"] for r in report["runs"] for p in r["prompts"])
 
 
 def test_tree_is_timed_beside_the_chain_in_one_run(tmp_path, capsys):

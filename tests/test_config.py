@@ -56,9 +56,11 @@ def test_spec_config_is_the_decoding_group_with_the_same_defaults_and_checks():
             with pytest.raises(ValueError, match=rf"^{k.name} must be"):
                 SpecConfig(**{k.name: outside(k)[1]})
     assert RunConfig(gamma=7, temperature=0.5).spec_config() == SpecConfig(gamma=7, temperature=0.5)
-    assert set(settings_of(SpecConfig())) == {k.name for k in group("decoding")}
-    assert report.SETTINGS == tuple(k.name for k in group("decoding"))
-    assert set(SWEEPABLE) <= {k.name for k in group("decoding")}
+    # a report's settings: the decoding knobs, then what shapes the draft (what a sweep compares)
+    drafting = [k.name for k in group("drafter")] + ["draft_quantization"]
+    assert list(settings_of(RunConfig())) == [k.name for k in group("decoding")] + drafting
+    assert report.SETTINGS == tuple(settings_of(RunConfig()))
+    assert set(SWEEPABLE) == {k.name for k in KNOBS.values() if k.sweep} and set(SWEEPABLE) <= set(report.SETTINGS)
 
 
 def test_every_knob_is_a_cli_flag_with_the_record_default_and_range():
@@ -87,7 +89,7 @@ def test_cli_builds_the_drafter_the_flags_describe():
     args = build_parser().parse_args(["--pair", "tiny", "--drafter", PROMPT_LOOKUP, "--ngram-min", "2",
                                       "--ngram-max", "5", "--draft-vocab", "100"])
     args.argv = []
-    run = make_plan(args).run
+    run = make_plan(args).cells[0]
     drafter = run.make_drafter(None)
     assert (drafter.min_ngram, drafter.max_ngram) == (2, 5)
     assert run.draft_vocab == 100

@@ -26,7 +26,7 @@ def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses(tmp_pa
     block = re.search(r"## Reproduce.*?is these commands.*?```bash\n(.*?)```", page, re.S).group(1)
     assert block == script[script.index("mkdir -p out"):]
     lines = re.sub(r"\\\n\s*", "", script)
-    for variable, value in (("$tq", "nf4"), ("$dq", "none"), ("$n", "65536"), ("$t", "0.7")):
+    for variable, value in (("$EARLIER", "--target-quantization none --draft-quantization nf4"), ("$tq", "nf4"), ("$dq", "none"), ("$n", "65536"), ("$t", "0.7")):
         lines = lines.replace(variable, value)
     calls = [shlex.split(line.split("python -m ", 1)[1].split("|")[0])
              for line in lines.splitlines() if "python -m playground" in line]

@@ -41,7 +41,8 @@ def knobs(**changes) -> list:
 
 
 def status_of(output: tuple) -> str:
-    return html.unescape(output[-1])
+    """The status box: a handler's last text output (the Sweep's is followed by its fastest row)."""
+    return html.unescape(next(o for o in reversed(output) if isinstance(o, str)))
 
 
 def raises_in_page(outputs_iter, message: str) -> list:
@@ -549,6 +550,10 @@ def plan_args(**changes):
             "prompts per category must be a whole number in [1, 20]",
         ),
         ({"max_new_tokens": 0}, "max new tokens must be a whole number in [1, 4096], got 0"),
+        ({"draft_text": "beta=1"}, "draft settings: expected KEY=V1,V2,... with KEY one of ngram_min, ngram_max"),
+        ({"draft_text": "gamma=1,2"}, "draft settings: expected KEY=V1,V2,..."),
+        ({"draft_text": "draft_vocab=-1"}, "draft settings: draft_vocab must be an integer in [0, "),
+        ({"draft_text": "ngram_min=4"}, "draft settings: ngram_max must be an integer in [4, 32], got 3"),
         (
             {
                 "gammas_text": "1-40",
@@ -572,19 +577,22 @@ def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx):
     request = SimpleNamespace(session_hash="sweeper")
     outputs, read = [], {}
     for o in sweep_handler(ctx)(
-        "tiny", "1,3", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0, request
+        "tiny", "1,3", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0, "", request
     ):
         outputs.append(o)
         if isinstance(o[3], list):  # the files, read as Gradio does: before the handler resumes
             read = {path: Path(path).read_text() for path in o[3]}
-    table, speedup, alpha, files, status = outputs[-1]
-    assert "Done: 4 settings measured" in status
-    assert [row[:3] for row in table] == [
-        [MODEL, 0.0, 1],
-        [MODEL, 0.0, 3],
-        [PROMPT_LOOKUP, 0.0, 1],
-        [PROMPT_LOOKUP, 0.0, 3],
+    table, speedup, alpha, files, status, fastest = outputs[-1]
+    assert "Done: 4 settings measured" in status and "is in the Export tab" in status
+    assert [row[:4] for row in table] == [
+        [MODEL, "", 0.0, 1],
+        [MODEL, "", 0.0, 3],
+        [PROMPT_LOOKUP, "", 0.0, 1],
+        [PROMPT_LOOKUP, "", 0.0, 3],
     ]
+    speeds = [row[sweep.COLUMNS.index("speculative_tok_s")] for row in table]
+    best = table[speeds.index(max(speeds))]
+    assert (fastest["drafter"], fastest["gamma"], fastest["max_new_tokens"]) == (best[0], best[3], 12)
     assert {t.name for t in speedup.data} == {"draft model, T = 0", "prompt lookup, T = 0"}
     assert sum(1 for o in outputs if "Ran " in status_of(o)) >= 8  # progress after every run
     csv_path, json_path = files
@@ -599,15 +607,52 @@ def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx):
 def test_sweep_tree_rows_sweep_the_depth_and_reproduce_greedy_output(ctx):
     from playground.tree_drafter import TreeDrafter
 
-    built = sweep.cell_settings("tiny", sweep.TREE_ROW, 3).make_drafter(ctx.cache.get("tiny").draft.model)
+    plan = sweep.make_plan(**plan_args(), builtin={"Code": "x"})
+    built = sweep.cell_settings(plan, sweep.TREE_ROW, 3).make_drafter(ctx.cache.get("tiny").draft.model)
     assert isinstance(built, TreeDrafter) and built.depth == 3
-    outputs = list(sweep_handler(ctx)("tiny", "2,3", [MODEL, sweep.TREE_ROW], "0", ["Code"], [], 1, 12, 1, 0,
+    outputs = list(sweep_handler(ctx)("tiny", "2,3", [MODEL, sweep.TREE_ROW], "0", ["Code"], [], 1, 12, 1, 0, "",
                                       SimpleNamespace(session_hash="trees")))
     table, speedup, *_ = outputs[-1]
     trees = [row for row in table if row[0] == sweep.TREE_ROW]
-    assert [row[2] for row in trees] == [2, 3] and all(row[sweep.COLUMNS.index("identical")] for row in trees)
+    assert [row[3] for row in trees] == [2, 3] and all(row[sweep.COLUMNS.index("identical")] for row in trees)
     assert all(row[sweep.COLUMNS.index("tokens_per_call")] >= 1 for row in trees)
     assert {t.name for t in speedup.data} == {"draft model, T = 0", "draft tree (γ = depth), T = 0"}
+
+
+def test_sweep_compares_drafts_and_each_row_builds_the_drafter_it_names(ctx, monkeypatch):
+    """Draft settings as rows (issue 12): n-gram sizes and draft vocabularies, in the benchmark's
+    --sweep grammar. Asserted on the drafters the timed runs actually built."""
+    from playground.config import PROMPT_LOOKUP, RunConfig
+    from playground.drafters import ModelDrafter, PromptLookupDrafter
+
+    built = []
+    make = RunConfig.make_drafter
+    monkeypatch.setattr(RunConfig, "make_drafter", lambda self, draft: built.append(make(self, draft)) or built[-1])
+    outputs = list(sweep_handler(ctx)("tiny", "2", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0,
+                                      "draft_vocab=100,120 ngram_max=2,3", SimpleNamespace(session_hash="drafts")))
+    table, speedup, *_, fastest = outputs[-1]
+    drafts = [(row[0], row[1]) for row in table]
+    assert drafts == [(d, f"draft_vocab={v} ngram_max={n}") for d in (MODEL, PROMPT_LOOKUP)
+                      for v in (100, 120) for n in (2, 3)]
+    assert {d.lm.head_rows for d in built if isinstance(d, ModelDrafter)} == {100, 120}
+    assert {(d.min_ngram, d.max_ngram) for d in built if isinstance(d, PromptLookupDrafter)} == {(1, 2), (1, 3)}
+    assert all(row[sweep.COLUMNS.index("identical")] for row in table)  # greedy: lossless for every draft
+    assert "draft model, draft_vocab=100 ngram_max=2, T = 0" in {t.name for t in speedup.data}
+    assert fastest["draft_vocab"] in (100, 120) and fastest["ngram_max"] in (2, 3)
+
+
+def test_the_sweeps_fastest_row_becomes_the_export_tabs_settings():
+    """Tabs never import each other: build_demo wires the Sweep's fastest row to the Export's knobs."""
+    from playground.ui import build_demo, tab_export
+
+    run = {**{n: getattr(RunConfig(), n) for n in RunConfig.names()}, "pair": "tiny", "gamma": 7}
+    values = tab_export.take(run)
+    assert values[RunConfig.names().index("gamma")] == 7 and len(values) == len(RunConfig.names())
+    assert all(v == gr.skip() for v in tab_export.take(None))
+    demo = build_demo(default_pair="tiny")
+    (wire,) = [d for d in demo.fns.values() if d.fn is tab_export.take]
+    assert [o._id for o in wire.outputs] == [c._id for c in wire.outputs if c.elem_id.startswith("ex-")]
+    assert {o.elem_id for o in wire.outputs} == {f"ex-{n}" for n in RunConfig.names()}
 
 
 def test_sweep_bad_input_is_a_message_and_stop_ends_it(ctx):

@@ -10,10 +10,12 @@ import html
 import itertools
 import json
 
-from ..config import defaults
+from ..config import KNOBS, defaults
+from .grid import varying as varying_settings
 from .report import SETTINGS, atomic_write
 
 DEFAULTS = defaults()
+DRAFT_SETTINGS = [k for k in SETTINGS if KNOBS[k].group == "drafter" or k == "draft_quantization"]
 
 METHODS = (  # (summary key, label): what the bars compare
     ("baseline_tok_s", "ours, autoregressive"),
@@ -92,18 +94,41 @@ def gamma_figure(report: dict):
     return fig
 
 
+def drafts_figure(report: dict):
+    """Drafts compared for one target: autoregressive and speculative tok/s of each run, with its
+    speedup, α, c and tokens per call on the bar; None unless the runs differ in how they draft
+    (drafter, n-gram sizes, draft vocabulary, draft quantization, tree shape)."""
+    import plotly.graph_objects as go
+
+    keys = varying_settings(report["runs"])
+    if not any(k in DRAFT_SETTINGS for k in keys):
+        return None
+    runs = report["runs"]
+    names = [", ".join(f"{k}={run['settings'].get(k)}" for k in keys) for run in runs]
+    summaries = [run["summary"] for run in runs]
+    fig = go.Figure()
+    fig.add_bar(name="autoregressive", x=names, y=[s.get("baseline_tok_s") for s in summaries])
+    fig.add_bar(name="speculative", x=names, y=[s.get("speculative_tok_s") for s in summaries],
+                text=[f"{s.get('speedup', 0):.2f}× · α {s.get('alpha', 0):.2f} · c {s.get('c', 0):.2f} · "
+                      f"{s.get('mean_accepted_tokens', 0):.2f} tok/call" for s in summaries],
+                textposition="outside")
+    fig.update_layout(title="Drafts compared: tokens/s of each (speedup, α, c, tokens per call on the bar)",
+                      barmode="group", yaxis_title="new tokens / s (prefill included)")
+    return fig
+
+
 def lines_by_setting(runs: list[dict]) -> dict[str, list[dict]]:
     """Runs grouped by every swept setting but gamma, labelled by the settings that vary."""
-    varying = [k for k in SETTINGS if k != "gamma" and len({run["settings"][k] for run in runs}) > 1]
+    varying = [k for k in varying_settings(runs) if k != "gamma"]
     lines: dict[str, list[dict]] = {}
     for run in sorted(runs, key=lambda r: r["settings"]["gamma"]):
-        label = ", ".join(f"{k}={run['settings'][k]}" for k in varying)
+        label = ", ".join(f"{k}={run['settings'].get(k)}" for k in varying)
         lines.setdefault(f"({label})" if label else "", []).append(run)
     return lines
 
 
 def figures(report: dict) -> list:
-    first = [gamma_figure(report)]
+    first = [gamma_figure(report), drafts_figure(report)]
     per_run = [make(run) for run in report["runs"] for make in (rates_figure, speedup_figure)]
     return [f for f in first + per_run if f is not None]
 

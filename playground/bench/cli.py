@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..config import KNOBS, MODEL, MODEL_QUANTIZATIONS, TREE, check_value, group, parse_text
 from .console import format_report
-from .grid import SWEEPABLE, SettingError, expand, parse_sweep, settings_of
+from .grid import SWEEPABLE, SettingError, expand, label, parse_sweep, settings_of, varying
 from .prompts import DEFAULT_PROMPTS, read_jsonl, select
 from .report import SCHEMA
 
@@ -137,8 +137,7 @@ class Plan:
 
     pair: str
     prompts: list
-    configs: list
-    run: object  # the RunConfig of the drafter and model knobs (its decoding knobs: configs[0]'s)
+    cells: list  # one RunConfig per point of the grid (a single one without --sweep)
     command: str  # the command line, recorded in the report
 
 
@@ -164,26 +163,29 @@ def make_plan(args) -> Plan:
     for name, value in spec.suggested().items():  # a flag not given takes the pair's suggestion
         if getattr(args, name) is None:
             setattr(args, name, value)
-    base = {k.name: getattr(args, k.name) for k in group("decoding")}
-    configs = expand(base, grid)
-    run = make_run(args, spec.name, base)
-    if args.png and len({c.gamma for c in configs}) < 2:
+    check_flags(args)
+    base = {name: getattr(args, name) for name in RUN_FLAGS}
+    cells = expand({**base, "pair": spec.name}, grid)
+    if args.png and len({c.gamma for c in cells}) < 2:
         raise SettingError("--png", "the speedup-vs-gamma plot needs a gamma sweep, "
                                     "e.g. --sweep gamma=1,2,4,8")
-    if args.tree and args.drafter != MODEL:
-        raise SettingError("--tree", "a tree is drafted by the draft model; drop --drafter prompt_lookup")
+    if args.tree and any(c.drafter != MODEL for c in cells):
+        raise SettingError("--tree", "a tree is drafted by the draft model; drop the prompt_lookup drafter")
     if args.png and importlib.util.find_spec("kaleido") is None:
         raise SettingError("--png", "needs kaleido (pip install kaleido) and a local Chromium or Chrome")
-    return Plan(spec.name, prompts, configs, run, shlex.join(["python", "-m", "playground.bench", *args.argv]))
+    return Plan(spec.name, prompts, cells, shlex.join(["python", "-m", "playground.bench", *args.argv]))
 
 
-def make_run(args, pair: str, base: dict):
-    """The run configuration of the flags; a cross-field error (n-gram max < min) names its flag."""
+RUN_FLAGS = [k.name for k in KNOBS.values() if k.name != "pair"]  # every knob has its flag
+
+
+def check_flags(args) -> None:
+    """The flags' cross-field rules (n-gram max >= min), checked before any sweep value is: the
+    message names the flag."""
     from ..config import RunConfig
 
-    names = [k.name for k in group("drafter")] + ["target_quantization", "draft_quantization"]
     try:
-        return RunConfig(pair=pair, **{n: getattr(args, n) for n in names}, **base)
+        RunConfig(**{name: getattr(args, name) for name in RUN_FLAGS})
     except ValueError as error:
         raise SettingError(KNOBS[str(error).split(" ", 1)[0]].flag, str(error)) from None
 
@@ -204,31 +206,36 @@ def check_target_quantizations(args) -> None:
             raise SettingError(f"--{name}", "not with --target-quantizations (write --json)")
 
 
-def load_pair(args, plan: Plan, cache=None):
+def load_pair(args, plan: Plan, cache, cell=None):
+    """The pair as `cell` quantizes it (the first cell by default; compare_targets sets the target's)."""
     from tqdm import tqdm
 
-    from ..loading import PairCache
-    from ..registry import load_registry
-
-    run = replace(plan.run, target_quantization=args.target_quantization)  # compare_targets varies it
-    return (cache or PairCache(load_registry())).get(
-        plan.pair, **run.quantization(), dtype=args.dtype, device=args.device,
-        progress=lambda message, fraction: tqdm.write(message, file=sys.stderr))
+    run = replace(cell or plan.cells[0], target_quantization=args.target_quantization)
+    return cache.get(plan.pair, **run.quantization(), dtype=args.dtype, device=args.device,
+                     progress=lambda message, fraction: tqdm.write(message, file=sys.stderr))
 
 
-def run_benchmark(args, plan: Plan, pair) -> dict:
+def run_benchmark(args, plan: Plan, cache) -> dict:
+    """Every cell of the grid on the same prompts. A cell with another draft quantization loads that
+    draft (the pair cache frees the previous pair first; nothing here holds on to it)."""
     from ..text import encode_prompt, eos_ids
     from .machine import busy_warning, cpu_clock, environment, load_average, others_cpu_share, peak_memory
     from .measure import Setup
 
-    setup = Setup(pair.target.model, pair.draft.model, plan.run,
-                  eos_ids(pair.tokenizer, pair.target.model, pair.draft.model),
-                  pair.tokenizer.pad_token_id, reference=args.reference == "transformers", tree=args.tree)
+    pair = load_pair(args, plan, cache)
     encoded = [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
-    device = pair.target.device
+    device, models = pair.target.device, describe_pair(pair)
     facts = environment(device)
     started, clock_start = time.strftime("%Y-%m-%dT%H:%M:%S%z"), cpu_clock()
-    runs = [run_setting(setup, encoded, config, args, device) for config in plan.configs]
+    runs, keys = [], varying([{"settings": settings_of(c)} for c in plan.cells])
+    for cell in plan.cells:
+        del pair  # let the cache free it if this cell needs another draft
+        pair = load_pair(args, plan, cache, cell)
+        setup = Setup(pair.target.model, pair.draft.model, cell,
+                      eos_ids(pair.tokenizer, pair.target.model, pair.draft.model),
+                      pair.tokenizer.pad_token_id, reference=args.reference == "transformers", tree=args.tree)
+        run = run_setting(setup, encoded, cell, args, device, label(settings_of(cell), keys))
+        runs.append({**run, "draft": describe_pair(pair)["draft"]})
     facts["others_cpu_share"] = others_cpu_share(clock_start, cpu_clock(), facts["cpu_cores_usable"] or 1)
     if busy_warning(facts["others_cpu_share"]):
         print(busy_warning(facts["others_cpu_share"]), file=sys.stderr)
@@ -237,7 +244,7 @@ def run_benchmark(args, plan: Plan, pair) -> dict:
         "created": started,
         "command": plan.command,
         "config": run_config(args, plan),
-        "models": describe_pair(pair),
+        "models": models,
         "environment": {**facts, "load_average_at_end": load_average()},
         "memory": peak_memory(device),
         "runs": runs,
@@ -251,7 +258,7 @@ def tree_shape(args) -> dict | None:
             "width": args.tree_width}
 
 
-def run_setting(setup, encoded, config, args, device) -> dict:
+def run_setting(setup, encoded, cell, args, device, name: str) -> dict:
     """One point of the grid: warm up, then measure every prompt that fits the context."""
     from tqdm import tqdm
 
@@ -259,6 +266,7 @@ def run_setting(setup, encoded, config, args, device) -> dict:
     from .measure import measure_prompt, room_for, warm_up
     from .summary import by_category, summarize_records
 
+    config = cell.spec_config()
     reasons = [room_for(setup.target, ids, config) for _, ids in encoded]
     fitting = [item for item, reason in zip(encoded, reasons) if reason is None]
     skipped = [{"id": p.id, "category": p.category, "reason": reason}
@@ -267,14 +275,13 @@ def run_setting(setup, encoded, config, args, device) -> dict:
     if fitting and args.warmup:
         warm_up(setup, fitting[0][1], config, args.warmup)
     records = []
-    label = f"gamma={config.gamma} T={config.temperature}"
-    with tqdm(fitting, desc=label, unit="prompt", file=sys.stderr, dynamic_ncols=True) as bar:
+    with tqdm(fitting, desc=name, unit="prompt", file=sys.stderr, dynamic_ncols=True) as bar:
         for prompt, ids in bar:
             measured = measure_prompt(setup, ids, config, args.repeats, partial(show_run, bar, prompt.id))
             records.append({"id": prompt.id, "category": prompt.category, **measured})
             bar.set_postfix_str(f"last speedup {measured['speedup']:.2f}x, alpha {measured['alpha']:.2f}")
     summary = {**summarize_records(records), "peak_memory": peak_memory(device)}
-    return {"settings": settings_of(config), "summary": summary, "categories": by_category(records),
+    return {"settings": settings_of(cell), "summary": summary, "categories": by_category(records),
             "prompts": records, "skipped": skipped}
 
 
@@ -324,17 +331,16 @@ def main(argv: list[str] | None = None) -> int:
     quiet_transformers()
     if args.target_quantizations:
         return compare_targets(parser, args, plan)
+    from ..loading import PairCache
+    from ..registry import load_registry
+
+    cache = PairCache(load_registry())
     try:
-        pair = load_pair(args, plan)
-    except (ValueError, RuntimeError) as error:
+        check_drafters(parser, plan, load_pair(args, plan, cache))
+        report = run_benchmark(args, plan, cache)
+    except (ValueError, RuntimeError) as error:  # a draft quantization that fails to load, say
         print(f"{parser.prog}: error: could not load pair {plan.pair!r}: {error}", file=sys.stderr)
         return 1
-    if args.draft_vocab:  # checked against the loaded draft before anything is timed
-        try:
-            plan.run.make_drafter(pair.draft.model)
-        except ValueError as error:
-            parser.error(f"argument --draft-vocab: {error}")
-    report = run_benchmark(args, plan, pair)
     print(format_report(report))
     try:
         write_outputs(report, args)
@@ -342,6 +348,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def check_drafters(parser, plan: Plan, pair) -> None:
+    """Each cell's draft vocabulary against the loaded draft, before anything is timed."""
+    for cell in plan.cells:
+        if cell.draft_vocab:
+            try:
+                cell.make_drafter(pair.draft.model)
+            except ValueError as error:
+                flag = "--sweep" if len({c.draft_vocab for c in plan.cells}) > 1 else "--draft-vocab"
+                parser.error(f"argument {flag}: {error}")
 
 
 def compare_targets(parser, args, plan: Plan) -> int:
@@ -364,16 +381,12 @@ def compare_targets(parser, args, plan: Plan) -> int:
             print(f"{parser.prog}: error: could not load pair {plan.pair!r} with target {q}: {error}",
                   file=sys.stderr)
             return 1
-        if args.draft_vocab:
-            try:
-                plan.run.make_drafter(pair.draft.model)
-            except ValueError as error:
-                parser.error(f"argument --draft-vocab: {error}")
+        check_drafters(parser, plan, pair)
         curves[q] = measure_curve(pair.target.model, max_k=MAX_K, repeats=3,
                                   key=(pair.target.name, q, pair.target.dtype, pair.target.device))
-        reports[q] = run_benchmark(one, plan, pair)
-        print(f"target quantization {q}:\n{format_report(reports[q])}")
         del pair
+        reports[q] = run_benchmark(one, plan, cache)
+        print(f"target quantization {q}:\n{format_report(reports[q])}")
     table = comparison(reports, curves)
     print(format_comparison(table))
     if args.json is not None:

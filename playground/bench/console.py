@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .grid import label, varying
+
 COLUMNS = (  # (summary key, header, width, format)
     ("prompts", "n", 4, "{:d}"),
     ("baseline_tok_s", "AR tok/s", 9, "{:.2f}"),
@@ -29,15 +31,15 @@ COLUMNS = (  # (summary key, header, width, format)
 
 def format_report(report: dict) -> str:
     used = [c for c in COLUMNS if any(c[0] in run["summary"] for run in report["runs"])]
-    header = f"{'setting':<28} {'category':<15} " + " ".join(f"{h:>{w}}" for _, h, w, _ in used)
+    keys = varying(report["runs"])
+    labels = [run_label(run["settings"], keys) for run in report["runs"]]
+    width = max([28, *map(len, labels)])
+    header = f"{'setting':<{width}} {'category':<15} " + " ".join(f"{h:>{w}}" for _, h, w, _ in used)
     lines = [header, "-" * len(header)]
-    for run in report["runs"]:
-        s = run["settings"]
-        label = f"gamma={s['gamma']}{'+' if s.get('adaptive') else ''} T={s['temperature']} k={s['top_k']} p={s['top_p']}"
-        label += f" conf={s['min_confidence']}" if s.get("min_confidence") else ""
+    for run, name in zip(report["runs"], labels):
         for category, summary in {**run["categories"], "all": run["summary"]}.items():
             cells = " ".join(f"{cell(summary.get(key), fmt):>{w}}" for key, _, w, fmt in used)
-            lines.append(f"{label:<28} {category[:15]:<15} {cells}")
+            lines.append(f"{name:<{width}} {category[:15]:<15} {cells}")
         for skipped in run.get("skipped", []):
             lines.append(f"  skipped {skipped['id']} ({skipped['category']}): {skipped['reason']}")
     lines.append("speedup: median over prompts of spec tok/s / AR tok/s; tok/s include prefill; "
@@ -47,6 +49,14 @@ def format_report(report: dict) -> str:
                      "v(nodes): one tree verification / one decoding step; c/depth: one draft forward "
                      "(a whole depth) / one decoding step")
     return "\n".join(lines)
+
+
+def run_label(s: dict, keys: list[str]) -> str:
+    """γ, T, top-k and top-p, the confidence cut when on, then whatever else varies between runs."""
+    name = f"{label(s, [])} k={s['top_k']} p={s['top_p']}"
+    name += f" conf={s['min_confidence']}" if s.get("min_confidence") else ""
+    rest = [k for k in keys if k not in ("gamma", "temperature", "top_k", "top_p", "min_confidence", "adaptive")]
+    return " ".join([name, *(f"{k}={s.get(k)}" for k in rest)])
 
 
 def cell(value, fmt: str) -> str:

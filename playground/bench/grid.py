@@ -1,4 +1,6 @@
-"""Settings grids: `--sweep gamma=1,2,4,8 temperature=0,0.7` -> one SpecConfig per combination."""
+"""Settings grids: `--sweep gamma=1,2,4,8 temperature=0,0.7 draft_vocab=0,65536` -> one RunConfig per
+combination. Decoding knobs and the draft's own knobs alike (drafter kind, n-gram sizes, draft
+vocabulary, draft quantization, tree shape): comparing drafts for one target is a sweep too."""
 
 from __future__ import annotations
 
@@ -6,7 +8,9 @@ import itertools
 
 from ..config import KNOBS, group, parse_text
 
-SWEEPABLE = [k.name for k in group("decoding") if k.sweep]  # the decoding knobs a grid may vary
+SWEEPABLE = [k.name for k in KNOBS.values() if k.sweep]  # the knobs a grid may vary, in field order
+# The settings a report records per run: the decoding knobs, then what shapes the draft
+SETTINGS = (*(k.name for k in group("decoding")), *(k.name for k in group("drafter")), "draft_quantization")
 
 
 class SettingError(ValueError):
@@ -36,27 +40,39 @@ def parse_sweep(items: list[str] | None) -> dict[str, list]:
 
 
 def expand(base: dict, grid: dict[str, list]) -> list:
-    """Every combination of the swept values over the base settings, each validated by SpecConfig."""
+    """Every combination of the swept values over the base settings (RunConfig fields), each
+    validated by RunConfig: a cross-field error (ngram_max < ngram_min) names --sweep or the flag."""
     keys = list(grid)
-    configs = []
+    cells = []
     for values in itertools.product(*(grid[k] for k in keys)) if keys else [()]:
         settings = {**base, **dict(zip(keys, values))}
-        configs.append(make_config(settings, swept=set(keys)))
-    return configs
+        cells.append(make_cell(settings, swept=set(keys)))
+    return cells
 
 
-def make_config(settings: dict, swept: set[str]):
-    """SpecConfig's own checks, re-raised with the flag (or the sweep entry) the value came from."""
-    from ..engine import SpecConfig  # torch: imported when a run is planned, not for --help
+def make_cell(settings: dict, swept: set[str]):
+    """RunConfig's own checks, re-raised with the flag (or the sweep entry) the value came from."""
+    from ..config import RunConfig
 
     try:
-        return SpecConfig(**settings)
+        return RunConfig(**settings)
     except ValueError as error:
         field = str(error).split(" ", 1)[0]
         flag = "--sweep" if field in swept or field not in KNOBS else KNOBS[field].flag
         raise SettingError(flag, str(error)) from None
 
 
-def settings_of(config) -> dict:
-    """A SpecConfig's decoding knobs, by their run-configuration names."""
-    return {k.name: getattr(config, k.name) for k in group("decoding")}
+def settings_of(run) -> dict:
+    """A run's settings as a report records them, by their run-configuration names."""
+    return {name: getattr(run, name) for name in SETTINGS}
+
+
+def varying(runs: list[dict]) -> list[str]:
+    """The settings that differ between a report's runs (what a table must label them by)."""
+    return [k for k in SETTINGS if len({repr(r["settings"].get(k)) for r in runs}) > 1]
+
+
+def label(settings: dict, keys: list[str]) -> str:
+    """A run's short name: γ and T, then each of `keys` (the settings that vary) besides those."""
+    shown = [f"gamma={settings['gamma']}{'+' if settings.get('adaptive') else ''}", f"T={settings['temperature']}"]
+    return " ".join(shown + [f"{k}={settings.get(k)}" for k in keys if k not in ("gamma", "temperature")])

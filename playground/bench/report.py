@@ -15,10 +15,9 @@ import os
 import secrets
 from pathlib import Path
 
-from ..config import group
+from .grid import SETTINGS  # noqa: F401  (the report's setting columns; charts import them from here)
 
 SCHEMA = "playground.bench/1"
-SETTINGS = tuple(k.name for k in group("decoding"))  # the report's setting columns: the decoding knobs
 
 
 def atomic_write(path, data: str | bytes) -> None:
@@ -65,7 +64,7 @@ def csv_rows(report: dict) -> list[dict]:
     """One row per prompt and setting, then a row per category and an overall row for each setting."""
     rows = []
     for run in report["runs"]:
-        settings = {k: run["settings"][k] for k in SETTINGS}
+        settings = {k: run["settings"].get(k) for k in SETTINGS}  # older reports lack the draft's
         for record in run["prompts"]:
             rows.append({"row": "prompt", **settings, **flatten(record)})
         for category, summary in run["categories"].items():

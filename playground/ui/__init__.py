@@ -2,7 +2,8 @@
 
 Adding a tab: write `playground/ui/tab_<name>.py` with `TITLE` and `build(ctx)` (layout, then
 wiring: `flow.model_job` for a button that runs the models, or `**context.SERIAL` on any other
-event that does), and add it to TABS below.
+event that does), and add it to TABS below. A tab that hands something to another returns its
+components from build(); build_demo wires the two.
 Nothing here loads a model: pairs load on the first run, through the context's PairCache.
 """
 
@@ -33,10 +34,13 @@ def build_demo(config: str | None = None, *, default_pair: str | None = None, ca
     ctx.default_pair = ctx.registry.pair(default_pair).name  # raises, naming the pairs, if unknown
     with gr.Blocks(title="Speculative Sampling Playground") as demo:
         gr.Markdown(HEADER)
+        handles = {}  # what a tab hands to another, wired here: tabs never import each other
         with gr.Tabs():
             for tab in TABS:
                 with gr.Tab(tab.TITLE):
-                    tab.build(ctx)
+                    handles[tab] = tab.build(ctx) or {}
+        fastest, knobs = handles[tab_sweep]["fastest"], handles[tab_export]["knobs"]
+        fastest.change(tab_export.take, fastest, list(knobs.values()), queue=False, api_visibility="private")
     demo.queue(default_concurrency_limit=1)
     return demo
 

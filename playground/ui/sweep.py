@@ -1,6 +1,8 @@
-"""The sweep: a grid of γ × drafter × temperature over a few prompts, measured with the bench's own
-code (warm-up, then baseline and speculative runs alternated, the median kept), summarised per
-cell with the bench's summary, and written as CSV and JSON.
+"""The sweep: a grid of γ × drafter × temperature × draft settings over a few prompts, measured with
+the bench's own code (warm-up, then baseline and speculative runs alternated, the median kept),
+summarised per cell with the bench's summary, and written as CSV and JSON. The draft settings
+(n-gram sizes, draft vocabulary, tree shape) use the benchmark's --sweep grammar, so a row of the
+page and a run of the CLI name a draft the same way.
 
 `make_plan` checks every field before anything loads; errors name the field as the page shows it.
 """
@@ -15,7 +17,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..config import DRAFTER_LABELS, DRAFTERS, MAX_NEW_TOKENS, MODEL, TREE, RunConfig
+from ..config import DRAFTER_LABELS, DRAFTERS, KNOBS, MAX_NEW_TOKENS, MODEL, TREE, RunConfig
 from ..sampling import expected_speedup
 from .measured import point_from_record, pool
 
@@ -27,8 +29,13 @@ ROW_KINDS = [*DRAFTERS, TREE_ROW]
 ROW_LABELS = {**DRAFTER_LABELS, TREE_ROW: "draft tree (γ = depth)"}
 MAX_PER_CATEGORY = 20
 SCHEMA = "playground.sweep/1"
+# The draft knobs a page sweep may vary beside the drafter kind (the pair's draft stays loaded, so
+# not its quantization: that is the benchmark's --sweep draft_quantization=...)
+# (nor the tree's depth: on a tree row that is the γ column)
+DRAFT_AXIS = [k.name for k in KNOBS.values() if k.sweep and k.group == "drafter" and k.name not in ("drafter", "tree_depth")]
 COLUMNS = [
     "drafter",
+    "draft",
     "temperature",
     "gamma",
     "prompts",
@@ -44,6 +51,7 @@ COLUMNS = [
 ]
 HEADERS = [
     "drafter",
+    "draft settings",
     "T",
     "γ",
     "prompts",
@@ -83,10 +91,17 @@ class Plan:
     max_new_tokens: int
     repeats: int
     seed: int
+    draft_axis: dict  # knob -> values (DRAFT_AXIS), each combination a row of its own
+    base: dict  # the pair's suggested draft knobs (its draft vocabulary), where the axis says nothing
 
     @property
-    def cells(self) -> list[tuple[str, float, int]]:
-        return list(itertools.product(self.drafters, self.temperatures, self.gammas))
+    def drafts(self) -> list[dict]:
+        keys = list(self.draft_axis)
+        return [dict(zip(keys, values)) for values in itertools.product(*self.draft_axis.values())]
+
+    @property
+    def cells(self) -> list[tuple[str, float, int, dict]]:
+        return list(itertools.product(self.drafters, self.temperatures, self.gammas, self.drafts))
 
     @property
     def total_runs(self) -> int:
@@ -113,6 +128,21 @@ def parse_list(field: str, text, kind=int) -> list:
             what = "whole numbers or ranges like 1-8" if kind is int else "numbers"
             raise ValueError(f"{field}: expected {what} separated by commas, got {part!r}") from None
     return list(dict.fromkeys(values))
+
+
+def parse_draft_axis(text) -> dict[str, list]:
+    """'draft_vocab=0,65536 ngram_max=2,3' (the benchmark's --sweep grammar) -> knob -> values."""
+    from ..bench.grid import parse_sweep
+
+    items = (text or "").split()
+    for item in items:
+        if item.partition("=")[0].strip().replace("-", "_") not in DRAFT_AXIS:
+            raise ValueError(f"draft settings: expected KEY=V1,V2,... with KEY one of {', '.join(DRAFT_AXIS)}, "
+                             f"got {item!r}")
+    try:
+        return parse_sweep(items)
+    except ValueError as e:
+        raise ValueError(f"draft settings: {e}") from None
 
 
 def check_values(gammas: list[int], temperatures: list[float]) -> None:
@@ -157,9 +187,12 @@ def make_plan(
     repeats,
     seed,
     builtin: dict[str, str],
+    draft_text: str = "",
+    base: dict | None = None,
 ) -> Plan:
     from .flow import whole
 
+    draft_axis = parse_draft_axis(draft_text)
     gammas = parse_list("γ values", gammas_text, int)
     temperatures = parse_list("temperatures", temperatures_text, float)
     check_values(gammas, temperatures)
@@ -180,7 +213,14 @@ def make_plan(
         whole("max new tokens", max_new_tokens, 1, MAX_NEW_TOKENS),
         whole("repeats", repeats, 1, 10),
         whole("seed", seed, 0, 2**31 - 1),
+        draft_axis,
+        {k: v for k, v in (base or {}).items() if k in DRAFT_AXIS},
     )
+    for kind, _, gamma, draft in plan.cells:  # cross-field rules (n-gram max >= min), before anything loads
+        try:
+            cell_settings(plan, kind, gamma, draft)
+        except ValueError as e:
+            raise ValueError(f"draft settings: {e}") from None
     runs = len(plan.cells) * len(prompts)
     if runs > MAX_RUNS:
         raise ValueError(
@@ -202,8 +242,9 @@ def run_sweep(pair, plan: Plan, report) -> list[dict]:
     encoded = [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
     done, total, rows = 0, plan.total_runs, []
     with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
-        for drafter, temperature, gamma in plan.cells:
-            setup = bench_setup(pair, cell_settings(plan.pair, drafter, gamma))
+        for drafter, temperature, gamma, draft in plan.cells:
+            settings = cell_settings(plan, drafter, gamma, draft)
+            setup = bench_setup(pair, settings)
             config = SpecConfig(
                 gamma=gamma, temperature=temperature, seed=plan.seed, max_new_tokens=plan.max_new_tokens
             )
@@ -214,10 +255,11 @@ def run_sweep(pair, plan: Plan, report) -> list[dict]:
                 )
             warm_up(setup, fitting[0][1], config, 1)
             done += 1
-            report("run", f"warm-up, {drafter}, T = {temperature:g}, γ = {gamma}", done, total)
+            name = ", ".join([drafter, *(f"{k} = {v}" for k, v in draft.items()), f"T = {temperature:g}", f"γ = {gamma}"])
+            report("run", f"warm-up, {name}", done, total)
             records = []
             for prompt, ids in fitting:
-                cell = f"{prompt.label} ({drafter}, T = {temperature:g}, γ = {gamma})"
+                cell = f"{prompt.label} ({name})"
 
                 def ran(method, _done, _total, cell=cell):
                     nonlocal done
@@ -228,16 +270,34 @@ def run_sweep(pair, plan: Plan, report) -> list[dict]:
                 records.append({"prompt": prompt.label, "drafter": drafter, **record})
             done = max(done, cell_end(plan, len(rows) + 1))  # prompts too long for the context are skipped
             row = summarize_cell(plan.pair, drafter, temperature, gamma, records)
+            row["draft"] = draft_label(draft)
+            row["run"] = {**vars_of(settings), "temperature": temperature, "seed": plan.seed,
+                          "max_new_tokens": plan.max_new_tokens}
             rows.append(row)
             report("cell", row, done, total)
     return rows
 
 
-def cell_settings(pair: str, kind: str, gamma: int) -> RunConfig:
-    """The run configuration of one row kind at one γ (a tree row's γ is its depth)."""
+def cell_settings(plan: Plan, kind: str, gamma: int, draft: dict | None = None) -> RunConfig:
+    """The run configuration of one row: its kind at one γ (a tree row's γ is its depth, its drafted
+    chain the draft model's), the pair's draft knobs, then the row's own draft settings."""
+    knobs = {**plan.base, **(draft or {})}
     if kind == TREE_ROW:
-        return RunConfig(pair=pair, drafter=MODEL, speculation=TREE, tree_depth=gamma)
-    return RunConfig(pair=pair, drafter=kind)
+        return RunConfig(pair=plan.pair, drafter=MODEL, speculation=TREE, tree_depth=gamma, **knobs)
+    return RunConfig(pair=plan.pair, drafter=kind, gamma=gamma, **knobs)
+
+
+def draft_label(draft: dict) -> str:
+    return " ".join(f"{k}={v}" for k, v in draft.items())
+
+
+def vars_of(settings: RunConfig) -> dict:
+    return {name: getattr(settings, name) for name in RunConfig.names()}
+
+
+def fastest(rows: list[dict]) -> dict | None:
+    """The run configuration of the row with the most speculative tokens per second."""
+    return max(rows, key=lambda r: r["speculative_tok_s"])["run"] if rows else None
 
 
 def cell_end(plan: Plan, cells_done: int) -> int:
@@ -316,7 +376,7 @@ def write_files(plan: Plan, rows: list[dict], directory: str | None = None) -> t
             "c": "one draft step ÷ one plain target step",
             "verify_cost": "one verification pass ÷ one plain target step",
         },
-        "rows": [{k: r[k] for k in COLUMNS} | {"records": r["records"]} for r in rows],
+        "rows": [{k: r[k] for k in COLUMNS} | {"run": r["run"], "records": r["records"]} for r in rows],
     }
     atomic_write(json_path, json.dumps(clean(report), indent=2) + "\n")
     return str(csv_path), str(json_path)

@@ -23,7 +23,7 @@ SNIPPET_BOXES = (  # (tab, [(language, label, elem_id)]) in the order snippets()
 )
 
 
-def build(ctx: AppContext) -> None:
+def build(ctx: AppContext) -> dict:
     gr.Markdown(
         "Take what you tuned here to where you serve models. Set the knobs (or copy them from the Race or "
         "Sweep tab); the snippets follow. Copy with the button at the top right of each box."
@@ -56,6 +56,15 @@ def build(ctx: AppContext) -> None:
     gr.Button("Refresh snippets", size="sm", elem_id="ex-refresh").click(
         export_event, None, outputs, inputs_kwargs=knobs, queue=False, preprocess=False, api_name="export"
     )
+    return {"knobs": knobs}
+
+
+def take(run: dict | None) -> list:
+    """Another tab's run configuration (the Sweep's fastest row) as values for these controls; the
+    snippets follow through the controls' change events."""
+    if not run:
+        return [gr.skip() for _ in RunConfig.names()]
+    return [run[name] for name in RunConfig.names()]
 
 
 def default_values(ctx: AppContext) -> list:

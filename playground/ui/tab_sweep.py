@@ -1,5 +1,6 @@
-"""The Sweep tab: measure a grid of γ × drafter × temperature on a few prompts, with a progress bar
-and Stop; a results table and plots that fill in cell by cell; CSV and JSON to download.
+"""The Sweep tab: measure a grid of γ × drafter × temperature × draft settings on a few prompts, with
+a progress bar and Stop; a results table and plots that fill in cell by cell; CSV and JSON to
+download; the fastest row's settings handed to the Export tab (wired in ui/__init__.py).
 
 Every measured prompt also becomes a point of the Theory tab (ctx.measurements).
 """
@@ -23,7 +24,7 @@ from .tab_race import EXAMPLES
 TITLE = "Sweep"
 log = logging.getLogger(__name__)
 
-N_OUTPUTS, STATUS = 5, 4  # table, speedup plot, α plot, files, status
+N_OUTPUTS, STATUS = 6, 4  # table, speedup plot, α plot, files, status, the fastest row's settings
 BUILTIN = {e[0]: e[1] for e in EXAMPLES}  # the Race tab's examples, by label
 
 
@@ -48,6 +49,11 @@ def build(ctx: AppContext) -> None:
             drafters = gr.CheckboxGroup(
                 [(sweep.ROW_LABELS[d], d) for d in sweep.ROW_KINDS], value=[MODEL], label="drafters",
                 elem_id="sw-drafters"
+            )
+            drafts = gr.Textbox(
+                "", label="draft settings to compare (optional)", elem_id="sw-drafts",
+                info="each combination is a row, as the benchmark's --sweep writes them: e.g. "
+                     "draft_vocab=0,65536 ngram_max=2,3 (one of: " + ", ".join(sweep.DRAFT_AXIS) + ")",
             )
             examples = gr.CheckboxGroup(
                 list(BUILTIN), value=[next(iter(BUILTIN))], label="example prompts", elem_id="sw-examples"
@@ -102,10 +108,13 @@ def build(ctx: AppContext) -> None:
         speedup_plot = gr.Plot(teach_plots.empty_figure("Speedup against γ appears here."), show_label=False)
         alpha_plot = gr.Plot(teach_plots.empty_figure("α against γ appears here."), show_label=False)
 
-    inputs = [pair, gammas, drafters, temperatures, examples, categories, per_category, tokens, repeats, seed]
-    outputs = [table, speedup_plot, alpha_plot, files, status]
+    fastest = gr.State(None)  # the fastest row's run configuration: app.py hands it to the Export tab
+    inputs = [pair, gammas, drafters, temperatures, examples, categories, per_category, tokens, repeats, seed,
+              drafts]
+    outputs = [table, speedup_plot, alpha_plot, files, status, fastest]
     model_job(run, sweep_handler(ctx), inputs, outputs, status, "sweep", stop=stop, stop_api="sweep_stop",
               stopped="Stopped. The rows measured so far stay in the table.")
+    return {"fastest": fastest}
 
 
 def sweep_handler(ctx: AppContext):
@@ -120,6 +129,7 @@ def sweep_handler(ctx: AppContext):
         tokens: int,
         repeats: int,
         seed: int,
+        drafts: str = "",
         request: gr.Request = None,
         progress=gr.Progress(),
     ) -> Iterator[tuple]:
@@ -137,6 +147,8 @@ def sweep_handler(ctx: AppContext):
                 repeats,
                 seed,
                 BUILTIN,
+                drafts,
+                ctx.registry.pair(settings.pair).suggested(),
             )
         except ValueError as e:
             yield from fail(N_OUTPUTS, STATUS, str(e))
@@ -148,18 +160,19 @@ def sweep_handler(ctx: AppContext):
             teach_plots.empty_figure("α against γ appears here."),
             None,
             status_html(f"Sweeping {len(plan.cells)} settings × {len(plan.prompts)} prompts…", 0.0),
+            gr.skip(),
         )
         session = session_of(request)
 
         def show(kind: str, payload, done: int, total: int) -> tuple:
             progress((done, total), desc="sweeping")
             if kind == "run":
-                return (*(gr.skip(),) * 4, status_html(f"Ran {payload} ({done}/{total})", done / total))
+                return (*(gr.skip(),) * 4, status_html(f"Ran {payload} ({done}/{total})", done / total), gr.skip())
             rows.append(payload)  # a finished cell: a table row, and a point per prompt for the Theory tab
             for point in payload["points"]:
                 ctx.measurements.add(session, point)
             done_cells = f"Measured {len(rows)} of {len(plan.cells)} settings."
-            return (*figures(rows), gr.skip(), status_html(done_cells, done / total))
+            return (*figures(rows), gr.skip(), status_html(done_cells, done / total), gr.skip())
 
         try:
             yield from streamed(lambda report: sweep.run_sweep(loaded, plan, report), show)
@@ -175,10 +188,14 @@ def sweep_handler(ctx: AppContext):
         # folder is removed as soon as the last redraw is sent (or the job is cancelled).
         with tempfile.TemporaryDirectory(prefix="playground-sweep-") as folder:
             paths = list(sweep.write_files(plan, rows, folder))
+            best = sweep.fastest(rows)
+            where = (f" The fastest ({best['drafter']}, γ = {best['gamma']}) is in the Export tab." if best else "")
             yield (
                 *figures(rows),
                 paths,
-                status_html(f"Done: {len(rows)} settings measured. The points are on the Theory tab too.{note}"),
+                status_html(f"Done: {len(rows)} settings measured. The points are on the Theory tab too.{where}"
+                            f"{note}"),
+                best,
             )
 
     return run

@@ -425,19 +425,19 @@ def lab_figure(result, label, n: int = 12) -> go.Figure:
 
 
 def sweep_figure(rows: list[dict], key: str, title: str, y_title: str) -> go.Figure:
-    """One line per (drafter, temperature) of `key` against γ."""
+    """One line per (drafter, draft settings, temperature) of `key` against γ."""
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
-        groups.setdefault((r["drafter"], r["temperature"]), []).append(r)
+        groups.setdefault((r["drafter"], r.get("draft", ""), r["temperature"]), []).append(r)
     palette = [SPEC_COLOR, THEORY_COLOR, "#22a046", "#9b6ad6", "#dc2828", "#8c564b", "#17becf"]
     traces = []
-    for i, ((drafter, temperature), group) in enumerate(sorted(groups.items())):
+    for i, ((drafter, draft, temperature), group) in enumerate(sorted(groups.items())):
         group = sorted(group, key=lambda r: r["gamma"])
         traces.append(
             line(
                 [r["gamma"] for r in group],
                 [r[key] for r in group],
-                f"{ROW_LABELS.get(drafter, drafter)}, T = {temperature:g}",
+                ", ".join(filter(None, [ROW_LABELS.get(drafter, drafter), draft, f"T = {temperature:g}"])),
                 palette[i % len(palette)],
                 mode="lines+markers",
             )
