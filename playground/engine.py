@@ -110,13 +110,22 @@ def check_inputs(target, prompt_ids, config, drafter, tokenizer) -> None:
         raise ValueError(f"config must be a SpecConfig, got {type(config).__name__}")
     if config.stop_strings and tokenizer is None:
         raise ValueError("stop_strings need the tokenizer: pass tokenizer=")
+    problem = context_problem(target, prompt_ids, config)
+    if problem:
+        raise ValueError(problem)
+
+
+def context_problem(target, prompt_ids, config) -> str | None:
+    """Why this prompt and max_new_tokens do not fit the target's context, or None. The one check:
+    a run refuses such a prompt with it, and the benchmark skips such a prompt with it."""
     limit = getattr(target.config.get_text_config(), "max_position_embeddings", None)
     if limit and len(prompt_ids) >= limit:
-        raise ValueError(f"prompt is {len(prompt_ids)} tokens, but the target's context holds {limit}")
+        return f"prompt is {len(prompt_ids)} tokens, but the target's context holds {limit}"
     if limit and len(prompt_ids) + config.max_new_tokens > limit:
         room = limit - len(prompt_ids)
-        raise ValueError(f"max_new_tokens must be at most {room} for this {len(prompt_ids)}-token prompt "
-                         f"(the target's context holds {limit}), got {config.max_new_tokens}")
+        return (f"max_new_tokens must be at most {room} for this {len(prompt_ids)}-token prompt "
+                f"(the target's context holds {limit}), got {config.max_new_tokens}")
+    return None
 
 
 def begin(lm: CachedModel, drafter: Drafter | None, prompt_ids: list[int]) -> None:

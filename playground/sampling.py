@@ -199,6 +199,12 @@ def expected_speedup(alpha: float, gamma: float, c: float, v=None) -> float:
     return expected_tokens_per_call(alpha, gamma) / (gamma * c + verify_cost(v, gamma + 1))
 
 
+def sloped_speedup(alpha: float, gamma: float, c: float, slope: float) -> float:
+    """The improvement factor with verification costing 1 + slope·γ plain steps: the straight line
+    through verification costs timed at a few γ (runs measured without a v(k) curve)."""
+    return expected_tokens_per_call(alpha, gamma) / (gamma * c + 1 + slope * gamma)
+
+
 def best_gamma(alpha: float, c: float, max_gamma: int = 16, v=None) -> int:
     """The lookahead that maximises the expected speedup (gamma = 0 means: do not speculate).
     With a measured curve v, only lookaheads whose verification was measured are considered."""

@@ -132,7 +132,7 @@ def test_prompts_too_long_for_the_context_are_skipped_and_reported(tmp_path, cap
     run = json.loads(out.read_text())["runs"][0]
     assert [p["category"] for p in run["prompts"]] == ["qa"] and run["summary"]["prompts"] == 1
     assert [s["category"] for s in run["skipped"]] == ["summarization"]
-    assert "exceed the target's context of 2048" in run["skipped"][0]["reason"]
+    assert "the target's context holds 2048" in run["skipped"][0]["reason"]
     assert "skipped" in capsys.readouterr().out
 
 

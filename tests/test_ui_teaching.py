@@ -21,7 +21,8 @@ from playground.ui.context import AppContext, build_context
 from playground.ui.lockstep import lockstep
 from playground.ui.measured import Measurements, Point, pool
 from playground.config import MODEL, PROMPT_LOOKUP, RunConfig
-from playground.ui.stepthrough import Stepper, visible
+from playground.ui.render import visible
+from playground.ui.stepthrough import Stepper
 from playground.ui.tab_export import snippets
 from playground.ui.tab_lab import lab_handler
 from playground.ui.tab_stepthrough import reset_handler, step_handler

@@ -263,11 +263,12 @@ def run_setting(setup, encoded, cell, args, device, name: str) -> dict:
     from tqdm import tqdm
 
     from .machine import peak_memory, reset_peak_memory
-    from .measure import measure_prompt, room_for, warm_up
+    from ..engine import context_problem
+    from .measure import measure_prompt, warm_up
     from .summary import by_category, summarize_records
 
     config = cell.spec_config()
-    reasons = [room_for(setup.target, ids, config) for _, ids in encoded]
+    reasons = [context_problem(setup.target, ids, config) for _, ids in encoded]
     fitting = [item for item, reason in zip(encoded, reasons) if reason is None]
     skipped = [{"id": p.id, "category": p.category, "reason": reason}
                for (p, _), reason in zip(encoded, reasons) if reason is not None]

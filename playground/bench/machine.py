@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 import platform
 import sys
 
@@ -124,3 +125,17 @@ def peak_rss_bytes() -> int | None:
         return None
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return peak if sys.platform == "darwin" else peak * 1024
+
+
+@contextmanager
+def spare_a_core():
+    """Run torch on all cores but one (at least one) for the duration, then restore. The app's
+    measurements run so: the page keeps a core, so drawing never stalls the models, and every
+    measurement set beside another (race, sweep, theory) runs on the same threads."""
+    before = torch.get_num_threads()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    torch.set_num_threads(max(1, min(before, cores - 1)))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

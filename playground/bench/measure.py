@@ -48,6 +48,17 @@ class Setup:
     def drafter(self) -> str:
         return self.run.drafter
 
+    @classmethod
+    def of(cls, pair, run: RunConfig, tree: bool = False) -> "Setup":
+        """The Setup of a loaded pair (loading.LoadedPair): its models, end tokens and the drafter
+        the run describes (kind, n-gram sizes, draft vocabulary, tree shape). The app's race,
+        sweep and theory measure through this, as the CLI does."""
+        from ..text import eos_ids
+
+        return cls(pair.target.model, pair.draft.model, run,
+                   eos_ids(pair.tokenizer, pair.target.model, pair.draft.model), pair.tokenizer.pad_token_id,
+                   tree=tree)
+
     def make_drafter(self):
         return self.run.make_drafter(self.draft)
 
@@ -80,15 +91,6 @@ def hf_run(setup: Setup, ids, config, assistant=None, prompt_lookup=False) -> Ru
     tokens, seconds = hf_generate(setup.target, ids, config, setup.eos, setup.pad_token_id, assistant,
                                   prompt_lookup)
     return Run(tokens, seconds)
-
-
-def room_for(target, ids: list[int], config: SpecConfig) -> str | None:
-    """Why this prompt cannot run with these settings (too long for the context), or None."""
-    limit = getattr(target.config.get_text_config(), "max_position_embeddings", None)
-    if limit and len(ids) + config.max_new_tokens > limit:
-        return (f"{len(ids)} prompt tokens + {config.max_new_tokens} new exceed the target's "
-                f"context of {limit}")
-    return None
 
 
 def warm_up(setup: Setup, ids: list[int], config: SpecConfig, times: int) -> None:

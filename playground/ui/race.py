@@ -16,11 +16,9 @@ Chromium). So the race leaves one core to the page while it runs.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..config import RunConfig
 from ..events import StepEvent
@@ -107,6 +105,8 @@ def race_frames(
 
     Raises ValueError, naming the field, for bad settings or a prompt that does not fit.
     """
+    from ..bench.machine import spare_a_core
+    from ..bench.measure import Setup, warm_up
     from ..engine import check_inputs, generate
     from ..text import encode_prompt, eos_ids
 
@@ -117,7 +117,9 @@ def race_frames(
     drafter = settings.make_drafter(pair.draft.model)
     check_inputs(pair.target.model, ids, config, drafter, tokenizer)  # fail before the page is cleared
     with spare_a_core():
-        warm_up(pair, ids, settings)
+        # the benchmark's warm-up, kept short (the last 8 prompt tokens, 3 new): the first calls of
+        # each model pay one-time costs that neither timed run should carry
+        warm_up(Setup.of(pair, settings), ids[-8:], replace(config, max_new_tokens=3), 1)
         tracks = {name: new_track(name, tokenizer, settings.greedy) for name in (BASELINE, SPECULATIVE)}
         frame = RaceFrame(tracks[BASELINE], tracks[SPECULATIVE], settings)
         yield frame  # clears the page before the first step
@@ -145,20 +147,6 @@ def race_frames(
     yield frame
 
 
-@contextmanager
-def spare_a_core():
-    """Run torch on all cores but one (at least one) for the duration, then restore."""
-    import torch
-
-    before = torch.get_num_threads()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    torch.set_num_threads(max(1, min(before, cores - 1)))
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def new_track(name: str, tokenizer, greedy: bool) -> RunTrack:
     from ..text import TokenPieces
 
@@ -167,14 +155,3 @@ def new_track(name: str, tokenizer, greedy: bool) -> RunTrack:
     return RunTrack(
         name, SpanBuilder(pieces.add, alone, special=set(tokenizer.all_special_ids), greedy=greedy)
     )
-
-
-def warm_up(pair, ids: list[int], settings: RunConfig) -> None:
-    """One short untimed step through each model, so neither timed run pays first-call costs
-    (allocator growth, kernel selection) that the other then gets for free."""
-    from ..engine import SpecConfig, generate
-
-    short = ids[-8:]
-    drafter = settings.make_drafter(pair.draft.model)
-    for _ in generate(pair.target.model, short, SpecConfig(gamma=2, max_new_tokens=3), drafter):
-        pass

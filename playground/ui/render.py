@@ -167,3 +167,14 @@ def legend_html(fates=(ACCEPTED, REJECTED, RESAMPLED, BONUS, TARGET)) -> str:
         if fate in fates
     )
     return f'<div class="legend">{items}</div>'
+
+
+SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍", "\x7f": "␡"}
+
+
+def visible(text: str) -> str:
+    """A token's text with whitespace and control characters made visible: ' def' -> '␣def',
+    '\\n' -> '↵', '\\x05' -> '␅' (raw control characters also break plotly's labels)."""
+    if text == "":
+        return "∅"
+    return "".join(SHOWN_AS.get(ch) or (chr(0x2400 + ord(ch)) if ord(ch) < 32 else ch) for ch in text)

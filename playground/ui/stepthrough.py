@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from ..config import RunConfig
 from ..events import StepEvent
 from .race import RunTrack, new_track
+from .render import visible
 
 DETAIL = 20  # top tokens the engine records per distribution; the page draws fewer
 CONTEXT_CHARS = 600  # how much of the text so far the page shows before the new text
@@ -104,17 +105,6 @@ def start(pair, prompt: str, text_so_far: str, settings: RunConfig) -> Stepper:
         greedy=settings.greedy,
         drafter=settings.drafter,
     )
-
-
-SHOWN_AS = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍", "\x7f": "␡"}
-
-
-def visible(text: str) -> str:
-    """A token's text with whitespace and control characters made visible: ' def' -> '␣def',
-    '\\n' -> '↵', '\\x05' -> '␅' (raw control characters also break plotly's labels)."""
-    if text == "":
-        return "∅"
-    return "".join(SHOWN_AS.get(ch) or (chr(0x2400 + ord(ch)) if ord(ch) < 32 else ch) for ch in text)
 
 
 def close_stepper(stepper) -> None:

@@ -233,22 +233,23 @@ def make_plan(
 def run_sweep(pair, plan: Plan, report) -> list[dict]:
     """Measure every cell (in lockstep with the page); report("run", what, done, total) after each
     run and report("cell", row, done, total) after each cell. Returns the rows."""
-    from ..bench.measure import measure_prompt, room_for, warm_up
+    from ..bench.measure import measure_prompt, warm_up
+    from ..engine import context_problem
     from ..engine import SpecConfig
     from ..text import encode_prompt
-    from .race import spare_a_core
-    from .theory import bench_setup
+    from ..bench.machine import spare_a_core
+    from ..bench.measure import Setup
 
     encoded = [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
     done, total, rows = 0, plan.total_runs, []
     with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
         for drafter, temperature, gamma, draft in plan.cells:
             settings = cell_settings(plan, drafter, gamma, draft)
-            setup = bench_setup(pair, settings)
+            setup = Setup.of(pair, settings)
             config = SpecConfig(
                 gamma=gamma, temperature=temperature, seed=plan.seed, max_new_tokens=plan.max_new_tokens
             )
-            fitting = [(p, ids) for p, ids in encoded if room_for(setup.target, ids, config) is None]
+            fitting = [(p, ids) for p, ids in encoded if context_problem(setup.target, ids, config) is None]
             if not fitting:
                 raise ValueError(
                     f"prompts: none fits the target's context with {plan.max_new_tokens} new tokens"

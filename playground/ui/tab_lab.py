@@ -17,7 +17,7 @@ from .context import AppContext
 from .flow import check_prompt, fail, load_pair, model_job, read_settings, status_html, whole
 from .lockstep import streamed
 from .plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR
-from .stepthrough import visible
+from .render import visible
 
 TITLE = "Losslessness lab"
 log = logging.getLogger(__name__)

@@ -265,7 +265,7 @@ def alpha_view(predicted: float, outcome: dict, loaded) -> dict:
 
 
 def lab_view(predicted: str, outcome: dict, loaded) -> dict:
-    from .stepthrough import visible
+    from .render import visible
 
     result = outcome["lab"]
     fit = result.speculative_vs_p

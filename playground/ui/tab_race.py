@@ -11,10 +11,11 @@ from collections.abc import Iterator
 
 import gradio as gr
 
-from ..config import DRAFTER_LABELS, MODEL, PROMPT_LOOKUP, RunConfig
+from ..config import DRAFTER_LABELS, RunConfig
 from ..events import summarize
 from . import controls, plots, render, summary
 from .context import AppContext
+from .examples import RACE as EXAMPLES
 from .flow import (check_prompt, fail, in_order, load_pair, model_job, read_settings, status_html,
                    status_only)
 from .measured import point_from_race, session_of
@@ -23,38 +24,6 @@ from .race import BASELINE, SPECULATIVE, TIMING_NOTE, RaceFrame, race_frames
 TITLE = "Race"
 log = logging.getLogger(__name__)
 
-EDIT_PROMPT = '''Add type hints to this function. Return the whole function, otherwise unchanged.
-
-```python
-def moving_average(values, window):
-    """Mean of each run of `window` consecutive values."""
-    if window <= 0:
-        raise ValueError("window must be positive")
-    averages = []
-    total = sum(values[:window])
-    averages.append(total / window)
-    for i in range(window, len(values)):
-        total += values[i] - values[i - window]
-        averages.append(total / window)
-    return averages
-```'''
-
-# (label, prompt, drafter, gamma, temperature, max new tokens); the draft model's γ is the default
-# pair's (3: its int4 target verifies 4 tokens for little more than 1, 5 cost almost 2)
-EXAMPLES = [
-    ("Code", "Write a Python function is_prime(n) with a short docstring.", MODEL, 3, 0.0, 96),
-    ("Chat, sampled", "In three short sentences: why is the sky blue?", MODEL, 3, 0.7, 80),
-    ("Code edit: prompt lookup", EDIT_PROMPT, PROMPT_LOOKUP, 8, 0.0, 160),
-    (
-        "Translation",
-        "Translate into French: The small model guesses the next few words; the large model checks "
-        "them all at once and keeps the ones it agrees with.",
-        MODEL,
-        3,
-        0.0,
-        64,
-    ),
-]
 N_OUTPUTS = 7  # baseline text, speculative text, three plots, stats, status
 STATUS = N_OUTPUTS - 1
 

@@ -11,12 +11,12 @@ from collections.abc import Iterator
 
 import gradio as gr
 
-from ..config import MODEL, PROMPT_LOOKUP, RunConfig
+from ..config import RunConfig
 from . import controls, render, step_view, teach_plots, tree_view
 from .context import SERIAL, AppContext
+from .examples import STEP_THROUGH as EXAMPLES
 from .flow import check_prompt, fail, in_order, load_pair, model_job, read_settings, status_html
 from .stepthrough import Stepper, close_stepper, start, stepper_key
-from .tab_race import EDIT_PROMPT
 
 TITLE = "Step-through"
 log = logging.getLogger(__name__)
@@ -24,25 +24,6 @@ log = logging.getLogger(__name__)
 N_OUTPUTS, STATUS = 5, 4  # stepper state, text, stages, figure, status
 SESSION_TTL_S = 1800  # a paused run (and the models it holds) is dropped after this long unused
 PLACEHOLDER = "The new text appears here, token by token, coloured by fate."
-
-# (label, prompt, drafter, gamma, temperature)
-EXAMPLES = [
-    (
-        "Sampled: see a rejection and its residual",
-        "Write a Python function that checks whether a number is prime.",
-        MODEL,
-        4,
-        0.8,
-    ),
-    (
-        "Greedy: accept while the guess is the target's top token",
-        "Write a Python function that checks whether a number is prime.",
-        MODEL,
-        4,
-        0.0,
-    ),
-    ("Prompt lookup: copying from the prompt", EDIT_PROMPT, PROMPT_LOOKUP, 8, 0.0),
-]
 
 
 def build(ctx: AppContext) -> None:

@@ -19,13 +19,13 @@ from .context import AppContext
 from .flow import fail, load_pair, model_job, read_settings, status_html
 from .lockstep import streamed
 from .measured import session_of
-from .tab_race import EXAMPLES
+from .examples import RACE
 
 TITLE = "Sweep"
 log = logging.getLogger(__name__)
 
 N_OUTPUTS, STATUS = 6, 4  # table, speedup plot, α plot, files, status, the fastest row's settings
-BUILTIN = {e[0]: e[1] for e in EXAMPLES}  # the Race tab's examples, by label
+BUILTIN = {e[0]: e[1] for e in RACE}  # the Race tab's examples, by label
 
 
 def build(ctx: AppContext) -> None:

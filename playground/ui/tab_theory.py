@@ -171,7 +171,7 @@ def measure_handler(ctx: AppContext, curves=None):
             def work(report):
                 point = theory.measure(loaded, ids, settings, 1, report, "measure", short(prompt))
                 if curves is not None:  # v(k) of this target, once per app run (a few seconds)
-                    from .race import spare_a_core
+                    from ..bench.machine import spare_a_core
 
                     with spare_a_core():  # the same threads as the runs it is set beside
                         curves.measure(loaded.target, max_k=VERIFY_K, repeats=3)

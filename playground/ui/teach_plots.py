@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..events import ACCEPTED, BONUS, StepEvent
-from ..sampling import expected_speedup
+from ..sampling import expected_speedup, sloped_speedup
 from .sweep import ROW_LABELS
 from .plots import BASELINE_COLOR, GRID, SPEC_COLOR, THEORY_COLOR, figure, line
 
@@ -249,7 +249,7 @@ def theory_figure(points, pooled, best: int | None, curve=None) -> go.Figure:
             traces.append(
                 line(
                     gammas,
-                    [adjusted_speedup(a, g, c, k) for g in gammas],
+                    [sloped_speedup(a, g, c, k) for g in gammas],
                     f"with this machine's verification cost (1 + {k:.2f}γ)",
                     THEORY_COLOR,
                     dash="dash",
@@ -352,13 +352,6 @@ def verify_trace(curve) -> dict:
         marker=dict(color="rgba(120,120,120,0.25)"),
         hovertemplate="γ = %{x}: verifying γ+1 tokens costs %{y:.2f} plain steps<extra></extra>",
     )
-
-
-def adjusted_speedup(alpha: float, gamma: int, c: float, slope: float) -> float:
-    """The formula with verification costing 1 + slope·γ plain forwards instead of 1."""
-    from ..sampling import expected_tokens_per_call
-
-    return expected_tokens_per_call(alpha, gamma) / (gamma * c + 1 + slope * gamma)
 
 
 def point_hover(p) -> str:

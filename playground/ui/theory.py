@@ -9,9 +9,9 @@ from __future__ import annotations
 import html
 
 from ..config import MODEL, RunConfig
-from ..sampling import best_gamma, expected_speedup, gamma_ceiling
+from ..sampling import best_gamma, expected_speedup, gamma_ceiling, sloped_speedup
 from .measured import Point, Pooled, point_from_record, pool
-from .teach_plots import MAX_GAMMA, adjusted_speedup
+from .teach_plots import MAX_GAMMA
 
 
 CSS = """
@@ -53,7 +53,7 @@ def recommended(pooled: Pooled | None, curve=None) -> int | None:
 
 def adjusted_best(pooled: Pooled) -> int:
     return max(
-        range(MAX_GAMMA + 1), key=lambda g: adjusted_speedup(pooled.alpha, g, pooled.c, pooled.verify_slope)
+        range(MAX_GAMMA + 1), key=lambda g: sloped_speedup(pooled.alpha, g, pooled.c, pooled.verify_slope)
     )
 
 
@@ -107,7 +107,7 @@ def explain_html(points: list[Point], pooled: Pooled | None, what: str, curve=No
         )
     elif pooled.verify_slope > 0:
         g = adjusted_best(pooled)
-        s = adjusted_speedup(pooled.alpha, g, pooled.c, pooled.verify_slope)
+        s = sloped_speedup(pooled.alpha, g, pooled.c, pooled.verify_slope)
         adjusted = (
             f'<p class="hint">With this machine\'s verification cost the best γ is {g} '
             f"(expected {s:.2f}×).</p>"
@@ -185,34 +185,17 @@ def points_table(points: list[Point]) -> list[list]:
 POINT_COLUMNS = ["source", "prompt", "γ", "drafter", "temperature", "speedup ×", "α", "c", "v"]
 
 
-def bench_setup(pair, settings: RunConfig, tree: bool = False):
-    """The bench's Setup for a loaded pair: the same timed methods the CLI alternates, with the
-    drafter the settings describe (kind, n-gram sizes, draft vocabulary); `tree` also times a
-    token tree from the same draft."""
-    from ..bench.measure import Setup
-    from ..text import eos_ids
-
-    return Setup(
-        pair.target.model,
-        pair.draft.model,
-        settings,
-        eos_ids(pair.tokenizer, pair.target.model, pair.draft.model),
-        pair.tokenizer.pad_token_id,
-        tree=tree,
-    )
-
-
 def measure(
     pair, ids: list[int], settings: RunConfig, repeats: int, report, source: str, prompt: str
 ) -> Point:
     """Warm up, then time baseline and speculative runs alternated (bench.measure), as one point.
 
     report(done, total, what) is called after each run (the lockstep worker's callback)."""
-    from ..bench.measure import measure_prompt, warm_up
-    from .race import spare_a_core
+    from ..bench.measure import Setup, measure_prompt, warm_up
+    from ..bench.machine import spare_a_core
 
     config = settings.spec_config()
-    setup = bench_setup(pair, settings, tree=settings.drafter == MODEL)  # a tree's length beside the chain's
+    setup = Setup.of(pair, settings, tree=settings.drafter == MODEL)  # a tree's length beside the chain's
     total = (3 if setup.tree else 2) * repeats + 1
     with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
         warm_up(setup, ids, config, 1)
