@@ -18,8 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..config import DRAFTER_LABELS, DRAFTERS, KNOBS, MAX_NEW_TOKENS, MODEL, TREE, RunConfig
-from ..sampling import expected_speedup
-from .measured import point_from_record, pool
+from .measured import point_from_record
 
 MAX_RUNS = 400  # cells × prompts: past this a CPU sweep takes a day
 # The sweep's rows: each drafter as a chain, and the draft model growing a token tree. On a tree row
@@ -68,7 +67,7 @@ HEADERS = [
 LEGEND = (
     "speedup: median over the prompts of speculative ÷ autoregressive tokens/s. α: share of tested "
     "guesses kept. c: one draft step ÷ one plain target step. v: one verification pass ÷ one plain target "
-    "step (the formula assumes 1). formula: (1 − α^(γ+1)) / ((1 − α)(γc + 1)) at the measured α and c. "
+    "step (the paper's formula assumes 1). formula: (1 − α^(γ+1)) / ((1 − α)(γc + v)) at the measured α, c and v. "
     "identical (greedy only): the speculative text equals the autoregressive one. Tree rows: γ is the tree's "
     "depth, α the chance that a level keeps one of its candidates, c one draft forward per level (all its "
     "nodes at once); the formula then reads a tree as a chain with that α."
@@ -306,7 +305,8 @@ def cell_end(plan: Plan, cells_done: int) -> int:
 
 
 def summarize_cell(pair: str, drafter: str, temperature: float, gamma: int, records: list[dict]) -> dict:
-    """One table row: the bench's summary of the cell's prompts, with α and c pooled the theory's way."""
+    """One table row: the bench's summary of the cell's prompts (the CLI's numbers, the same code),
+    and a theory point per prompt."""
     from ..bench.summary import summarize_records
 
     summary = summarize_records(records)
@@ -322,20 +322,17 @@ def summarize_cell(pair: str, drafter: str, temperature: float, gamma: int, reco
         )
         for r in records
     ]
-    pooled = pool(points)
-    alpha, c = (pooled.alpha, pooled.c) if pooled else (0.0, 0.0)
-    verify = sum(p.verify_cost for p in points) / len(points) if points else 0.0
     return {
         "drafter": drafter,
         "temperature": temperature,
         "gamma": gamma,
         "prompts": len(records),
         "speedup": summary["speedup"],
-        "alpha": alpha,
+        "alpha": summary["alpha"],
         "tokens_per_call": summary["mean_accepted_tokens"],
-        "c": c,
-        "verify_cost": verify,
-        "formula_speedup": expected_speedup(alpha, summary["mean_gamma"], c) if pooled else 1.0,
+        "c": summary["c"],
+        "verify_cost": summary["verify_cost"],
+        "formula_speedup": summary["predicted_speedup"],
         "baseline_tok_s": summary["baseline_tok_s"],
         "speculative_tok_s": summary["speculative_tok_s"],
         "identical": summary["identical"],
