@@ -8,6 +8,8 @@ Runs on the tiny random pair by default. For the README screenshots of the real 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from browser import PAIR, needs_chromium, shoot
 from playwright.sync_api import expect
@@ -92,15 +94,19 @@ def test_lab_sweep_and_export_tabs(page, tmp_path):
     page.locator("#sw-gammas textarea, #sw-gammas input").first.fill("")
     page.locator("#sw-run").click()
     page.get_by_text("γ values: give at least one value").first.wait_for(timeout=30_000)
-    page.locator("#sw-gammas textarea, #sw-gammas input").first.fill("1,2,4")
+    page.locator("#sw-gammas textarea, #sw-gammas input").first.fill("1,2,3")  # not the pair's γ (4)
+    page.locator("#sw-drafts textarea, #sw-drafts input").first.fill("draft_vocab=200,256")
     page.locator("#sw-run").click()
-    page.get_by_text("Done: 3 settings measured").wait_for(timeout=RUN_MS)
-    assert page.locator("#sw-table [role=grid]").get_attribute("aria-rowcount") == "4"  # header + 3 rows
+    page.get_by_text("Done: 6 settings measured").wait_for(timeout=RUN_MS)
+    assert page.locator("#sw-table [role=grid]").get_attribute("aria-rowcount") == "7"  # header + 6 rows
     assert page.locator("#sw-files a").count() >= 2  # CSV and JSON links
+    fastest = re.search(r"The fastest \(model, γ = (\d)\) is in the Export tab", page.locator("#sw-status").inner_text())
+    assert fastest, page.locator("#sw-status").inner_text()
     shoot(page, tmp_path, "sweep.png")
 
-    open_tab(page, "Export")
-    expect(page.locator("#ex-vllm-serve")).to_contain_text("vllm serve")
+    open_tab(page, "Export")  # the Sweep's fastest row became these settings
+    expect(page.locator("#ex-gamma input[type=number]")).to_have_value(fastest[1])
+    expect(page.locator("#ex-vllm-serve")).to_contain_text(f'"num_speculative_tokens": {fastest[1]}')
     page.get_by_role("tab", name="llama.cpp").click()
     expect(page.locator("#ex-llamacpp")).to_contain_text("--spec-draft-n-max")
     assert page.locator("#ex-llamacpp button").count() >= 1  # the copy button
