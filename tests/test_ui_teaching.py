@@ -16,7 +16,7 @@ import torch
 
 from playground import sampling
 from playground.events import ACCEPTED, BONUS, REJECTED, RESAMPLED, DraftToken, StepEvent
-from playground.ui import step_view, sweep, teach_plots, theory
+from playground.ui import plots, step_plots, step_view, sweep, theory
 from playground.ui.context import AppContext, build_context
 from playground.ui.lockstep import lockstep
 from playground.ui.measured import Measurements, Point, pool
@@ -148,7 +148,7 @@ def test_step_figure_draws_q_and_p_per_tested_position_then_the_outcome():
         RESAMPLED,
         residual_top=((5, 0.6), (6, 0.3)),
     )
-    fig = teach_plots.step_figure(e, label, greedy=False)
+    fig = step_plots.step_figure(e, label, greedy=False)
     bars = [t for t in fig.data if t.x != (None,)]  # the rest are legend entries
     assert [t.name for t in bars] == [
         "q: draft",
@@ -159,7 +159,7 @@ def test_step_figure_draws_q_and_p_per_tested_position_then_the_outcome():
     ]  # 2 tested
     assert {t.name for t in fig.data if t.showlegend is not False} == {"q: draft", "p: target", "residual"}
     assert "&lt;script&gt;" in " ".join(bars[2].x)  # plotly reads HTML in labels: escaped
-    assert dict(zip(bars[3].x, bars[3].y, strict=True))[teach_plots.plot_text(label(2))] == pytest.approx(0.1)
+    assert dict(zip(bars[3].x, bars[3].y, strict=True))[plots.plot_text(label(2))] == pytest.approx(0.1)
 
 
 def test_visible_shows_whitespace_and_control_characters():
@@ -181,7 +181,7 @@ def test_step_through_runs_one_target_call_per_click_and_shows_every_stage(ctx):
         assert isinstance(stepper, Stepper)
         seen.add(stepper.history[-1].next_fate)
         assert f"Step {len(stepper.history)}" in status
-        assert isinstance(figure, teach_plots.go.Figure) and 'class="tok' in text
+        assert isinstance(figure, step_plots.go.Figure) and 'class="tok' in text
         if {RESAMPLED, BONUS} <= seen:
             break
     assert {RESAMPLED, BONUS} <= seen, seen  # a rejection with its residual and a full acceptance

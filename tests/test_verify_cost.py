@@ -134,7 +134,7 @@ def test_summarize_predicts_with_the_curve_when_given():
 def test_the_theory_tab_recommends_from_the_curve_and_draws_it():
     import html
 
-    from playground.ui import teach_plots, theory
+    from playground.ui import theory, theory_plots
     from playground.ui.measured import Pooled
 
     pooled = Pooled(points=2, alpha=0.8, c=0.05, verify_slope=0.0)
@@ -143,7 +143,7 @@ def test_the_theory_tab_recommends_from_the_curve_and_draws_it():
     page = html.unescape(theory.explain_html([], pooled, "tiny", curve))
     assert "Recommended γ = 3" in page and "It jumps at k = 5" in page and "would pick γ = 8" in page
     assert "set <b>γ max = 3</b>" in page  # the adaptive schedule's bound, from the same curve
-    fig = teach_plots.theory_figure([], pooled, 3, curve)
+    fig = theory_plots.theory_figure([], pooled, 3, curve)
     bars = [t for t in fig.data if t.type == "bar"]
     assert len(bars) == 1 and bars[0].yaxis == "y2" and list(bars[0].y) == pytest.approx(list(curve.v))
     assert any("measured v(γ+1)" in (t.name or "") for t in fig.data)

@@ -16,7 +16,7 @@ from .. import explorer
 from ..stats import goodness_of_fit
 from .context import SERIAL
 from .flow import fail, status_html, whole
-from .teach_plots import (
+from .plots import (
     DROP_COLOR,
     KEEP_COLOR,
     P_COLOR,

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import gradio as gr
 import plotly.graph_objects as go
 
-from . import teach_plots
+from . import lab_plots, plots
 from .context import AppContext
 from .flow import check_prompt, fail, load_pair, model_job, read_settings, status_html, whole
 from .lockstep import streamed
@@ -94,7 +94,7 @@ def build(ctx: AppContext) -> None:
                 top_p = gr.Slider(0.01, 1, value=1, step=0.01, label="Top-p (1 is off)", elem_id="lab-top-p")
     with gr.Row():
         figure = gr.Plot(
-            teach_plots.empty_figure("The two histograms appear here."),
+            plots.empty_figure("The two histograms appear here."),
             show_label=False,
             elem_id="lab-plot",
             scale=4,
@@ -102,7 +102,7 @@ def build(ctx: AppContext) -> None:
         with gr.Column(scale=2):
             verdict = gr.HTML(intro_html(), css_template=CSS, elem_id="lab-verdict")
     convergence = gr.Plot(
-        teach_plots.empty_figure("Draw fast: the distance to p against N appears here.", 220),
+        plots.empty_figure("Draw fast: the distance to p against N appears here.", 220),
         show_label=False,
         elem_id="lab-convergence",
     )
@@ -145,7 +145,7 @@ def lab_handler(ctx: AppContext):
             else ""
         )
         yield (
-            teach_plots.lab_figure(result, label),
+            lab_plots.lab_figure(result, label),
             verdict_html(result),
             status_html(f"Done: {result.draws} draws each way.{note}"),
         )
@@ -297,7 +297,7 @@ def fast_drawing(loaded, prompt: str, settings, n: int, note: str):
         finished = result.draws == n
         message = f"Done: {n} draws each way (p and q computed once).{note}" if finished else f"Drawing: {result.draws} of {n}"
         return (
-            teach_plots.lab_figure(result, label),
+            lab_plots.lab_figure(result, label),
             convergence_figure(history),
             verdict_html(result),
             status_html(message, None if finished else result.draws / n),
@@ -318,7 +318,7 @@ def convergence_figure(history: list[tuple[int, float, float]]) -> go.Figure:
         start = history[0][2] or history[0][1]
         fig.add_trace(go.Scatter(x=ns, y=[start * (ns[0] / k) ** 0.5 for k in ns], mode="lines",
                                  name="∝ 1/√N", line=dict(color=THEORY_COLOR, dash="dash")))
-    teach_plots.style(fig, height=260, left_titles=False)
+    plots.style(fig, height=260, left_titles=False)
     fig.update_layout(title=dict(text="Distance to p (total variation) shrinks like 1/√N",
                                  font=dict(size=13), x=0.0, xanchor="left"))
     fig.update_xaxes(type="log", title_text="N draws")

@@ -17,7 +17,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from ..sampling import expected_speedup, expected_tokens_per_call
-from . import lesson, teach_plots, theory
+from . import lab_plots, lesson, plots, theory
 from .context import AppContext
 from .flow import check_prompt, fail, load_pair, model_job, read_settings, status_html
 from .lesson import CHOICE, SAME, STEPS, Progress
@@ -72,7 +72,7 @@ def build(ctx: AppContext) -> None:
             status = gr.HTML(status_html("Predict first, then measure."), elem_id="lesson-status")
     with gr.Row():
         result = gr.HTML(css_template=CSS, elem_id="lesson-result")
-        plot = gr.Plot(teach_plots.empty_figure("The measurement appears here.", HEIGHT), show_label=False,
+        plot = gr.Plot(plots.empty_figure("The measurement appears here.", HEIGHT), show_label=False,
                        elem_id="lesson-plot")
     with gr.Row():
         back = gr.Button("← Back", elem_id="lesson-back")
@@ -117,7 +117,7 @@ def show_step(progress: Progress) -> tuple:
         gr.update(visible=i == 3),
         gr.update(value=step.button),
         kept["html"] if kept else "",
-        kept["figure"] if kept else teach_plots.empty_figure("The measurement appears here.", HEIGHT),
+        kept["figure"] if kept else plots.empty_figure("The measurement appears here.", HEIGHT),
         status_html("Measured earlier in this session." if kept else "Predict first, then measure."),
     )
 
@@ -253,7 +253,7 @@ def alpha_view(predicted: float, outcome: dict, loaded) -> dict:
     grade = lesson.grade(predicted, metrics.alpha)
     by_position = acceptance_by_position(events)
     fig = go.Figure(go.Bar(x=[f"guess {i + 1}" for i in range(len(by_position))], y=by_position,
-                           name="kept at this position", marker_color=teach_plots.KEEP_COLOR))
+                           name="kept at this position", marker_color=plots.KEEP_COLOR))
     guides(fig, predicted, metrics.alpha)
     finish(fig, "Share of guesses kept, by draft position", "draft position", "share kept")
     tested = sum(e.n_tested for e in events)
@@ -277,7 +277,7 @@ def lab_view(predicted: str, outcome: dict, loaded) -> dict:
             ("target alone: distance to p", f"{result.direct_vs_p.total_variation:.3f}"),
             ("draws from the draft's own guess", f"{result.accepted:,} of {result.draws:,}")]
     note = "Both paths together give p: a kept guess where the draft was right, the residual where it was not."
-    return {"html": panel(rows, grade, note), "figure": teach_plots.lab_figure(result, label),
+    return {"html": panel(rows, grade, note), "figure": lab_plots.lab_figure(result, label),
             "measured": found, "grade": grade}
 
 
@@ -332,7 +332,7 @@ def guides(fig: go.Figure, predicted: float, measured: float) -> None:
 
 
 def finish(fig: go.Figure, title: str, x_title: str, y_title: str) -> None:
-    teach_plots.style(fig, HEIGHT, left_titles=False)
+    plots.style(fig, HEIGHT, left_titles=False)
     fig.update_layout(title=dict(text=title, font=dict(size=13), x=0.0, xanchor="left"), showlegend=False)
     fig.update_xaxes(title_text=x_title)
     fig.update_yaxes(title_text=y_title)

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import gradio as gr
 
 from ..config import RunConfig
-from . import controls, render, step_view, teach_plots, tree_view
+from . import controls, plots, render, step_plots, step_view, tree_view
 from .context import SERIAL, AppContext
 from .examples import STEP_THROUGH as EXAMPLES
 from .flow import check_prompt, fail, in_order, load_pair, model_job, read_settings, status_html
@@ -74,7 +74,7 @@ def build(ctx: AppContext) -> None:
             )
         with gr.Column(scale=6):
             figure = gr.Plot(
-                teach_plots.empty_figure("The bar charts of q and p appear after the first step."),
+                plots.empty_figure("The bar charts of q and p appear after the first step."),
                 show_label=False,
                 elem_id="st-plot",
             )
@@ -163,7 +163,7 @@ def step_panels(event, stepper: Stepper, steps: int) -> tuple:
         return (tree_view.tree_step_html(event, stepper.label, stepper.greedy, steps),
                 tree_view.tree_figure(event, stepper.label, stepper.greedy))
     return (step_view.step_html(event, stepper.label, stepper.greedy, stepper.drafter, steps),
-            teach_plots.step_figure(event, stepper.label, stepper.greedy))
+            step_plots.step_figure(event, stepper.label, stepper.greedy))
 
 
 def reset_handler(stepper: Stepper | None) -> tuple:
@@ -172,6 +172,6 @@ def reset_handler(stepper: Stepper | None) -> tuple:
         None,
         step_view.text_html("", [], PLACEHOLDER),
         step_view.intro_html(),
-        teach_plots.empty_figure("The bar charts of q and p appear after the first step."),
+        plots.empty_figure("The bar charts of q and p appear after the first step."),
         status_html("Back at the start. Press Next step to run the first step."),
     )

@@ -12,9 +12,11 @@ import tempfile
 from collections.abc import Iterator
 
 import gradio as gr
+import plotly.graph_objects as go
 
 from ..config import MAX_NEW_TOKENS, MODEL
-from . import sweep, teach_plots
+from . import sweep
+from .plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR, empty_figure, figure, line
 from .context import AppContext
 from .flow import fail, load_pair, model_job, read_settings, status_html
 from .lockstep import streamed
@@ -105,8 +107,8 @@ def build(ctx: AppContext) -> None:
     )
     gr.Markdown(f"<small>{sweep.LEGEND}</small>")
     with gr.Row():
-        speedup_plot = gr.Plot(teach_plots.empty_figure("Speedup against γ appears here."), show_label=False)
-        alpha_plot = gr.Plot(teach_plots.empty_figure("α against γ appears here."), show_label=False)
+        speedup_plot = gr.Plot(empty_figure("Speedup against γ appears here."), show_label=False)
+        alpha_plot = gr.Plot(empty_figure("α against γ appears here."), show_label=False)
 
     fastest = gr.State(None)  # the fastest row's run configuration: app.py hands it to the Export tab
     inputs = [pair, gammas, drafters, temperatures, examples, categories, per_category, tokens, repeats, seed,
@@ -156,8 +158,8 @@ def sweep_handler(ctx: AppContext):
         rows: list[dict] = []
         yield (
             [],
-            teach_plots.empty_figure("Speedup against γ appears here."),
-            teach_plots.empty_figure("α against γ appears here."),
+            empty_figure("Speedup against γ appears here."),
+            empty_figure("α against γ appears here."),
             None,
             status_html(f"Sweeping {len(plan.cells)} settings × {len(plan.prompts)} prompts…", 0.0),
             gr.skip(),
@@ -204,6 +206,32 @@ def sweep_handler(ctx: AppContext):
 def figures(rows: list[dict]) -> tuple:
     return (
         sweep.table(rows),
-        teach_plots.sweep_figure(rows, "speedup", "Measured speedup against γ", "speedup ×"),
-        teach_plots.sweep_figure(rows, "alpha", "Acceptance rate α against γ", "α"),
+        sweep_figure(rows, "speedup", "Measured speedup against γ", "speedup ×"),
+        sweep_figure(rows, "alpha", "Acceptance rate α against γ", "α"),
     )
+
+
+def sweep_figure(rows: list[dict], key: str, title: str, y_title: str) -> go.Figure:
+    """One line per (drafter, draft settings, temperature) of `key` against γ."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["drafter"], r.get("draft", ""), r["temperature"]), []).append(r)
+    palette = [SPEC_COLOR, THEORY_COLOR, "#22a046", "#9b6ad6", "#dc2828", "#8c564b", "#17becf"]
+    traces = []
+    for i, ((drafter, draft, temperature), group) in enumerate(sorted(groups.items())):
+        group = sorted(group, key=lambda r: r["gamma"])
+        traces.append(
+            line(
+                [r["gamma"] for r in group],
+                [r[key] for r in group],
+                ", ".join(filter(None, [sweep.ROW_LABELS.get(drafter, drafter), draft, f"T = {temperature:g}"])),
+                palette[i % len(palette)],
+                mode="lines+markers",
+            )
+        )
+    hlines = [(1.0, "no gain", BASELINE_COLOR, "dot")] if key == "speedup" else []
+    top = max([1.5] + [r[key] for r in rows])
+    y_range = [0, 1.05] if key == "alpha" else [0, 1.15 * top]
+    fig = figure(title, "γ", y_title, traces, hlines=hlines, y_range=y_range, x_dtick=1)
+    fig.update_layout(height=320, uirevision="sweep")
+    return fig

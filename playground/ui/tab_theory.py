@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import gradio as gr
 
 from ..config import DRAFTER_LABELS, DRAFTERS, MODEL
-from . import teach_plots, theory
+from . import theory, theory_plots
 from .context import AppContext
 from .flow import check_prompt, fail, load_pair, model_job, read_settings, status_html, whole
 from .lockstep import streamed
@@ -39,7 +39,7 @@ def build(ctx: AppContext) -> None:
     )
     with gr.Row():
         with gr.Column(scale=3):
-            plot = gr.Plot(teach_plots.theory_figure([], None, None), show_label=False, elem_id="th-plot")
+            plot = gr.Plot(theory_plots.theory_figure([], None, None), show_label=False, elem_id="th-plot")
         with gr.Column(scale=2):
             explain = gr.HTML(
                 theory.explain_html([], None, spec.name), css_template=theory.CSS, elem_id="th-explain"
@@ -85,7 +85,7 @@ def build(ctx: AppContext) -> None:
         interactive=False,
         elem_id="th-points",
     )
-    tree_plot = gr.Plot(teach_plots.tree_length_figure([], None), show_label=False, elem_id="th-tree")
+    tree_plot = gr.Plot(theory_plots.tree_length_figure([], None), show_label=False, elem_id="th-tree")
 
     view = [pair, drafter, temperature]
     outputs = [plot, explain, table, tree_plot, status]
@@ -107,10 +107,10 @@ def draw(ctx: AppContext, session, pair: str, drafter: str, temperature: float, 
     what = f"{pair}, {drafter}, temperature {float(temperature):g}"
     curve = target_curve(ctx, curves, pair)
     return (
-        teach_plots.theory_figure(points, pooled, theory.recommended(pooled, curve), curve),
+        theory_plots.theory_figure(points, pooled, theory.recommended(pooled, curve), curve),
         theory.explain_html(points, pooled, what, curve),
         theory.points_table(points),
-        teach_plots.tree_length_figure(points, pooled),
+        theory_plots.tree_length_figure(points, pooled),
     )
 
 

@@ -11,7 +11,7 @@ import html
 from ..config import MODEL, RunConfig
 from ..sampling import best_gamma, expected_speedup, gamma_ceiling, sloped_speedup
 from .measured import Point, Pooled, point_from_record, pool
-from .teach_plots import MAX_GAMMA
+from .theory_plots import MAX_GAMMA
 
 
 CSS = """
