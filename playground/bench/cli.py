@@ -218,24 +218,18 @@ def load_pair(args, plan: Plan, cache, cell=None):
 def run_benchmark(args, plan: Plan, cache) -> dict:
     """Every cell of the grid on the same prompts. A cell with another draft quantization loads that
     draft (the pair cache frees the previous pair first; nothing here holds on to it)."""
-    from ..text import encode_prompt, eos_ids
+    from ..text import encode_prompt
     from .machine import busy_warning, cpu_clock, environment, load_average, others_cpu_share, peak_memory
-    from .measure import Setup
 
     pair = load_pair(args, plan, cache)
     encoded = [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
     device, models = pair.target.device, describe_pair(pair)
+    del pair  # held by the cache; a cell that needs another draft lets the cache free it
     facts = environment(device)
     started, clock_start = time.strftime("%Y-%m-%dT%H:%M:%S%z"), cpu_clock()
-    runs, keys = [], varying([{"settings": settings_of(c)} for c in plan.cells])
-    for cell in plan.cells:
-        del pair  # let the cache free it if this cell needs another draft
-        pair = load_pair(args, plan, cache, cell)
-        setup = Setup(pair.target.model, pair.draft.model, cell,
-                      eos_ids(pair.tokenizer, pair.target.model, pair.draft.model),
-                      pair.tokenizer.pad_token_id, reference=args.reference == "transformers", tree=args.tree)
-        run = run_setting(setup, encoded, cell, args, device, label(settings_of(cell), keys))
-        runs.append({**run, "draft": describe_pair(pair)["draft"]})
+    keys = varying([{"settings": settings_of(c)} for c in plan.cells])
+    runs = [measure_cell(args, plan, cache, cell, encoded, device, label(settings_of(cell), keys))
+            for cell in plan.cells]
     facts["others_cpu_share"] = others_cpu_share(clock_start, cpu_clock(), facts["cpu_cores_usable"] or 1)
     if busy_warning(facts["others_cpu_share"]):
         print(busy_warning(facts["others_cpu_share"]), file=sys.stderr)
@@ -249,6 +243,16 @@ def run_benchmark(args, plan: Plan, cache) -> dict:
         "memory": peak_memory(device),
         "runs": runs,
     }
+
+
+def measure_cell(args, plan: Plan, cache, cell, encoded, device, name: str) -> dict:
+    """One cell on its own pair (the cache's, loaded if the cell's draft differs); nothing of the
+    pair outlives the call, so switching drafts never holds two in memory."""
+    from .measure import Setup
+
+    pair = load_pair(args, plan, cache, cell)
+    setup = Setup.of(pair, cell, tree=args.tree, reference=args.reference == "transformers")
+    return {**run_setting(setup, encoded, cell, args, device, name), "draft": describe_pair(pair)["draft"]}
 
 
 def tree_shape(args) -> dict | None:

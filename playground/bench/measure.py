@@ -49,7 +49,7 @@ class Setup:
         return self.run.drafter
 
     @classmethod
-    def of(cls, pair, run: RunConfig, tree: bool = False) -> "Setup":
+    def of(cls, pair, run: RunConfig, tree: bool = False, reference: bool = False) -> "Setup":
         """The Setup of a loaded pair (loading.LoadedPair): its models, end tokens and the drafter
         the run describes (kind, n-gram sizes, draft vocabulary, tree shape). The app's race,
         sweep and theory measure through this, as the CLI does."""
@@ -57,7 +57,7 @@ class Setup:
 
         return cls(pair.target.model, pair.draft.model, run,
                    eos_ids(pair.tokenizer, pair.target.model, pair.draft.model), pair.tokenizer.pad_token_id,
-                   tree=tree)
+                   reference=reference, tree=tree)
 
     def make_drafter(self):
         return self.run.make_drafter(self.draft)
