@@ -160,9 +160,7 @@ def make_plan(args) -> Plan:
         raise SettingError("--pair", str(error)) from None
     check_target_quantizations(args)
     grid = parse_sweep(args.sweep)
-    for name, value in spec.suggested().items():  # a flag not given takes the pair's suggestion
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    take_suggestions(args, spec)
     check_flags(args)
     base = {name: getattr(args, name) for name in RUN_FLAGS}
     cells = expand({**base, "pair": spec.name}, grid)
@@ -177,6 +175,14 @@ def make_plan(args) -> Plan:
 
 
 RUN_FLAGS = [k.name for k in KNOBS.values() if k.name != "pair"]  # every knob has its flag
+
+
+def take_suggestions(args, spec) -> None:
+    """A knob the pair suggests (registry.PairSpec.suggested) and the command line did not give
+    takes the pair's value; knobs this command has no flag for are left alone."""
+    for name, value in spec.suggested().items():
+        if hasattr(args, name) and getattr(args, name) is None:
+            setattr(args, name, value)
 
 
 def check_flags(args) -> None:

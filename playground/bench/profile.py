@@ -60,20 +60,22 @@ def breakdown(name: str, events, wall: float) -> str:
 
 def main(argv=None) -> int:
     args = options(argv)
-    from ..drafters import ModelDrafter
-    from ..engine import SpecConfig
-    from ..tree_drafter import TreeDrafter
+    from dataclasses import replace
+
+    from ..config import TREE, RunConfig
     from ..events import steady_events, summarize
     from ..loading import PairCache
     from ..registry import load_registry
     from ..text import encode_prompt, eos_ids
+    from .cli import take_suggestions
 
     registry = load_registry()
     try:
-        suggested = registry.pair(args.pair).suggested()
-        args.gamma = suggested["gamma"] if args.gamma is None else args.gamma
-        args.draft_vocab = (suggested["draft_vocab"] if args.draft_vocab is None else args.draft_vocab) or None
-        config = SpecConfig(gamma=args.gamma, temperature=0.0, max_new_tokens=args.max_new_tokens)
+        take_suggestions(args, registry.pair(args.pair))  # γ and the draft vocabulary (greedy always)
+        run = RunConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, draft_vocab=args.draft_vocab,
+                        tree_budget=args.tree_budget, tree_depth=args.tree_depth,
+                        tree_branching=args.tree_branching, tree_width=args.tree_width)
+        config = run.spec_config()
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -83,9 +85,8 @@ def main(argv=None) -> int:
     ids = encode_prompt(pair.tokenizer, args.prompt)
     eos = eos_ids(pair.tokenizer, target, draft)
     try:
-        drafters = [ModelDrafter(draft, draft_vocab=args.draft_vocab) for _ in range(2)]
-        trees = [TreeDrafter(draft, args.tree_budget, args.tree_depth, args.tree_branching,
-                             draft_vocab=args.draft_vocab, width=args.tree_width) for _ in range(2)] if args.tree else []
+        drafters = [run.make_drafter(draft) for _ in range(2)]  # the one drafter factory
+        trees = [replace(run, speculation=TREE).make_drafter(draft) for _ in range(2)] if args.tree else []
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
