@@ -31,7 +31,8 @@ SCHEMA = "playground.sweep/1"
 # The draft knobs a page sweep may vary beside the drafter kind (the pair's draft stays loaded, so
 # not its quantization: that is the benchmark's --sweep draft_quantization=...)
 # (nor the tree's depth: on a tree row that is the γ column)
-DRAFT_AXIS = [k.name for k in KNOBS.values() if k.sweep and k.group == "drafter" and k.name not in ("drafter", "tree_depth")]
+DRAFT_AXIS = [k.name for k in KNOBS.values()
+              if k.sweep and k.group == "drafter" and k.name not in ("drafter", "tree_depth")]
 COLUMNS = [
     "drafter",
     "draft",
@@ -215,9 +216,9 @@ def make_plan(
         draft_axis,
         {k: v for k, v in (base or {}).items() if k in DRAFT_AXIS},
     )
-    for kind, _, gamma, draft in plan.cells:  # cross-field rules (n-gram max >= min), before anything loads
+    for kind, temperature, gamma, draft in plan.cells:  # cross-field rules (n-gram max >= min), up front
         try:
-            cell_settings(plan, kind, gamma, draft)
+            cell_settings(plan, kind, gamma, draft, temperature)
         except ValueError as e:
             raise ValueError(f"draft settings: {e}") from None
     runs = len(plan.cells) * len(prompts)
@@ -232,22 +233,20 @@ def make_plan(
 def run_sweep(pair, plan: Plan, report) -> list[dict]:
     """Measure every cell (in lockstep with the page); report("run", what, done, total) after each
     run and report("cell", row, done, total) after each cell. Returns the rows."""
-    from ..bench.measure import measure_prompt, warm_up
-    from ..engine import context_problem
-    from ..engine import SpecConfig
-    from ..text import encode_prompt
+    from dataclasses import replace
+
     from ..bench.machine import spare_a_core
-    from ..bench.measure import Setup
+    from ..bench.measure import Setup, measure_prompt, warm_up
+    from ..engine import context_problem
+    from ..text import encode_prompt
 
     encoded = [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
     done, total, rows = 0, plan.total_runs, []
     with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
         for drafter, temperature, gamma, draft in plan.cells:
-            settings = cell_settings(plan, drafter, gamma, draft)
+            settings = cell_settings(plan, drafter, gamma, draft, temperature)
             setup = Setup.of(pair, settings)
-            config = SpecConfig(
-                gamma=gamma, temperature=temperature, seed=plan.seed, max_new_tokens=plan.max_new_tokens
-            )
+            config = replace(settings.spec_config(), gamma=gamma)  # a tree row drafts γ levels deep
             fitting = [(p, ids) for p, ids in encoded if context_problem(setup.target, ids, config) is None]
             if not fitting:
                 raise ValueError(
@@ -271,17 +270,19 @@ def run_sweep(pair, plan: Plan, report) -> list[dict]:
             done = max(done, cell_end(plan, len(rows) + 1))  # prompts too long for the context are skipped
             row = summarize_cell(plan.pair, drafter, temperature, gamma, records)
             row["draft"] = draft_label(draft)
-            row["run"] = {**vars_of(settings), "temperature": temperature, "seed": plan.seed,
-                          "max_new_tokens": plan.max_new_tokens}
+            row["run"] = asdict(settings)
             rows.append(row)
             report("cell", row, done, total)
     return rows
 
 
-def cell_settings(plan: Plan, kind: str, gamma: int, draft: dict | None = None) -> RunConfig:
+def cell_settings(plan: Plan, kind: str, gamma: int, draft: dict | None = None,
+                  temperature: float = 0.0) -> RunConfig:
     """The run configuration of one row: its kind at one γ (a tree row's γ is its depth, its drafted
-    chain the draft model's), the pair's draft knobs, then the row's own draft settings."""
-    knobs = {**plan.base, **(draft or {})}
+    chain the draft model's), the pair's draft knobs, then the row's own draft settings, with the
+    plan's seed and length."""
+    knobs = {**plan.base, **(draft or {}), "temperature": temperature, "seed": plan.seed,
+             "max_new_tokens": plan.max_new_tokens}
     if kind == TREE_ROW:
         return RunConfig(pair=plan.pair, drafter=MODEL, speculation=TREE, tree_depth=gamma, **knobs)
     return RunConfig(pair=plan.pair, drafter=kind, gamma=gamma, **knobs)
@@ -289,10 +290,6 @@ def cell_settings(plan: Plan, kind: str, gamma: int, draft: dict | None = None) 
 
 def draft_label(draft: dict) -> str:
     return " ".join(f"{k}={v}" for k, v in draft.items())
-
-
-def vars_of(settings: RunConfig) -> dict:
-    return {name: getattr(settings, name) for name in RunConfig.names()}
 
 
 def fastest(rows: list[dict]) -> dict | None:
