@@ -222,4 +222,4 @@ def gamma_ceiling(c: float, v, max_gamma: int = 16) -> int:
     max_gamma = min(max_gamma, len(v) - 1)
     if max_gamma < 1:
         raise ValueError(f"v: the verification cost curve needs v(1) and v(2) at least, got {len(v)} values")
-    return max(range(1, max_gamma + 1), key=lambda g: (g + 1) / (g * c + verify_cost(v, g + 1)))
+    return max(range(1, max_gamma + 1), key=lambda g: expected_speedup(1.0, g, c, v))  # alpha = 1

@@ -10,12 +10,12 @@ import html
 import itertools
 import json
 
-from ..config import KNOBS, defaults
+from ..config import defaults
+from .grid import DRAFT_SETTINGS, SETTINGS
 from .grid import varying as varying_settings
-from .report import SETTINGS, atomic_write
+from .report import atomic_write
 
 DEFAULTS = defaults()
-DRAFT_SETTINGS = [k for k in SETTINGS if KNOBS[k].group == "drafter" or k == "draft_quantization"]
 
 METHODS = (  # (summary key, label): what the bars compare
     ("baseline_tok_s", "ours, autoregressive"),

@@ -10,7 +10,8 @@ from ..config import KNOBS, group, parse_text
 
 SWEEPABLE = [k.name for k in KNOBS.values() if k.sweep]  # the knobs a grid may vary, in field order
 # The settings a report records per run: the decoding knobs, then what shapes the draft
-SETTINGS = (*(k.name for k in group("decoding")), *(k.name for k in group("drafter")), "draft_quantization")
+DRAFT_SETTINGS = (*(k.name for k in group("drafter")), "draft_quantization")
+SETTINGS = (*(k.name for k in group("decoding")), *DRAFT_SETTINGS)
 
 
 class SettingError(ValueError):

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 import platform
 import sys
+from contextlib import contextmanager
 
 import psutil
 import torch
