@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from playground.ui import build_demo
+from playground.app.demo import build_demo
 
 demo = build_demo()
 

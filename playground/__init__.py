@@ -4,19 +4,19 @@ The public API is re-exported lazily, so `import playground` stays cheap (no tor
 """
 
 _EXPORTS = {
-    "SpecConfig": "engine",
-    "generate": "engine",
-    "ModelDrafter": "drafters",
-    "PromptLookupDrafter": "drafters",
-    "StepEvent": "events",
-    "DraftToken": "events",
-    "summarize": "events",
-    "output_tokens": "events",
-    "Sampling": "sampling",
-    "expected_speedup": "sampling",
-    "encode_prompt": "text",
-    "eos_ids": "text",
-    "check_same_tokenizer": "text",
+    "SpecConfig": "engine.generate",
+    "generate": "engine.generate",
+    "ModelDrafter": "engine.drafters",
+    "PromptLookupDrafter": "engine.drafters",
+    "StepEvent": "engine.events",
+    "DraftToken": "engine.events",
+    "summarize": "engine.events",
+    "output_tokens": "engine.events",
+    "Sampling": "engine.sampling",
+    "expected_speedup": "engine.sampling",
+    "encode_prompt": "models.text",
+    "eos_ids": "models.text",
+    "check_same_tokenizer": "models.text",
 }
 
 __all__ = sorted(_EXPORTS)

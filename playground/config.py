@@ -129,18 +129,18 @@ class RunConfig:
 
     def spec_config(self, **engine_only):
         """The engine's SpecConfig (its decoding fields), plus engine-only options (detail, stop_strings)."""
-        from .engine import SpecConfig  # torch: imported when a run starts, not with the page
+        from playground.engine.generate import SpecConfig  # torch: imported when a run starts, not with the page
 
         return SpecConfig(**{k.name: getattr(self, k.name) for k in group("decoding")}, **engine_only)
 
     def make_drafter(self, draft_model):
         """The one drafter factory: a fresh drafter for one run (a model drafter owns a KV cache)."""
-        from .drafters import ModelDrafter, PromptLookupDrafter
+        from playground.engine.drafters import ModelDrafter, PromptLookupDrafter
 
         if self.drafter == PROMPT_LOOKUP:
             return PromptLookupDrafter(self.ngram_min, self.ngram_max)
         if self.speculation == TREE:
-            from .tree_drafter import TreeDrafter
+            from playground.engine.tree_drafter import TreeDrafter
 
             return TreeDrafter(draft_model, self.tree_budget, self.tree_depth, self.tree_branching,
                                draft_vocab=self.draft_vocab or None, width=self.tree_width)

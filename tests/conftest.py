@@ -2,7 +2,7 @@ import socket
 
 import pytest
 
-from playground.tiny import tiny_model, tiny_pair
+from playground.models.tiny import tiny_model, tiny_pair
 
 
 @pytest.fixture(scope="session")
@@ -25,7 +25,7 @@ def small_vocab_pair():
 def url():
     from browser import PAIR
 
-    from playground.ui import build_demo
+    from playground.app.demo import build_demo
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from playground.bench import report
+from playground.measure import report
 
 
 def umask_now() -> int:

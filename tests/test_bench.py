@@ -9,19 +9,19 @@ import shutil
 
 import pytest
 
-from playground.bench import charts, cli, gpu_oracle, gpu_paths
-from playground.bench.divergence import first_divergence, margin_at, margins_by_position, top2_margin
-from playground.bench.grid import SettingError, expand, parse_sweep
-from playground.bench.measure import Run, Setup, identity_fields
+from playground.measure import charts, cli, gpu_oracle, gpu_paths
+from playground.measure.divergence import first_divergence, margin_at, margins_by_position, top2_margin
+from playground.measure.grid import SettingError, expand, parse_sweep
+from playground.measure.runs import Run, Setup, identity_fields
 from playground.config import RunConfig
-from playground.bench.oracle import OracleDrafter, greedy_continuation
-from playground.bench.prompts import load_prompts
-from playground.bench.reference import hf_generate, matched_assistant
-from playground.bench.report import atomic_write
-from playground.bench.summary import summarize_records
-from playground.engine import SpecConfig, generate
-from playground.events import TARGET, StepEvent, output_tokens, summarize
-from playground.text import encode_prompt
+from playground.measure.oracle import OracleDrafter, greedy_continuation
+from playground.measure.prompts import load_prompts
+from playground.measure.reference import hf_generate, matched_assistant
+from playground.measure.report import atomic_write
+from playground.measure.summary import summarize_records
+from playground.engine.generate import SpecConfig, generate
+from playground.engine.events import TARGET, StepEvent, output_tokens, summarize
+from playground.models.text import encode_prompt
 
 PROMPT_FIELDS = {"id", "category", "new_tokens", "baseline_tok_s", "speculative_tok_s", "speedup",
                  "acceptance_rate", "mean_accepted_tokens", "identical", "first_divergence",
@@ -191,7 +191,7 @@ def test_first_divergence():
 
 
 def test_margins_come_from_the_row_that_chose_each_token():
-    from playground.events import ACCEPTED, REJECTED, DraftToken
+    from playground.engine.events import ACCEPTED, REJECTED, DraftToken
 
     tie, clear = ((4, 0.5001), (9, 0.4999)), ((4, 0.9), (9, 0.1))
     drafts = (DraftToken(4, 0.9, 0.9, 1.0, None, ACCEPTED, top_p=clear),
@@ -346,13 +346,13 @@ def test_nothing_heavy_at_import():
     import subprocess
     import sys
 
-    code = "import sys, playground.bench, playground.bench.cli; print('torch' in sys.modules)"
+    code = "import sys, playground.bench, playground.measure.cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
 
 
 def test_busy_machine_is_measured_as_other_processes_cpu():
-    from playground.bench.machine import busy_warning, others_cpu_share
+    from playground.measure.machine import busy_warning, others_cpu_share
 
     # 10 s of wall time on 2 cores: the machine was busy 10 CPU-seconds, 8 of them ours
     share = others_cpu_share((0.0, 100.0, 40.0), (10.0, 110.0, 48.0), cores=2)
@@ -362,7 +362,7 @@ def test_busy_machine_is_measured_as_other_processes_cpu():
 
 
 def test_profile_splits_each_run_into_verify_draft_and_overhead(capsys):
-    from playground.bench.profile import main
+    from playground.measure.profile import main
 
     assert main(["--pair", "tiny", "--max-new-tokens", "12", "--gamma", "3"]) == 0
     out = capsys.readouterr().out
@@ -374,7 +374,7 @@ def test_profile_splits_each_run_into_verify_draft_and_overhead(capsys):
 
 
 def test_profile_of_a_tree_counts_draft_forwards_per_depth_and_nodes(capsys):
-    from playground.bench.profile import main
+    from playground.measure.profile import main
 
     assert main(["--pair", "tiny", "--max-new-tokens", "12", "--tree", "--tree-budget", "8", "--tree-depth", "3"]) == 0
     out = capsys.readouterr().out
@@ -402,9 +402,9 @@ def test_a_sweep_compares_drafts_and_each_cell_builds_the_drafter_it_names(tmp_p
     """Drafts compared for one target (issue 12): n-gram sizes of prompt lookup, then draft
     vocabularies of the draft model and the drafter kind. What is asserted is the drafter each
     timed run actually built, and that the report, the table and the figure name each draft."""
-    from playground.bench import charts
+    from playground.measure import charts
     from playground.config import RunConfig
-    from playground.drafters import ModelDrafter, PromptLookupDrafter
+    from playground.engine.drafters import ModelDrafter, PromptLookupDrafter
 
     built = []
     make = RunConfig.make_drafter

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from playground.bench import cli
+from playground.measure import cli
 
 
 @pytest.mark.parametrize("args, message", [

@@ -15,15 +15,15 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from playground.loading import Cancelled, PairCache
-from playground.registry import load_registry
-from playground.tiny import tiny_model, tiny_pair
-from playground.ui.context import AppContext, Loading
+from playground.models.loading import Cancelled, PairCache
+from playground.models.registry import load_registry
+from playground.models.tiny import tiny_model, tiny_pair
+from playground.app.shared.context import AppContext, Loading
 from playground.config import RunConfig
-from playground.ui.stepthrough import Stepper
-from playground.ui.tab_lab import lab_handler
-from playground.ui.tab_race import race_handler
-from playground.ui.tab_stepthrough import step_handler
+from playground.app.stepthrough.run import Stepper
+from playground.app.lab.tab import lab_handler
+from playground.app.race.tab import race_handler
+from playground.app.stepthrough.tab import step_handler
 
 
 def knobs(pair: str, **changes) -> list:

@@ -5,10 +5,11 @@ import pytest
 
 import os
 
-from playground import checkpoints, models
-from playground.cachefiles import size_of
-from playground.cachetool import human
-from playground.modelpack import fetch_pack
+from playground.models import checkpoints
+from playground.models import cli as models
+from playground.models.cachefiles import size_of
+from playground.models.cachetool import human
+from playground.models.modelpack import fetch_pack
 from test_modelpack import CHUNKS, copying_pip, index  # noqa: F401  (index is a fixture)
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from playground import cachefiles, checkpoints, modelpack
-from playground.modelpack import fetch_pack
+from playground.models import cachefiles, checkpoints, modelpack
+from playground.models.modelpack import fetch_pack
 from test_modelpack import CHUNKS, copying_pip, index, no_pip  # noqa: F401  (index is a fixture)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -150,8 +150,8 @@ def test_assembly_killed_midway_leaves_nothing_after_the_next_run(packs, index):
 RACE = textwrap.dedent("""
     import shutil, sys, time
     from pathlib import Path
-    from playground.modelpack import Pack, fetch_pack
-    from playground import checkpoints
+    from playground.models.modelpack import Pack, fetch_pack
+    from playground.models import checkpoints
     here, who = Path(sys.argv[1]), sys.argv[2]
     (here / f"started-{who}").touch()
     def wait_for_both():  # the first one holds its lock until the second has started too
@@ -281,7 +281,7 @@ def test_a_broken_hub_cache_keeps_its_real_cause(monkeypatch, tmp_path):
     """Not "not in the cache": the permission error that actually happened."""
     import huggingface_hub
 
-    from playground.registry import ModelSpec, Source
+    from playground.models.registry import ModelSpec, Source
 
     def unreadable(*args, **kwargs):
         raise PermissionError(13, "Permission denied", "/hub/models--org--m/refs/main")

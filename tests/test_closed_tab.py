@@ -33,9 +33,9 @@ TIMEOUT_S = 300.0  # overall limit of each wait (a loaded CI machine is slow, ne
 def app():
     """(url, calls): the app on the tiny pair, launched on a free port, and the list of the
     times of its target's forward calls (the same PairCache, hence the same model, as the app's)."""
-    from playground.loading import PairCache
-    from playground.registry import load_registry
-    from playground.ui import build_demo
+    from playground.models.loading import PairCache
+    from playground.models.registry import load_registry
+    from playground.app.demo import build_demo
 
     cache = PairCache(load_registry(), keep=1)
     pair = cache.get("tiny")  # the key a race with default quantization asks for

@@ -9,14 +9,14 @@ import gradio as gr
 import pytest
 from gradio_client import Client
 
-from playground import export
-from playground.bench import report
-from playground.bench.cli import build_parser, make_plan
-from playground.bench.grid import SWEEPABLE, settings_of
+from playground.measure import export
+from playground.measure import report
+from playground.measure.cli import build_parser, make_plan
+from playground.measure.grid import SWEEPABLE, settings_of
 from playground.config import KNOBS, PROMPT_LOOKUP, RunConfig, group
-from playground.engine import SpecConfig
-from playground.ui import controls
-from playground.ui.context import build_context
+from playground.engine.generate import SpecConfig
+from playground.app.shared import controls
+from playground.app.shared.context import build_context
 
 NUMERIC = [k for k in KNOBS.values() if k.kind in (int, float) and k.name != "pair"]
 
@@ -139,7 +139,8 @@ def test_the_api_takes_the_knobs_by_name(url):
 
 
 def test_the_examples_use_the_record_vocabulary():
-    from playground.ui import tab_race, tab_stepthrough
+    from playground.app.race import tab as tab_race
+    from playground.app.stepthrough import tab as tab_stepthrough
 
     for examples in (tab_race.EXAMPLES, tab_stepthrough.EXAMPLES):
         for _, _, drafter, gamma, temperature, *_ in examples:

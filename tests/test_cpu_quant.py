@@ -8,13 +8,13 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from playground.cpu_quant import Int4Linear, Int8Linear, quantize_for_cpu
-from playground.drafters import ModelDrafter
-from playground.engine import SpecConfig, generate
-from playground.events import output_tokens
-from playground.loading import PairCache, load_model
-from playground.registry import ModelSpec, Source, load_registry
-from playground.text import encode_prompt
+from playground.models.cpu_quant import Int4Linear, Int8Linear, quantize_for_cpu
+from playground.engine.drafters import ModelDrafter
+from playground.engine.generate import SpecConfig, generate
+from playground.engine.events import output_tokens
+from playground.models.loading import PairCache, load_model
+from playground.models.registry import ModelSpec, Source, load_registry
+from playground.models.text import encode_prompt
 
 TINY_TARGET = ModelSpec("tiny-target", (Source("tiny", "target"),), dtype="float32")
 PROMPTS = ("def add(a, b):", "for i in range(10):")
@@ -103,7 +103,7 @@ def test_auto_is_int4_on_a_cpu_and_none_on_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     built = []
     model = SimpleNamespace(get_memory_footprint=lambda: 0)  # nothing is built: only the choice is checked
-    monkeypatch.setattr("playground.loading.load_from", lambda *args: built.append(args) or (model, None))
+    monkeypatch.setattr("playground.models.loading.load_from", lambda *args: built.append(args) or (model, None))
     assert load_model(TINY_TARGET, quantization="auto", device="cuda").quantization == "none"
     assert built[0][4] == "none"  # load_from(source, spec, device, dtype, quantization, report)
 

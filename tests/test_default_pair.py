@@ -9,13 +9,13 @@ import shutil
 
 import pytest
 
-from playground import modelpack
-from playground.drafters import ModelDrafter
-from playground.engine import SpecConfig, generate
-from playground.events import output_tokens, summarize
-from playground.loading import PairCache, load_model
-from playground.registry import load_registry
-from playground.text import encode_prompt
+from playground.models import modelpack
+from playground.engine.drafters import ModelDrafter
+from playground.engine.generate import SpecConfig, generate
+from playground.engine.events import output_tokens, summarize
+from playground.models.loading import PairCache, load_model
+from playground.models.registry import load_registry
+from playground.models.text import encode_prompt
 
 pytestmark = pytest.mark.slow
 

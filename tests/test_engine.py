@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from playground import sampling
-from playground.drafters import ModelDrafter, PromptLookupDrafter, find_previous_ngram
-from playground.engine import SpecConfig, generate
-from playground.events import BONUS, REJECTED, RESAMPLED, TARGET, output_tokens, summarize
-from playground.kvcache import CachedModel
-from playground.stats import goodness_of_fit
-from playground.text import check_same_tokenizer, encode_prompt
-from playground.tiny import byte_tokenizer
+from playground.engine import sampling
+from playground.engine.drafters import ModelDrafter, PromptLookupDrafter, find_previous_ngram
+from playground.engine.generate import SpecConfig, generate
+from playground.engine.events import BONUS, REJECTED, RESAMPLED, TARGET, output_tokens, summarize
+from playground.engine.kvcache import CachedModel
+from playground.measure.stats import goodness_of_fit
+from playground.models.text import check_same_tokenizer, encode_prompt
+from playground.models.tiny import byte_tokenizer
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):\n"
 
@@ -311,7 +311,7 @@ def test_draft_vocabulary_out_of_range_or_on_a_transformed_head_is_refused(pair)
 
 
 def test_token_pieces_rebuild_the_text_even_when_tokens_split_characters():
-    from playground.text import TokenPieces
+    from playground.models.text import TokenPieces
 
     tokenizer = byte_tokenizer()
     text = "naïve café — 日本語 ✓\n  indented <tag>"

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from playground import sampling
-from playground.explorer import (
+from playground.engine import sampling
+from playground.measure.explorer import (
     PRESETS,
     distribution,
     draw_batched,
@@ -17,7 +17,7 @@ from playground.explorer import (
     expected_distance,
     verification,
 )
-from playground.stats import goodness_of_fit, two_sample
+from playground.measure.stats import goodness_of_fit, two_sample
 
 P = np.array([0.5, 0.3, 0.2, 0.0])
 Q = np.array([0.2, 0.2, 0.4, 0.2])

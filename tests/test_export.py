@@ -9,9 +9,9 @@ import shlex
 
 import pytest
 
-from playground import export
-from playground.registry import load_registry
-from playground.tiny import tiny_pair
+from playground.measure import export
+from playground.models.registry import load_registry
+from playground.models.tiny import tiny_pair
 from playground.config import PROMPT_LOOKUP, RunConfig
 
 
@@ -159,8 +159,8 @@ def test_the_transformers_snippet_runs_on_the_tiny_pair(registry, tiny, changes,
 
 
 def test_greedy_transformers_snippet_reproduces_the_targets_own_greedy_text(registry, tiny):
-    from playground.engine import SpecConfig, generate
-    from playground.events import output_tokens
+    from playground.engine.generate import SpecConfig, generate
+    from playground.engine.events import output_tokens
 
     s = settings(registry, max_new_tokens=10)
     namespace = dict(tiny)

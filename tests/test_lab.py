@@ -2,10 +2,10 @@
 
 import pytest
 
-from playground import sampling
-from playground.drafters import ModelDrafter
-from playground.engine import SpecConfig
-from playground.lab import losslessness_lab
+from playground.engine import sampling
+from playground.engine.drafters import ModelDrafter
+from playground.engine.generate import SpecConfig
+from playground.measure.lab import losslessness_lab
 
 DRAWS = 4000
 

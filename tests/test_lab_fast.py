@@ -4,11 +4,11 @@ and alarms on the same broken rules."""
 import numpy as np
 import pytest
 
-from playground import sampling
-from playground.drafters import ModelDrafter
-from playground.engine import SpecConfig
-from playground.lab import checkpoints, fast_lab, losslessness_lab
-from playground.stats import two_sample
+from playground.engine import sampling
+from playground.engine.drafters import ModelDrafter
+from playground.engine.generate import SpecConfig
+from playground.measure.lab import checkpoints, fast_lab, losslessness_lab
+from playground.measure.stats import two_sample
 
 DRAWS = 20_000
 ALARM = 1e-4

@@ -11,14 +11,14 @@ import psutil
 import pytest
 import torch
 
-from playground import checkpoints, loading, modelpack
-from playground.drafters import ModelDrafter
-from playground.engine import SpecConfig, generate
-from playground.events import output_tokens
-from playground.loading import LoadedModel, PairCache, cache_dir, load_model
-from playground.registry import ModelSpec, Source, load_registry
-from playground.text import encode_prompt
-from playground.tiny import tiny_model, tiny_pair
+from playground.models import checkpoints, loading, modelpack
+from playground.engine.drafters import ModelDrafter
+from playground.engine.generate import SpecConfig, generate
+from playground.engine.events import output_tokens
+from playground.models.loading import LoadedModel, PairCache, cache_dir, load_model
+from playground.models.registry import ModelSpec, Source, load_registry
+from playground.models.text import encode_prompt
+from playground.models.tiny import tiny_model, tiny_pair
 
 TINY_TARGET = ModelSpec("tiny-target", (Source("tiny", "target"),), dtype="float32")
 

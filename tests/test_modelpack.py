@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from playground import modelpack
-from playground.modelpack import Pack, fetch_pack, load_catalog
+from playground.models import modelpack
+from playground.models.modelpack import Pack, fetch_pack, load_catalog
 
 CHUNKS = [b"GGUF" + bytes(range(256)) * 40, b"middle part " * 500, b"the end"]
 

@@ -7,12 +7,12 @@ import textwrap
 import gradio as gr
 import pytest
 
-from playground.loading import PairCache
-from playground.registry import DEFAULT_CONFIG, load_registry
-from playground.ui.context import AppContext
-from playground.ui.flow import public
+from playground.models.loading import PairCache
+from playground.models.registry import DEFAULT_CONFIG, load_registry
+from playground.app.shared.context import AppContext
+from playground.app.shared.flow import public
 from playground.config import RunConfig
-from playground.ui.tab_race import race_handler
+from playground.app.race.tab import race_handler
 
 
 def test_unknown_pair_in_the_shipped_registry_names_models_yaml_not_where_it_lies():

@@ -17,8 +17,8 @@ def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses(tmp_pa
     the CLI it calls (flags and settings checked as a real run checks them, no model loaded)."""
     import shlex
 
-    from playground import lab_timing
-    from playground.bench import cli, gpu_oracle, gpu_paths, profile
+    from playground.measure import lab_timing
+    from playground.measure import cli, gpu_oracle, gpu_paths, profile
 
     root = Path(__file__).parents[1]
     script = (root / "docs" / "reproduce.sh").read_text()
@@ -31,7 +31,7 @@ def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses(tmp_pa
     calls = [shlex.split(line.split("python -m ", 1)[1].split("|")[0])
              for line in lines.splitlines() if "python -m playground" in line]
     assert [c[0] for c in calls].count("playground.bench") >= 6
-    assert [c[0] for c in calls][-2:] == ["playground.bench.gpu_oracle", "playground.bench.gpu_paths"]
+    assert [c[0] for c in calls][-2:] == ["playground.measure.gpu_oracle", "playground.measure.gpu_paths"]
     monkeypatch.chdir(tmp_path)  # the output folders the script writes to, as after its `mkdir -p out`
     (tmp_path / "out").mkdir()
     (tmp_path / "assets").mkdir()
@@ -41,5 +41,5 @@ def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses(tmp_pa
             args.argv = argv
             cli.make_plan(args)
         else:
-            {"playground.bench.profile": profile, "playground.bench.gpu_oracle": gpu_oracle,
-             "playground.bench.gpu_paths": gpu_paths, "playground.lab_timing": lab_timing}[module].options(argv)
+            {"playground.measure.profile": profile, "playground.measure.gpu_oracle": gpu_oracle,
+             "playground.measure.gpu_paths": gpu_paths, "playground.measure.lab_timing": lab_timing}[module].options(argv)

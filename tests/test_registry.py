@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from playground.registry import DEFAULT_CONFIG, ModelSpec, Source, load_registry
+from playground.models.registry import DEFAULT_CONFIG, ModelSpec, Source, load_registry
 
 GOOD = """
 default_pair: small
@@ -169,5 +169,5 @@ def test_registry_does_not_import_torch():
     """The UI reads the registry to draw its menus; that must not pay for importing torch."""
     import subprocess
 
-    code = "import sys, playground.registry as r; r.load_registry(); assert 'torch' not in sys.modules"
+    code = "import sys, playground.models.registry as r; r.load_registry(); assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from playground import sampling
-from playground.sampling import (
+from playground.engine import sampling
+from playground.engine.sampling import (
     Sampling,
     acceptance_probs,
     apply_top_k,
@@ -20,7 +20,7 @@ from playground.sampling import (
     residual_distribution,
     speculative_verify,
 )
-from playground.stats import goodness_of_fit
+from playground.measure.stats import goodness_of_fit
 
 V = 10
 NEG = -math.inf

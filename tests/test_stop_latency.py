@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from playground.ui.context import build_context
+from playground.app.shared.context import build_context
 from playground.config import RunConfig
-from playground.ui.tab_race import race_handler
+from playground.app.race.tab import race_handler
 
 pytestmark = pytest.mark.slow  # a measurement: twenty 1024-token races started and stopped
 

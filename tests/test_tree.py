@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from playground import sampling, tree
-from playground.stats import goodness_of_fit
-from playground.tree import ACCEPTED, REJECTED, UNTESTED, Tree, greedy_tree_verify, sampled_tree_verify
+from playground.engine import sampling, tree
+from playground.measure.stats import goodness_of_fit
+from playground.engine.tree import ACCEPTED, REJECTED, UNTESTED, Tree, greedy_tree_verify, sampled_tree_verify
 
 V = 10
 

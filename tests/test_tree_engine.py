@@ -6,14 +6,14 @@ joint losslessness test at temperature 1 (failing on the naive rule)."""
 import pytest
 import torch
 
-from playground import tree as tree_math
-from playground.engine import SpecConfig, generate
-from playground.events import ACCEPTED, BONUS, RESAMPLED, output_tokens, summarize
-from playground.kvcache import CachedModel
-from playground.stats import goodness_of_fit
-from playground.text import encode_prompt
-from playground.tree import Tree
-from playground.tree_drafter import TreeDrafter
+from playground.engine import tree as tree_math
+from playground.engine.generate import SpecConfig, generate
+from playground.engine.events import ACCEPTED, BONUS, RESAMPLED, output_tokens, summarize
+from playground.engine.kvcache import CachedModel
+from playground.measure.stats import goodness_of_fit
+from playground.models.text import encode_prompt
+from playground.engine.tree import Tree
+from playground.engine.tree_drafter import TreeDrafter
 
 from test_engine import PROMPT, exact_joint, hf_greedy
 from test_engine import joint_counts as engine_joint_counts
@@ -169,7 +169,7 @@ def test_acceptance_by_rank_counts_reached_nodes_children(pair):
     """hits and trials per child rank: a hand-made tree, then a real run's totals."""
     from dataclasses import replace
 
-    from playground.events import TreeNode, TreeRecord, acceptance_by_rank
+    from playground.engine.events import TreeNode, TreeRecord, acceptance_by_rank
 
     def node(parent, fate):
         return TreeNode(1, parent, 1, 0.5, 0.5, 1.0, None, None, fate)

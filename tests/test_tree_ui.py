@@ -9,12 +9,12 @@ import html
 import gradio as gr
 import pytest
 
-from playground.events import BONUS, RESAMPLED, StepEvent, TreeNode, TreeRecord
-from playground.ui import tree_view
-from playground.ui.context import build_context
+from playground.engine.events import BONUS, RESAMPLED, StepEvent, TreeNode, TreeRecord
+from playground.app.stepthrough import tree_view
+from playground.app.shared.context import build_context
 from playground.config import PROMPT_LOOKUP, TREE, RunConfig
-from playground.ui.tab_race import race_handler
-from playground.ui.tab_stepthrough import step_handler
+from playground.app.race.tab import race_handler
+from playground.app.stepthrough.tab import step_handler
 
 
 @pytest.fixture(scope="module")

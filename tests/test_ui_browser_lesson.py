@@ -10,7 +10,7 @@ from __future__ import annotations
 from browser import PAIR, needs_chromium, shoot
 from playwright.sync_api import expect
 
-from playground.ui.lesson import SAME, STEPS
+from playground.app.lesson.steps import SAME, STEPS
 
 STEP_MS = 120_000 if PAIR == "tiny" else 1_800_000
 

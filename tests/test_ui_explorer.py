@@ -5,8 +5,8 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from playground.explorer import PRESETS, TOKENS
-from playground.ui import tab_explorer
+from playground.measure.explorer import PRESETS, TOKENS
+from playground.app.explorer import tab as tab_explorer
 
 
 def test_a_preset_sets_every_slider_and_redraws_every_view():

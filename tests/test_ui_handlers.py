@@ -10,12 +10,12 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from playground.events import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, DraftToken, StepEvent
-from playground.ui import plots, render
-from playground.ui.context import build_context
-from playground.ui.race import interleave
+from playground.engine.events import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, DraftToken, StepEvent
+from playground.app.shared import plots, render
+from playground.app.shared.context import build_context
+from playground.app.race.frames import interleave
 from playground.config import PROMPT_LOOKUP, RunConfig
-from playground.ui.tab_race import N_OUTPUTS, race_handler
+from playground.app.race.tab import N_OUTPUTS, race_handler
 
 FATES = {ACCEPTED, REJECTED, RESAMPLED, BONUS}
 
@@ -280,7 +280,7 @@ def test_the_race_leaves_a_core_to_the_page_and_restores_torch_threads(ctx):
 
     import torch
 
-    from playground.ui.race import race_frames
+    from playground.app.race.frames import race_frames
 
     before = torch.get_num_threads()
     pair = ctx.cache.get("tiny")
@@ -302,8 +302,8 @@ def test_the_stop_button_raises_its_sessions_flag_and_only_that():
     """model_job wires Stop to the session's stop flag (the race checks it after each engine step)."""
     import gradio as gr
 
-    from playground.ui.context import StopFlags
-    from playground.ui.flow import model_job
+    from playground.app.shared.context import StopFlags
+    from playground.app.shared.flow import model_job
 
     stops = StopFlags()
     with gr.Blocks() as demo:

@@ -7,8 +7,8 @@ import html
 import gradio as gr
 import pytest
 
-from playground.ui.context import build_context
-from playground.ui.tab_lab import fast_handler
+from playground.app.shared.context import build_context
+from playground.app.lab.tab import fast_handler
 
 
 @pytest.fixture(scope="module")

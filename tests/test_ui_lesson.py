@@ -8,10 +8,10 @@ import html
 import gradio as gr
 import pytest
 
-from playground.ui import lesson
-from playground.ui.context import build_context
-from playground.ui.lesson import GAMMAS, SAME, STEPS, Progress
-from playground.ui.tab_lesson import lesson_handler, progress_html, show_step
+from playground.app.lesson import steps as lesson
+from playground.app.shared.context import build_context
+from playground.app.lesson.steps import GAMMAS, SAME, STEPS, Progress
+from playground.app.lesson.tab import lesson_handler, progress_html, show_step
 
 PROMPT = "def add(a, b):"
 

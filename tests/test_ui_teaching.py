@@ -14,20 +14,24 @@ import gradio as gr
 import pytest
 import torch
 
-from playground import sampling
-from playground.events import ACCEPTED, BONUS, REJECTED, RESAMPLED, DraftToken, StepEvent
-from playground.ui import plots, step_plots, step_view, sweep, theory
-from playground.ui.context import AppContext, build_context
-from playground.ui.lockstep import lockstep
-from playground.ui.measured import Measurements, Point, pool
+from playground.engine import sampling
+from playground.engine.events import ACCEPTED, BONUS, REJECTED, RESAMPLED, DraftToken, StepEvent
+from playground.app.shared import plots
+from playground.app.stepthrough import plots as step_plots
+from playground.app.stepthrough import view as step_view
+from playground.measure import sweep
+from playground.app.theory import explain as theory
+from playground.app.shared.context import AppContext, build_context
+from playground.app.shared.lockstep import lockstep
+from playground.measure.points import Measurements, Point, pool
 from playground.config import MODEL, PROMPT_LOOKUP, RunConfig
-from playground.ui.render import visible
-from playground.ui.stepthrough import Stepper
-from playground.ui.tab_export import snippets
-from playground.ui.tab_lab import lab_handler
-from playground.ui.tab_stepthrough import reset_handler, step_handler
-from playground.ui.tab_sweep import sweep_handler
-from playground.ui.tab_theory import measure_handler, redraw_handler
+from playground.app.shared.render import visible
+from playground.app.stepthrough.run import Stepper
+from playground.app.export.tab import snippets
+from playground.app.lab.tab import lab_handler
+from playground.app.stepthrough.tab import reset_handler, step_handler
+from playground.app.sweep.tab import sweep_handler
+from playground.app.theory.tab import measure_handler, redraw_handler
 
 
 @pytest.fixture(scope="module")
@@ -309,9 +313,9 @@ def test_points_pool_exact_sums_and_fit_the_verification_cost():
 
 
 def test_a_finished_race_becomes_a_point_with_the_same_numbers_as_its_stats(ctx):
-    from playground.events import summarize
-    from playground.ui.measured import point_from_race
-    from playground.ui.race import race_frames
+    from playground.engine.events import summarize
+    from playground.measure.points import point_from_race
+    from playground.app.race.frames import race_frames
 
     settings = RunConfig(pair="tiny", max_new_tokens=24, gamma=3)
     running = []
@@ -413,7 +417,7 @@ class FixedPair:
 
 @pytest.fixture(scope="module")
 def disagreeing_ctx(ctx):
-    from playground.tiny import byte_tokenizer, tiny_model
+    from playground.models.tiny import byte_tokenizer, tiny_model
 
     tokenizer = byte_tokenizer()
     target = tiny_model(len(tokenizer), 2, seed=11, logit_scale=0.3)
@@ -567,7 +571,7 @@ def plan_args(**changes):
     ],
 )
 def test_bad_grids_are_refused_naming_the_field(changes, message):
-    from playground.ui.tab_sweep import BUILTIN
+    from playground.app.sweep.tab import BUILTIN
 
     with pytest.raises(ValueError) as raised:
         sweep.make_plan(**plan_args(**changes), builtin=BUILTIN)
@@ -606,7 +610,7 @@ def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx):
 
 
 def test_sweep_tree_rows_sweep_the_depth_and_reproduce_greedy_output(ctx):
-    from playground.tree_drafter import TreeDrafter
+    from playground.engine.tree_drafter import TreeDrafter
 
     plan = sweep.make_plan(**plan_args(), builtin={"Code": "x"})
     built = sweep.cell_settings(plan, sweep.TREE_ROW, 3).make_drafter(ctx.cache.get("tiny").draft.model)
@@ -624,7 +628,7 @@ def test_sweep_compares_drafts_and_each_row_builds_the_drafter_it_names(ctx, mon
     """Draft settings as rows (issue 12): n-gram sizes and draft vocabularies, in the benchmark's
     --sweep grammar. Asserted on the drafters the timed runs actually built."""
     from playground.config import PROMPT_LOOKUP, RunConfig
-    from playground.drafters import ModelDrafter, PromptLookupDrafter
+    from playground.engine.drafters import ModelDrafter, PromptLookupDrafter
 
     built = []
     make = RunConfig.make_drafter
@@ -644,7 +648,7 @@ def test_sweep_compares_drafts_and_each_row_builds_the_drafter_it_names(ctx, mon
 
 def test_the_sweeps_fastest_row_becomes_the_export_tabs_settings():
     """Tabs never import each other: build_demo wires the Sweep's fastest row to the Export's knobs."""
-    from playground.ui import build_demo, tab_export
+    from playground.app.demo import build_demo, tab_export
 
     run = {**{n: getattr(RunConfig(), n) for n in RunConfig.names()}, "pair": "tiny", "gamma": 7}
     values = tab_export.take(run)
@@ -698,7 +702,7 @@ def test_through_the_app_each_session_has_its_own_paused_run_and_points():
 
     from gradio_client import Client
 
-    from playground.ui import build_demo
+    from playground.app.demo import build_demo
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

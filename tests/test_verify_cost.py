@@ -10,9 +10,9 @@ import math
 
 import pytest
 
-from playground.bench.verify_cost import VerifyCurves, curve_from_costs, measure_curve
-from playground.events import summarize
-from playground.sampling import best_gamma, expected_speedup, expected_tokens_per_call, gamma_ceiling, verify_cost
+from playground.measure.verify_cost import VerifyCurves, curve_from_costs, measure_curve
+from playground.engine.events import summarize
+from playground.engine.sampling import best_gamma, expected_speedup, expected_tokens_per_call, gamma_ceiling, verify_cost
 
 
 def block_cost(block: int, step: float = 1.0):
@@ -38,7 +38,7 @@ class FakeClock:
 
 @pytest.fixture()
 def tiny_target():
-    from playground.tiny import tiny_pair
+    from playground.models.tiny import tiny_pair
 
     target, _, _ = tiny_pair(0)
     return target
@@ -110,10 +110,10 @@ def test_curves_are_measured_once_per_model_and_quantization(tiny_target):
 
 
 def test_summarize_predicts_with_the_curve_when_given():
-    from playground.events import StepEvent
+    from playground.engine.events import StepEvent
 
     def event(i, drafts, accepted, verify_s, draft_s=0.0):
-        from playground.events import ACCEPTED, REJECTED, DraftToken
+        from playground.engine.events import ACCEPTED, REJECTED, DraftToken
 
         tokens = tuple(DraftToken(1, 0.5, 0.5, 1.0, None, ACCEPTED if j < accepted else REJECTED)
                        for j in range(drafts))
@@ -134,8 +134,9 @@ def test_summarize_predicts_with_the_curve_when_given():
 def test_the_theory_tab_recommends_from_the_curve_and_draws_it():
     import html
 
-    from playground.ui import theory, theory_plots
-    from playground.ui.measured import Pooled
+    from playground.app.theory import explain as theory
+    from playground.app.theory import plots as theory_plots
+    from playground.measure.points import Pooled
 
     pooled = Pooled(points=2, alpha=0.8, c=0.05, verify_slope=0.0)
     curve = curve_from_costs([0.2 * math.ceil(k / 4) for k in range(1, 10)], key=("t", "nf4", "bf16", "cpu"))
@@ -152,8 +153,8 @@ def test_the_theory_tab_recommends_from_the_curve_and_draws_it():
 def test_measure_now_also_measures_the_targets_curve_and_draws_it():
     from types import SimpleNamespace
 
-    from playground.ui.context import build_context
-    from playground.ui.tab_theory import measure_handler, redraw_handler
+    from playground.app.shared.context import build_context
+    from playground.app.theory.tab import measure_handler, redraw_handler
 
     ctx, curves = build_context(), VerifyCurves()
     request = SimpleNamespace(session_hash="me")

@@ -1,0 +1,54 @@
+"""The Gradio app: a header and one tab per module in TABS.
+
+Adding a tab: write `playground/ui/tab_<name>.py` with `TITLE` and `build(ctx)` (layout, then
+wiring: `flow.model_job` for a button that runs the models, or `**context.SERIAL` on any other
+event that does), and add it to TABS below. A tab that hands something to another returns its
+components from build(); build_demo wires the two.
+Nothing here loads a model: pairs load on the first run, through the context's PairCache.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from playground.app.export import tab as tab_export
+from playground.app.lab import tab as tab_lab
+from playground.app.race import tab as tab_race
+from playground.app.stepthrough import tab as tab_stepthrough
+from playground.app.sweep import tab as tab_sweep
+from playground.app.theory import tab as tab_theory
+from playground.app.explorer import tab as tab_explorer
+from playground.app.lesson import tab as tab_lesson
+from playground.app.shared.context import AppContext, build_context
+
+TABS = [tab_race, tab_lesson, tab_stepthrough, tab_explorer, tab_theory, tab_lab, tab_sweep, tab_export]
+
+HEADER = """# Speculative Sampling Playground
+A small **draft** model proposes γ tokens, the big **target** model checks them all in one forward pass
+and keeps those it agrees with (Leviathan et al. 2023): the output follows the target's own distribution,
+with fewer target calls."""
+
+
+def build_demo(config: str | None = None, *, default_pair: str | None = None, cache=None) -> gr.Blocks:
+    """The whole app, queued: one model job at a time across all sessions and tabs.
+
+    config: a models.yaml path (default: $PLAYGROUND_CONFIG, else the repository's);
+    default_pair: the pair selected when the page opens (default: the registry's);
+    cache: a loading.PairCache to share (default: a new one owned by this app).
+    """
+    ctx = build_context(config, cache)
+    ctx.default_pair = ctx.registry.pair(default_pair).name  # raises, naming the pairs, if unknown
+    with gr.Blocks(title="Speculative Sampling Playground") as demo:
+        gr.Markdown(HEADER)
+        handles = {}  # what a tab hands to another, wired here: tabs never import each other
+        with gr.Tabs():
+            for tab in TABS:
+                with gr.Tab(tab.TITLE):
+                    handles[tab] = tab.build(ctx) or {}
+        fastest, knobs = handles[tab_sweep]["fastest"], handles[tab_export]["knobs"]
+        fastest.change(tab_export.take, fastest, list(knobs.values()), queue=False, api_visibility="private")
+    demo.queue(default_concurrency_limit=1)
+    return demo
+
+
+__all__ = ["AppContext", "TABS", "build_demo"]

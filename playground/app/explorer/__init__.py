@@ -1,0 +1,1 @@
+"""The explorer tab: layout, handlers and figures together."""

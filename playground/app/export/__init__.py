@@ -1,0 +1,1 @@
+"""The export tab: layout, handlers and figures together."""

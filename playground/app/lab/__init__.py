@@ -1,0 +1,1 @@
+"""The lab tab: layout, handlers and figures together."""

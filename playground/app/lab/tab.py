@@ -1,0 +1,327 @@
+"""The Losslessness lab tab: draw the next token N times by speculative sampling and N times from
+the target alone, and compare both with the target's exact p. The statistics are lab.py's
+(the same check the tests run); this tab only draws them.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections.abc import Iterator
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from playground.app.shared import histograms as lab_plots
+from playground.app.shared import plots
+from playground.app.shared.context import AppContext
+from playground.app.shared.flow import check_prompt, fail, load_pair, model_job, read_settings, status_html, whole
+from playground.app.shared.lockstep import streamed
+from playground.app.shared.plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR
+from playground.app.shared.render import visible
+
+TITLE = "Losslessness lab"
+log = logging.getLogger(__name__)
+
+N_OUTPUTS, STATUS = 3, 2  # figure, verdict, status
+MAX_DRAWS = 20_000  # a page-level cap: ~1 h on a CPU with the default pair; lab.py allows more
+FAST_DRAWS = 20_000
+MAX_FAST_DRAWS = 100_000  # lab.MAX_DRAWS: a few seconds in the fast mode
+MODES_NOTE = (
+    "Fast: p and q are computed once, then the engine's acceptance rule runs on N fresh guesses (seconds). "
+    "Slowly: every draw is a whole speculative step, one draft forward and one target pass (minutes)."
+)
+ALARM = 1e-3  # p-values below this are called a significant difference
+DEFAULT_PROMPT = "Name one animal. Answer with a single word."
+
+CSS = """
+.lab { font-size: 14px; line-height: 1.45; }
+.lab .verdict { font-size: 18px; font-weight: 700; padding: 6px 10px; border-radius: 6px;
+  display: inline-block; }
+.lab .verdict.ok { background: rgba(34, 160, 70, .16); color: #137333; }
+.lab .verdict.alarm { background: rgba(220, 40, 40, .16); color: #b42318; }
+.lab table { border-collapse: collapse; margin: 8px 0; font-size: 13px; font-variant-numeric: tabular-nums; }
+.lab table { border: none; }
+.lab td, .lab th { padding: 3px 8px; border: none; border-bottom: 1px solid var(--border-color-primary);
+  text-align: right; }
+.lab td:first-child, .lab th:first-child { text-align: left; }
+.lab .hint { color: var(--body-text-color-subdued); font-size: 12.5px; }
+"""
+
+
+def build(ctx: AppContext) -> None:
+    spec = ctx.registry.pair(ctx.default_pair)
+    gr.Markdown(
+        "Does speculative sampling really produce the target's own distribution? Draw the **first new "
+        "token** many times through the real speculative step (draft, verify, accept or resample) and as "
+        "many times straight from the target, then compare both with the target's exact probabilities."
+    )
+    with gr.Row():
+        with gr.Column(scale=3):
+            prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, elem_id="lab-prompt")
+            with gr.Row():
+                fast = gr.Button("Draw fast", variant="primary", scale=3, elem_id="lab-fast")
+                run = gr.Button("Draw slowly", variant="secondary", scale=2, elem_id="lab-run")
+                stop = gr.Button("Stop", variant="stop", scale=1, elem_id="lab-stop")
+            status = gr.HTML(status_html(MODES_NOTE), elem_id="lab-status")
+        with gr.Column(scale=2):
+            pair = gr.Dropdown(ctx.pair_choices(), value=spec.name, label="Model pair", elem_id="lab-pair")
+            with gr.Row():
+                fast_draws = gr.Number(
+                    FAST_DRAWS,
+                    minimum=1,
+                    maximum=MAX_FAST_DRAWS,
+                    precision=0,
+                    label=f"N fast draws (1 to {MAX_FAST_DRAWS})",
+                    elem_id="lab-fast-draws",
+                )
+                draws = gr.Number(
+                    400,
+                    minimum=1,
+                    maximum=MAX_DRAWS,
+                    precision=0,
+                    label=f"N slow draws (1 to {MAX_DRAWS})",
+                    elem_id="lab-draws",
+                )
+            with gr.Row():
+                temperature = gr.Slider(
+                    0.05, 2, value=1.0, step=0.05, label="Temperature", elem_id="lab-temperature"
+                )
+                seed = gr.Number(0, minimum=0, precision=0, label="Seed", elem_id="lab-seed")
+            with gr.Row():
+                top_k = gr.Slider(
+                    0, 200, value=0, step=1, precision=0, label="Top-k (0 is off)", elem_id="lab-top-k"
+                )
+                top_p = gr.Slider(0.01, 1, value=1, step=0.01, label="Top-p (1 is off)", elem_id="lab-top-p")
+    with gr.Row():
+        figure = gr.Plot(
+            plots.empty_figure("The two histograms appear here."),
+            show_label=False,
+            elem_id="lab-plot",
+            scale=4,
+        )
+        with gr.Column(scale=2):
+            verdict = gr.HTML(intro_html(), css_template=CSS, elem_id="lab-verdict")
+    convergence = gr.Plot(
+        plots.empty_figure("Draw fast: the distance to p against N appears here.", 220),
+        show_label=False,
+        elem_id="lab-convergence",
+    )
+    knobs = [temperature, top_k, top_p, seed]
+    model_job(run, lab_handler(ctx), [prompt, pair, draws, *knobs], [figure, verdict, status], status,
+              "lab", stop=stop, stop_api="lab_stop")
+    model_job(fast, fast_handler(ctx), [prompt, pair, fast_draws, *knobs], [figure, convergence, verdict, status],
+              status, "lab_fast", stop=stop, stop_api="lab_fast_stop")
+
+
+def lab_handler(ctx: AppContext):
+    """Run the lab with a progress bar; Stop ends it at the next draw."""
+
+    def lab(
+        prompt: str,
+        pair: str,
+        draws: int,
+        temperature: float,
+        top_k: int,
+        top_p: float,
+        seed: int,
+        progress=gr.Progress(),
+    ) -> Iterator[tuple]:
+        try:
+            n, settings = lab_inputs(prompt, pair, ("N draws", draws, MAX_DRAWS), temperature, top_k, top_p, seed)
+        except ValueError as e:
+            yield from fail(N_OUTPUTS, STATUS, str(e))
+        loaded = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
+        try:
+            result = yield from drawing(loaded, prompt, settings, n, progress)
+        except ValueError as e:
+            yield from fail(N_OUTPUTS, STATUS, str(e))
+        except Exception as e:
+            log.exception("lab failed")
+            yield from fail(N_OUTPUTS, STATUS, f"The lab failed: {type(e).__name__}: {e}")
+        label = token_label(loaded)
+        note = (
+            "\nRandom-weight pair: the tokens are gibberish, the statistics are real."
+            if loaded.random_weights
+            else ""
+        )
+        yield (
+            lab_plots.lab_figure(result, label),
+            verdict_html(result),
+            status_html(f"Done: {result.draws} draws each way.{note}"),
+        )
+
+    return lab
+
+
+def lab_inputs(prompt, pair, draws: tuple, temperature, top_k, top_p, seed):
+    """(N, RunConfig) from the page, or a ValueError naming the field. draws: (name, value, cap)"""
+    check_prompt(prompt)
+    name, value, cap = draws
+    n = whole(name, value, 1, cap)
+    if isinstance(temperature, (int, float)) and temperature == 0:
+        raise ValueError("temperature must be above 0 for the lab: at temperature 0 every draw is the same token")
+    settings = read_settings(
+        {
+            "pair": pair,
+            "temperature": temperature,
+            "top_k": top_k,
+            "top_p": top_p,
+            "seed": seed,
+            "gamma": 1,
+            "max_new_tokens": 1,
+        }
+    )
+    return n, settings
+
+
+def token_label(loaded):
+    return lambda t: visible(loaded.tokenizer.decode([t], skip_special_tokens=False))
+
+
+def drawing(loaded, prompt: str, settings, n: int, progress):
+    """Run lab.losslessness_lab in lockstep, streaming progress; returns its LabResult."""
+    from playground.engine.drafters import ModelDrafter
+    from playground.measure.lab import losslessness_lab
+    from playground.models.text import encode_prompt
+
+    ids = encode_prompt(loaded.tokenizer, prompt)
+    config = settings.spec_config()
+
+    def work(report):
+        def each_draw(done: int, total: int) -> None:
+            report(done, total, final=done == total)
+
+        return losslessness_lab(
+            loaded.target.model, ModelDrafter(loaded.draft.model), ids, config, n, each_draw
+        )
+
+    def show(done: int, total: int) -> tuple:
+        progress((done, total), desc="drawing")
+        return (gr.skip(), gr.skip(), status_html(f"Drawing: {done} of {total}", done / total))
+
+    return (yield from streamed(work, show, every=0.25))
+
+
+def verdict_html(result) -> str:
+    """The verdict in words first, then the figures behind it."""
+    fit, control, pair = result.speculative_vs_p, result.direct_vs_p, result.speculative_vs_direct
+    n = result.draws
+    if fit.impossible:
+        head = (
+            f"Significant difference: {fit.impossible} speculative draws landed on tokens the target gives "
+            "probability 0. The engine is broken."
+        )
+        ok = False
+    elif fit.p_value < ALARM:
+        head = f"Significant difference at {n} draws (p = {fit.p_value:.1e}): the engine is broken."
+        ok = False
+    else:
+        head = f"No detectable difference at {n} draws (p = {fit.p_value:.2f})."
+        ok = True
+    rows = [
+        ("speculative vs exact p", fit.total_variation, fit.p_value),
+        ("target alone vs exact p (the noise of N draws)", control.total_variation, control.p_value),
+        ("speculative vs target alone", pair.total_variation, pair.p_value),
+    ]
+    table = "".join(
+        f"<tr><td>{html.escape(k)}</td><td>{tv:.3f}</td><td>{p:.3g}</td></tr>" for k, tv, p in rows
+    )
+    kept = result.accepted
+    return (
+        f'<div class="lab"><span class="verdict {"ok" if ok else "alarm"}">{html.escape(head)}</span>'
+        f"<table><tr><th></th><th>distance</th><th>p-value</th></tr>{table}</table>"
+        f"<p>The draft's own guess was kept in <b>{kept}</b> of {n} draws; "
+        f"the other {n - kept} came from the "
+        "residual. Only both paths together give p.</p>"
+        '<p class="hint">Distance: total variation, half the summed gap between two distributions (0 = same, '
+        "1 = disjoint); with N draws even exact sampling shows some (second row). "
+        "p-value: the chance of a gap "
+        f"at least this large if the draws really follow p (chi-square test); below {ALARM:g} we call it a "
+        "significant difference. More draws find smaller differences.</p></div>"
+    )
+
+
+def intro_html() -> str:
+    return (
+        '<div class="lab"><p>Speculative sampling keeps a guess with probability min(1, p/q) and otherwise '
+        "resamples from norm(max(0, p − q)). If that is implemented right, "
+        "the first token's histogram matches "
+        "the target's exact p (the diamonds), just like drawing from the target itself.</p></div>"
+    )
+
+
+# -- fast mode ---------------------------------------------------------------------------------------
+
+FAST_OUTPUTS, FAST_STATUS = 4, 3  # histograms, convergence, verdict, status
+
+
+def fast_handler(ctx: AppContext):
+    """The fast lab, redrawn at every checkpoint: the histograms fill in, the distance to p falls."""
+
+    def lab_fast(prompt: str, pair: str, draws: int, temperature: float, top_k: int, top_p: float,
+                 seed: int) -> Iterator[tuple]:
+        try:
+            name = "N fast draws"
+            n, settings = lab_inputs(prompt, pair, (name, draws, MAX_FAST_DRAWS), temperature, top_k, top_p, seed)
+        except ValueError as e:
+            yield from fail(FAST_OUTPUTS, FAST_STATUS, str(e))
+        loaded = yield from load_pair(ctx, settings, FAST_OUTPUTS, FAST_STATUS)
+        note = "\nRandom-weight pair: the tokens are gibberish, the statistics are real." if loaded.random_weights else ""
+        try:
+            yield from fast_drawing(loaded, prompt, settings, n, note)
+        except ValueError as e:
+            yield from fail(FAST_OUTPUTS, FAST_STATUS, str(e))
+        except Exception as e:
+            log.exception("fast lab failed")
+            yield from fail(FAST_OUTPUTS, FAST_STATUS, f"The lab failed: {type(e).__name__}: {e}")
+
+    return lab_fast
+
+
+def fast_drawing(loaded, prompt: str, settings, n: int, note: str):
+    """Run lab.fast_lab in lockstep; every checkpoint redraws all four outputs."""
+    from playground.engine.drafters import ModelDrafter
+    from playground.measure.lab import fast_lab
+    from playground.models.text import encode_prompt
+
+    ids = encode_prompt(loaded.tokenizer, prompt)
+    config = settings.spec_config()
+    label = token_label(loaded)
+    history: list[tuple[int, float, float]] = []  # (N, speculative distance, direct distance)
+
+    def work(report):
+        return fast_lab(loaded.target.model, ModelDrafter(loaded.draft.model), ids, config, n, report)
+
+    def show(result) -> tuple:
+        history.append((result.draws, result.speculative_vs_p.total_variation, result.direct_vs_p.total_variation))
+        finished = result.draws == n
+        message = f"Done: {n} draws each way (p and q computed once).{note}" if finished else f"Drawing: {result.draws} of {n}"
+        return (
+            lab_plots.lab_figure(result, label),
+            convergence_figure(history),
+            verdict_html(result),
+            status_html(message, None if finished else result.draws / n),
+        )
+
+    return (yield from streamed(work, show))
+
+
+def convergence_figure(history: list[tuple[int, float, float]]) -> go.Figure:
+    """Distance to p against N on log-log axes, beside a 1/√N guide through the first point."""
+    ns = [h[0] for h in history]
+    fig = go.Figure()
+    for i, name, color in ((1, "speculative vs p", SPEC_COLOR),
+                           (2, "target alone vs p", BASELINE_COLOR)):
+        fig.add_trace(go.Scatter(x=ns, y=[h[i] for h in history], mode="lines+markers", name=name,
+                                 line=dict(color=color), hovertemplate="N = %{x}: %{y:.4f}<extra>" + name + "</extra>"))
+    if history:
+        start = history[0][2] or history[0][1]
+        fig.add_trace(go.Scatter(x=ns, y=[start * (ns[0] / k) ** 0.5 for k in ns], mode="lines",
+                                 name="∝ 1/√N", line=dict(color=THEORY_COLOR, dash="dash")))
+    plots.style(fig, height=260, left_titles=False)
+    fig.update_layout(title=dict(text="Distance to p (total variation) shrinks like 1/√N",
+                                 font=dict(size=13), x=0.0, xanchor="left"))
+    fig.update_xaxes(type="log", title_text="N draws")
+    fig.update_yaxes(type="log", title_text="distance", rangemode="normal")
+    return fig

@@ -1,0 +1,1 @@
+"""The lesson tab: layout, handlers and figures together."""

@@ -1,0 +1,341 @@
+"""The Lesson tab: five short steps on the loaded pair; in each the learner predicts a number (or a
+verdict), presses Measure, and sees the prediction beside the measurement. Progress lives in a
+gr.State, so it is kept per browser session.
+
+Measurements reuse the app's own layers: a generation through the bench's engine_run (steps 1,
+2), the fast lab (step 3), and theory.measure, i.e. bench.measure's alternated warm timing
+(steps 4, 5); those points also reach this session's Theory tab.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections.abc import Iterator
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from playground.engine.sampling import expected_speedup, expected_tokens_per_call
+from playground.app.shared import histograms as lab_plots
+from playground.app.lesson import steps as lesson
+from playground.app.shared import plots
+from playground.app.theory import explain as theory
+from playground.app.shared.context import AppContext
+from playground.app.shared.flow import check_prompt, fail, load_pair, model_job, read_settings, status_html
+from playground.app.lesson.steps import CHOICE, SAME, STEPS, Progress
+from playground.app.shared.lockstep import streamed
+from playground.measure.points import session_of
+from playground.app.shared.plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR
+
+TITLE = "Lesson"
+log = logging.getLogger(__name__)
+
+DEFAULT_PROMPT = "Write a Python function that returns the squares of a list of numbers."
+TEMPERATURE = 0.7  # sampled, so acceptance is the probabilistic min(1, p/q) of steps 2 and 3
+TOKENS = 32  # new tokens per generation or timed run: seconds on a CPU, enough steps to count
+LAB_DRAWS = 5_000
+ALARM = 1e-3  # the lab's threshold for a significant difference
+N_OUTPUTS, STATUS = 5, 4  # result, plot, progress bar, state, status
+HEIGHT = 300
+
+CSS = """
+.lesson { font-size: 14px; line-height: 1.5; }
+.lesson .steps { display: flex; gap: 6px; flex-wrap: wrap; }
+.lesson .steps span { padding: 3px 10px; border-radius: 12px; border: 1px solid var(--border-color-primary); }
+.lesson .steps span.here { font-weight: 700; border-color: var(--color-accent); }
+.lesson .steps span.done { background: rgba(34, 160, 70, .14); }
+.lesson table { border-collapse: collapse; margin: 6px 0; font-variant-numeric: tabular-nums; border: none; }
+.lesson td, .lesson th { padding: 3px 10px; border: none; border-bottom: 1px solid var(--border-color-primary);
+  text-align: right; }
+.lesson td:first-child, .lesson th:first-child { text-align: left; }
+.lesson .close, .lesson .exact { color: #137333; font-weight: 700; }
+.lesson .off { color: #b42318; font-weight: 700; }
+.lesson .hint { color: var(--body-text-color-subdued); font-size: 12.5px; }
+"""
+
+
+def build(ctx: AppContext) -> None:
+    spec = ctx.registry.pair(ctx.default_pair)
+    state = gr.State(Progress())
+    bar = gr.HTML(progress_html(Progress()), css_template=CSS, elem_id="lesson-progress")
+    with gr.Row():
+        with gr.Column(scale=3):
+            text = gr.Markdown(step_markdown(0), elem_id="lesson-text")
+            prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, elem_id="lesson-prompt")
+            pair = gr.Dropdown(ctx.pair_choices(), value=spec.name, label="Model pair", elem_id="lesson-pair")
+        with gr.Column(scale=2):
+            prediction = gr.Number(None, label=STEPS[0].question, elem_id="lesson-prediction")
+            choice = gr.Radio(list(STEPS[2].choices), label=STEPS[2].question, visible=False,
+                              elem_id="lesson-choice")
+            gamma = gr.Slider(1, 8, value=4, step=1, precision=0, label="γ (tokens drafted per target call)",
+                              visible=False, elem_id="lesson-gamma")
+            run = gr.Button(STEPS[0].button, variant="primary", elem_id="lesson-run")
+            stop = gr.Button("Stop", variant="stop", size="sm", elem_id="lesson-stop")
+            status = gr.HTML(status_html("Predict first, then measure."), elem_id="lesson-status")
+    with gr.Row():
+        result = gr.HTML(css_template=CSS, elem_id="lesson-result")
+        plot = gr.Plot(plots.empty_figure("The measurement appears here.", HEIGHT), show_label=False,
+                       elem_id="lesson-plot")
+    with gr.Row():
+        back = gr.Button("← Back", elem_id="lesson-back")
+        forward = gr.Button("Next step →", elem_id="lesson-next")
+    views = [state, bar, text, prediction, choice, gamma, run, result, plot, status]
+    back.click(lambda s: show_step(s.moved(-1)), state, views, api_name="lesson_back")
+    forward.click(lambda s: show_step(s.moved(1)), state, views, api_name="lesson_next")
+    model_job(run, lesson_handler(ctx), [state, prompt, pair, prediction, choice, gamma],
+              [result, plot, bar, state, status], status, "lesson", stop=stop, stop_api="lesson_stop")
+
+
+# -- navigation ----------------------------------------------------------------------------------
+
+
+def step_markdown(i: int) -> str:
+    step = STEPS[i]
+    return (f"### Step {i + 1} of {len(STEPS)}: {step.title}\n\n{step.text}\n\n"
+            f"**Experiment.** {step.experiment}")
+
+
+def progress_html(progress: Progress) -> str:
+    marks = []
+    for i, step in enumerate(STEPS):
+        cls = " ".join(c for c, on in (("here", i == progress.step), ("done", i in progress.results)) if on)
+        tick = "✓ " if i in progress.results else ""
+        marks.append(f'<span class="{cls}">{tick}{i + 1}. {html.escape(step.title)}</span>')
+    done = " Lesson complete: every prediction checked." if progress.finished else ""
+    return f'<div class="lesson"><div class="steps">{"".join(marks)}</div>{done}</div>'
+
+
+def show_step(progress: Progress) -> tuple:
+    """Everything that changes with the step; a finished step shows its result again."""
+    i, step = progress.step, STEPS[progress.step]
+    kept = progress.results.get(i)
+    number = step.kind != CHOICE
+    return (
+        progress,
+        progress_html(progress),
+        step_markdown(i),
+        gr.update(label=step.question, visible=number, value=kept["prediction"] if kept and number else None),
+        gr.update(visible=not number, value=kept["prediction"] if kept and not number else None),
+        gr.update(visible=i == 3),
+        gr.update(value=step.button),
+        kept["html"] if kept else "",
+        kept["figure"] if kept else plots.empty_figure("The measurement appears here.", HEIGHT),
+        status_html("Measured earlier in this session." if kept else "Predict first, then measure."),
+    )
+
+
+# -- measuring -----------------------------------------------------------------------------------
+
+
+def lesson_handler(ctx: AppContext):
+    """Check the prediction, run the step's experiment, show both side by side."""
+
+    def measure(progress: Progress, prompt: str, pair: str, prediction, choice, gamma,
+                request: gr.Request = None) -> Iterator[tuple]:
+        progress = progress if isinstance(progress, Progress) else Progress()
+        i, step = progress.step, STEPS[progress.step]
+        try:
+            check_prompt(prompt)
+            predicted = lesson.check_prediction(step, choice if step.kind == CHOICE else prediction)
+            settings = read_settings({"pair": pair, "gamma": gamma if i == 3 else 4, "temperature": TEMPERATURE,
+                                      "max_new_tokens": TOKENS})
+        except ValueError as e:
+            yield from fail(N_OUTPUTS, STATUS, str(e))
+        loaded = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
+        try:
+            from playground.models.text import encode_prompt
+
+            ids = encode_prompt(loaded.tokenizer, prompt)
+            outcome = yield from streamed(lambda report: EXPERIMENTS[i](loaded, ids, settings, prompt, report),
+                                          lambda message, fraction: running(message, fraction))
+        except ValueError as e:
+            yield from fail(N_OUTPUTS, STATUS, str(e))
+        except Exception as e:
+            log.exception("lesson step %d failed", i + 1)
+            yield from fail(N_OUTPUTS, STATUS, f"The measurement failed: {type(e).__name__}: {e}")
+        for point in outcome.get("points", ()):
+            ctx.measurements.add(session_of(request), point)  # the Theory tab shows them too
+        shown = VIEWS[i](predicted, outcome, loaded)
+        progress = progress.with_result(i, {"prediction": predicted, **shown})
+        nxt = " Press “Next step →”." if i + 1 < len(STEPS) else ""
+        yield shown["html"], shown["figure"], progress_html(progress), progress, status_html(f"Measured.{nxt}")
+
+    return measure
+
+
+def running(message: str, fraction: float | None) -> tuple:
+    return (*(gr.skip(),) * 4, status_html(message, fraction))
+
+
+def generation(loaded, ids, settings, prompt, report) -> dict:
+    """Steps 1 and 2: one speculative generation through the bench's engine_run; its events."""
+    from playground.measure.runs import engine_run
+    from playground.models.text import eos_ids
+
+    report(f"Generating {settings.max_new_tokens} tokens at γ = {settings.gamma}…", None)
+    eos = eos_ids(loaded.tokenizer, loaded.target.model, loaded.draft.model)
+    run = engine_run(loaded.target.model, ids, settings.spec_config(), settings.make_drafter(loaded.draft.model), eos)
+    return {"events": run.events}
+
+
+def lab_draws(loaded, ids, settings, prompt, report) -> dict:
+    """Step 3: the fast losslessness lab on the prompt's first token."""
+    from playground.engine.drafters import ModelDrafter
+    from playground.measure.lab import fast_lab
+
+    report(f"Drawing {LAB_DRAWS:,} first tokens…", None)
+    config = settings.spec_config()
+    last = fast_lab(loaded.target.model, ModelDrafter(loaded.draft.model), ids, config, LAB_DRAWS,
+                    lambda r: report(f"Drawn {r.draws:,} of {LAB_DRAWS:,}", r.draws / LAB_DRAWS))
+    return {"lab": last}
+
+
+def timed(loaded, ids, settings, prompt, report) -> dict:
+    """Step 4: baseline and speculative runs at the chosen γ, warm and alternated (bench.measure)."""
+    point = theory.measure(loaded, ids, settings, 1, lambda d, t, what: report(f"Timing: ran {what} ({d}/{t})", d / t),
+                           "lesson", prompt[:40])
+    return {"points": [point]}
+
+
+def timed_gammas(loaded, ids, settings, prompt, report) -> dict:
+    """Step 5: the same timing at each γ of lesson.GAMMAS."""
+    from dataclasses import replace
+
+    points = []
+    for k, g in enumerate(lesson.GAMMAS):
+        def each(d, t, what, k=k, g=g):
+            report(f"γ = {g}: ran {what} ({d}/{t})", (k + d / t) / len(lesson.GAMMAS))
+
+        points.append(theory.measure(loaded, ids, replace(settings, gamma=g), 1, each, "lesson", prompt[:40]))
+    return {"points": points}
+
+
+EXPERIMENTS = (generation, generation, lab_draws, timed, timed_gammas)
+
+
+# -- showing a prediction beside its measurement -------------------------------------------------------
+
+
+def table(rows: list[tuple[str, str]]) -> str:
+    body = "".join(f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"
+
+
+def verdict_span(grade: str) -> str:
+    words = {"close": "Close: within 25% of the measurement.", "exact": "Exactly right.",
+             "off": "Off: compare with the measurement and the explanation."}
+    return f'<p class="{grade}">{words[grade]}</p>'
+
+
+def panel(rows, grade: str, *notes: str) -> str:
+    extra = "".join(f'<p class="hint">{n}</p>' for n in notes)
+    return f'<div class="lesson">{table(rows)}{verdict_span(grade)}{extra}</div>'
+
+
+def tokens_view(predicted: float, outcome: dict, loaded) -> dict:
+    events = outcome["events"]
+    per_call = [len(e.emitted) for e in events]
+    measured = sum(per_call) / len(per_call)
+    grade = lesson.grade(predicted, measured)
+    fig = go.Figure(go.Bar(x=list(range(1, len(per_call) + 1)), y=per_call, name="tokens this call",
+                           marker_color=SPEC_COLOR))
+    guides(fig, predicted, measured)
+    finish(fig, "Tokens produced by each target call", "target call", "tokens")
+    rows = [("your prediction", f"{predicted:.2f}"), ("measured: tokens per target call", f"{measured:.2f}"),
+            ("target calls for the tokens", f"{len(events)} for {sum(per_call)}")]
+    note = f"A plain run needs one target call per token: {sum(per_call)} calls here."
+    return {"html": panel(rows, grade, note), "figure": fig, "measured": measured, "grade": grade}
+
+
+def alpha_view(predicted: float, outcome: dict, loaded) -> dict:
+    from playground.engine.events import acceptance_by_position, summarize
+
+    events = outcome["events"]
+    metrics = summarize(events)
+    grade = lesson.grade(predicted, metrics.alpha)
+    by_position = acceptance_by_position(events)
+    fig = go.Figure(go.Bar(x=[f"guess {i + 1}" for i in range(len(by_position))], y=by_position,
+                           name="kept at this position", marker_color=plots.KEEP_COLOR))
+    guides(fig, predicted, metrics.alpha)
+    finish(fig, "Share of guesses kept, by draft position", "draft position", "share kept")
+    tested = sum(e.n_tested for e in events)
+    rows = [("your prediction of α", f"{predicted:.2f}"), ("measured α (kept ÷ tested)", f"{metrics.alpha:.2f}"),
+            ("guesses tested / kept", f"{tested} / {metrics.accepted}"),
+            ("formula: tokens per call at this α, γ = 4", f"{expected_tokens_per_call(metrics.alpha, 4):.2f}")]
+    return {"html": panel(rows, grade, "Later positions are kept less often: a guess is only tested when all "
+                                       "before it were kept."), "figure": fig, "measured": metrics.alpha, "grade": grade}
+
+
+def lab_view(predicted: str, outcome: dict, loaded) -> dict:
+    from playground.app.shared.render import visible
+
+    result = outcome["lab"]
+    fit = result.speculative_vs_p
+    found = SAME if fit.p_value >= ALARM and not fit.impossible else lesson.DIFFERENT
+    grade = "exact" if predicted == found else "off"
+    label = lambda t: visible(loaded.tokenizer.decode([t], skip_special_tokens=False))
+    rows = [("your prediction", html.escape(predicted)), ("the lab found", html.escape(found)),
+            ("chi-square p-value", f"{fit.p_value:.3g}"), ("distance to p", f"{fit.total_variation:.3f}"),
+            ("target alone: distance to p", f"{result.direct_vs_p.total_variation:.3f}"),
+            ("draws from the draft's own guess", f"{result.accepted:,} of {result.draws:,}")]
+    note = "Both paths together give p: a kept guess where the draft was right, the residual where it was not."
+    return {"html": panel(rows, grade, note), "figure": lab_plots.lab_figure(result, label),
+            "measured": found, "grade": grade}
+
+
+def speedup_view(predicted: float, outcome: dict, loaded) -> dict:
+    point = outcome["points"][0]
+    formula = expected_speedup(point.alpha, point.gamma, point.c)
+    v = point.verify_cost or 1.0
+    with_v = lesson_formula(point.alpha, point.gamma, point.c, v)
+    grade = lesson.grade(predicted, point.speedup)
+    fig = go.Figure(go.Bar(x=["your prediction", "measured", "formula with v", "paper's formula (v = 1)"],
+                           y=[predicted, point.speedup, with_v, formula],
+                           marker_color=[THEORY_COLOR, SPEC_COLOR, BASELINE_COLOR, "#bbbbbb"]))
+    fig.add_hline(y=1.0, line=dict(color="#999", dash="dot"), annotation_text="no gain")
+    finish(fig, f"Speedup at γ = {point.gamma}", "", "speedup ×")
+    rows = [("your prediction", f"{predicted:.2f}×"), ("measured speedup", f"{point.speedup:.2f}×"),
+            ("α (acceptance)", f"{point.alpha:.2f}"), ("c (draft ÷ target step)", f"{point.c:.2f}"),
+            ("v (verification ÷ target step)", f"{v:.2f}"), ("formula with these α, c, v", f"{with_v:.2f}×")]
+    note = "Measured: plain and speculative runs of the same prompt, warm, alternated (the benchmark's code)."
+    return {"html": panel(rows, grade, note), "figure": fig, "measured": point.speedup, "grade": grade}
+
+
+def lesson_formula(alpha: float, gamma: int, c: float, v: float) -> float:
+    """DESIGN.md's expected speedup with the measured verification cost v: tokens per call ÷ (γc + v)."""
+    return expected_tokens_per_call(alpha, gamma) / (gamma * c + v)
+
+
+def gamma_view(predicted: float, outcome: dict, loaded) -> dict:
+    points = outcome["points"]
+    best = max(points, key=lambda p: p.speedup)
+    grade = lesson.grade_gamma(int(predicted), best.gamma)
+    fig = go.Figure(go.Scatter(x=[p.gamma for p in points], y=[p.speedup for p in points], mode="lines+markers",
+                               name="measured speedup", line=dict(color=SPEC_COLOR)))
+    fig.add_vline(x=predicted, line=dict(color=THEORY_COLOR, dash="dash"), annotation_text="your γ")
+    fig.add_hline(y=1.0, line=dict(color="#999", dash="dot"))
+    finish(fig, "Measured speedup against γ on this machine", "γ", "speedup ×")
+    fig.update_xaxes(type="log", tickvals=list(lesson.GAMMAS))
+    rows = [("your γ", f"{int(predicted)}"), ("fastest measured γ", f"{best.gamma} ({best.speedup:.2f}×)")]
+    rows += [(f"γ = {p.gamma}", f"{p.speedup:.2f}× (α {p.alpha:.2f}, c {p.c:.2f}, v {p.verify_cost:.2f})")
+             for p in points]
+    note = "One timed pair of runs per γ: a noisy estimate; the Sweep tab repeats and pools them."
+    return {"html": panel(rows, grade, note), "figure": fig, "measured": best.gamma, "grade": grade}
+
+
+VIEWS = (tokens_view, alpha_view, lab_view, speedup_view, gamma_view)
+
+
+def guides(fig: go.Figure, predicted: float, measured: float) -> None:
+    fig.add_hline(y=predicted, line=dict(color=THEORY_COLOR, dash="dash"), annotation_text="your prediction",
+                  annotation_position="top left")
+    fig.add_hline(y=measured, line=dict(color=BASELINE_COLOR), annotation_text="measured mean",
+                  annotation_position="bottom right")
+
+
+def finish(fig: go.Figure, title: str, x_title: str, y_title: str) -> None:
+    plots.style(fig, HEIGHT, left_titles=False)
+    fig.update_layout(title=dict(text=title, font=dict(size=13), x=0.0, xanchor="left"), showlegend=False)
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text=y_title)

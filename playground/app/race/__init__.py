@@ -1,0 +1,1 @@
+"""The race tab: layout, handlers and figures together."""

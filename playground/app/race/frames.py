@@ -1,0 +1,157 @@
+"""The race: the autoregressive baseline and the speculative run of one prompt, interleaved.
+
+Timing choice. Both runs share this process's CPU (2 cores in CI), so running them in two
+threads would make each steal from the other and the measured speedup would mean nothing.
+Instead one thread drives both event streams and always advances the run whose own clock
+(the summed compute seconds of its events) is behind. A run's clock only moves while it
+computes, so the screen replays a fair race on a shared time axis, at about half speed
+because the machine does both.
+
+The page itself needs CPU too (the server encodes each frame, the browser draws it). When
+torch's threads fill every core, each parallel op of the model stalls whenever the page
+draws; the stall is per op, so it hurts the run with more target calls (the baseline) most and
+inflates the speedup (measured 1.7x instead of 1.3x on the tiny pair, 2 cores, headless
+Chromium). So the race leaves one core to the page while it runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+
+from playground.config import RunConfig
+from playground.engine.events import StepEvent
+from playground.app.shared.render import Span, SpanBuilder
+
+BASELINE, SPECULATIVE = "autoregressive", "speculative"
+TIMING_NOTE = (
+    "Fair timing on a shared CPU: the two runs take turns in one thread (each step goes to the run whose "
+    "own compute clock is behind; a clock only runs while its model computes), and one core is left to this "
+    "page so drawing "
+    "never stalls the models."
+)
+
+
+@dataclass
+class RunTrack:
+    """One run as seen so far: its events and the spans of its text."""
+
+    name: str
+    spans: SpanBuilder
+    events: list[StepEvent] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    finished: bool = False
+
+    @property
+    def clock(self) -> float:
+        return sum(e.seconds for e in self.events)
+
+    def add(self, event: StepEvent) -> None:
+        self.events.append(event)
+        self.tokens.extend(event.emitted)
+        self.spans.add(event)
+        self.finished = event.finish is not None
+
+
+@dataclass
+class RaceFrame:
+    """What the page shows at one moment of the race."""
+
+    baseline: RunTrack
+    speculative: RunTrack
+    settings: RunConfig
+    done: bool = False
+
+    @property
+    def spans(self) -> tuple[list[Span], list[Span]]:
+        return self.baseline.spans.spans, self.speculative.spans.spans
+
+
+def interleave(streams: dict[str, Iterator[StepEvent]]) -> Iterator[tuple[str, StepEvent]]:
+    """Yield (name, event) from several event streams, always advancing the one whose clock is
+    behind (ties: the first listed). Closing this closes every stream, so a Stop stops work."""
+    clocks = {name: 0.0 for name in streams}
+    live = dict(streams)
+    try:
+        while live:
+            name = min(live, key=clocks.__getitem__)
+            try:
+                event = next(live[name])
+            except StopIteration:
+                del live[name]
+                continue
+            clocks[name] += event.seconds
+            yield name, event
+    finally:
+        for stream in streams.values():
+            stream.close()
+
+
+def race_frames(
+    pair,
+    prompt: str,
+    system: str,
+    settings: RunConfig,
+    *,
+    every: float = 0.15,
+    now: Callable[[], float] = time.monotonic,
+    stopped: Callable[[], bool] = lambda: False,
+) -> Iterator[RaceFrame]:
+    """Run the race on a loaded pair (loading.LoadedPair), yielding a frame after at least
+    `every` seconds of computing since the last one was drawn, and always the last (done=True).
+    `stopped()` is asked after each engine step: once true, the race ends there (Stop within one
+    step, where Gradio's own cancel would wait for the next frame).
+
+    Raises ValueError, naming the field, for bad settings or a prompt that does not fit.
+    """
+    from playground.measure.machine import spare_a_core
+    from playground.measure.runs import Setup, warm_up
+    from playground.engine.generate import check_inputs, generate
+    from playground.models.text import encode_prompt, eos_ids
+
+    tokenizer = pair.tokenizer
+    config = settings.spec_config()
+    ids = encode_prompt(tokenizer, prompt, system=system or None)
+    eos = eos_ids(tokenizer, pair.target.model, pair.draft.model)
+    drafter = settings.make_drafter(pair.draft.model)
+    check_inputs(pair.target.model, ids, config, drafter, tokenizer)  # fail before the page is cleared
+    with spare_a_core():
+        # the benchmark's warm-up, kept short (the last 8 prompt tokens, 3 new): the first calls of
+        # each model pay one-time costs that neither timed run should carry
+        warm_up(Setup.of(pair, settings), ids[-8:], replace(config, max_new_tokens=3), 1)
+        tracks = {name: new_track(name, tokenizer, settings.greedy) for name in (BASELINE, SPECULATIVE)}
+        frame = RaceFrame(tracks[BASELINE], tracks[SPECULATIVE], settings)
+        yield frame  # clears the page before the first step
+        streams = {
+            BASELINE: generate(pair.target.model, ids, config, None, eos_token_ids=eos),
+            SPECULATIVE: generate(pair.target.model, ids, config, drafter, eos_token_ids=eos),
+        }
+        race = interleave(streams)
+        resumed, wait = now(), every
+        try:
+            for name, event in race:
+                tracks[name].add(event)
+                if stopped():
+                    break
+                if now() - resumed >= wait:
+                    shown = now()
+                    yield frame
+                    resumed = now()
+                    # Drawing a frame (render, plots, send) takes wall time, never clock time; keep
+                    # it under about a quarter of the wall time however slow the page is to draw.
+                    wait = max(every, 3 * (resumed - shown)) if every > 0 else 0.0  # 0: every step
+        finally:
+            race.close()  # also on Stop: Gradio closes this generator, which closes both engine runs
+    frame.done = True
+    yield frame
+
+
+def new_track(name: str, tokenizer, greedy: bool) -> RunTrack:
+    from playground.models.text import TokenPieces
+
+    pieces = TokenPieces(tokenizer)
+    alone = lambda token: tokenizer.decode([token], skip_special_tokens=False)  # noqa: E731
+    return RunTrack(
+        name, SpanBuilder(pieces.add, alone, special=set(tokenizer.all_special_ids), greedy=greedy)
+    )

@@ -1,0 +1,100 @@
+"""The stats panel: the race's numbers beside the formula's, as HTML (pure, no Gradio)."""
+
+from __future__ import annotations
+
+import html
+
+from playground.engine.events import RunMetrics, summarize
+from playground.app.race.frames import RaceFrame
+
+CSS = """
+.stats table { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; width: 100%; }
+.stats td, .stats th { padding: 2px 8px; text-align: right;
+  border-bottom: 1px solid var(--border-color-primary); }
+.stats td:first-child, .stats th:first-child { text-align: left; }
+.stats .big { font-size: 22px; font-weight: 700; }
+.stats .hint { color: var(--body-text-color-subdued); font-size: 12px; }
+.stats .badge { display: inline-block; padding: 2px 8px; border-radius: 10px; font-size: 12px;
+  margin: 4px 0; }
+.stats .badge.same { background: rgba(34, 160, 70, .18); color: #137333; }
+.stats .badge.diff { background: rgba(220, 40, 40, .18); color: #b42318; }
+.stats .badge.info { background: rgba(140, 140, 140, .16); }
+"""
+
+
+def placeholder() -> str:
+    return '<div class="stats"><span class="hint">The numbers appear here when the race starts.</span></div>'
+
+
+def stats_html(frame: RaceFrame) -> str:
+    a = summarize(frame.baseline.events)
+    s = summarize(frame.speculative.events, baseline=frame.baseline.events)
+    speedup = s.tok_s / a.tok_s if a.tok_s and s.tok_s else None
+    shown = f"{speedup:.2f}×" if speedup else "–"
+    rows = [
+        ("tokens", a.new_tokens, s.new_tokens),
+        ("target calls", a.target_calls, s.target_calls),
+        ("compute seconds", f"{a.seconds:.2f}", f"{s.seconds:.2f}"),
+        ("tokens / second", f"{a.tok_s:.1f}", f"{s.tok_s:.1f}"),
+    ]
+    table = "".join(f"<tr><td>{k}</td><td>{x}</td><td>{y}</td></tr>" for k, x, y in rows)
+    return (
+        '<div class="stats">'
+        f'<div><span class="big">{shown}</span> measured speedup '
+        f'<span class="hint">(speculative tok/s ÷ autoregressive tok/s{"" if frame.done else ", so far"})'
+        "</span></div>"
+        f"{badge(frame)}"
+        f"<table><tr><th></th><th>autoregressive</th><th>speculative</th></tr>{table}</table>"
+        f"{theory(s)}</div>"
+    )
+
+
+def theory(s: RunMetrics) -> str:
+    """α, c and what the formula predicts from them, so the measured number can be checked."""
+    if not s.drafted:
+        return (
+            '<p class="hint">No drafts yet (prompt lookup drafts only when the text repeats an earlier '
+            "n-gram).</p>"
+        )
+    items = [
+        ("α (acceptance rate)", f"{s.alpha:.2f}", "share of tested draft tokens the target kept"),
+        ("tokens per target call", f"{s.mean_tokens_per_call:.2f}", f"mean γ drafted {s.mean_gamma:.1f}"),
+        ("c (cost ratio)", f"{s.c:.2f}", "one draft forward ÷ one plain target step, measured"),
+        ("verification cost", f"{s.verify_cost:.2f}" if s.verify_cost else "–",
+         "one check of γ+1 tokens ÷ one plain target step (the formula assumes 1)"),
+        ("predicted speedup", f"{s.predicted_speedup:.2f}×",
+         f"(1 − α^(γ+1)) / ((1 − α)(γc + v)), v = {s.predicted_v:.2f}; the paper's v = 1 gives "
+         f"{s.paper_speedup:.2f}×"),
+    ]
+    rows = "".join(
+        f'<tr><td>{k}</td><td>{v}</td><td class="hint">{html.escape(h)}</td></tr>' for k, v, h in items
+    )
+    return f"<table>{rows}</table>"
+
+
+def badge(frame: RaceFrame) -> str:
+    """Greedy decoding must give the same text with and without speculation: say whether it did."""
+    settings = frame.settings
+    if not settings.greedy:
+        return (
+            f'<span class="badge info">sampled (temperature {settings.temperature:g}): '
+            "the texts differ by chance; "
+            "both follow the target's distribution</span>"
+        )
+    a, s = frame.baseline.tokens, frame.speculative.tokens
+    n = min(len(a), len(s))
+    first = next((i for i in range(n) if a[i] != s[i]), None)
+    if first is not None:
+        return (
+            '<span class="badge diff">✗ greedy: speculative text differs from the baseline '
+            f"at token {first + 1} "
+            "(usually a near-tie: scoring several tokens in one forward rounds differently)</span>"
+        )
+    if frame.done and len(a) == len(s):
+        return (
+            f'<span class="badge same">✓ greedy: speculative text identical to the baseline ({n} tokens)'
+            "</span>"
+        )
+    if frame.done:
+        return f'<span class="badge diff">✗ greedy: same first {n} tokens, but lengths differ</span>'
+    return f'<span class="badge same">✓ greedy: identical so far ({n} tokens)</span>'

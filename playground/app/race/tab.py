@@ -1,0 +1,171 @@
+"""The Race tab: layout first, then the wiring to one typed generator handler.
+
+The handler yields a full set of outputs per frame: both runs' coloured text, three plots,
+the stats panel and a status line. Rendering and plotting are pure functions of the events.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import gradio as gr
+
+from playground.config import DRAFTER_LABELS, RunConfig
+from playground.engine.events import summarize
+from playground.app.shared import controls
+from playground.app.shared import plots
+from playground.app.shared import render
+from playground.app.race import summary
+from playground.app.shared.context import AppContext
+from playground.app.shared.examples import RACE as EXAMPLES
+from playground.app.shared.flow import (check_prompt, fail, in_order, load_pair, model_job, read_settings, status_html,
+                   status_only)
+from playground.measure.points import point_from_race, session_of
+from playground.app.race.frames import BASELINE, SPECULATIVE, TIMING_NOTE, RaceFrame, race_frames
+
+TITLE = "Race"
+log = logging.getLogger(__name__)
+
+N_OUTPUTS = 7  # baseline text, speculative text, three plots, stats, status
+STATUS = N_OUTPUTS - 1
+
+
+def build(ctx: AppContext) -> None:
+    with gr.Row():
+        with gr.Column(scale=3):
+            prompt = controls.prompt_box()
+            with gr.Row():
+                run = gr.Button("Run the race", variant="primary", scale=3, elem_id="run")
+                stop = gr.Button("Stop", variant="stop", scale=1, elem_id="stop")
+            status = gr.HTML(
+                status_html("Pick an example or write a prompt, then run the race."),
+                js_on_load=None,
+                elem_id="status",
+            )
+            examples_at = gr.Column()  # filled below, once the controls it sets exist
+        with gr.Column(scale=2):
+            knobs, more = controls.settings_controls(ctx)
+            with more:
+                system = controls.system_box()
+    with examples_at:
+        gr.Examples(
+            [list(e[1:]) for e in EXAMPLES],
+            inputs=[prompt, knobs["drafter"], knobs["gamma"], knobs["temperature"], knobs["max_new_tokens"]],
+            example_labels=[e[0] for e in EXAMPLES],
+            label="Examples: click one, then Run",
+        )
+    gr.HTML(render.legend_html(), css_template=render.CSS, js_on_load=None)
+    gr.Markdown(
+        f"<small>{TIMING_NOTE} Hover a token for p(x), q(x), min(1, p/q) and the uniform u drawn.</small>"
+    )
+    with gr.Row(equal_height=True):
+        baseline_text = gr.HTML(
+            render.render_run(run_title(BASELINE), "", []),
+            css_template=render.CSS,
+            js_on_load=None,
+            elem_id="baseline-text",
+        )
+        spec_text = gr.HTML(
+            render.render_run(run_title(SPECULATIVE), "", []),
+            css_template=render.CSS,
+            js_on_load=None,
+            elem_id="speculative-text",
+        )
+    with gr.Row():
+        stats = gr.HTML(summary.placeholder(), css_template=summary.CSS, js_on_load=None, elem_id="stats")
+        tokens_plot = gr.Plot(label="tokens over time", show_label=False)
+    with gr.Row():
+        speedup_plot = gr.Plot(label="running speedup", show_label=False)
+        accept_plot = gr.Plot(label="acceptance by draft position", show_label=False)
+
+    outputs = [baseline_text, spec_text, tokens_plot, speedup_plot, accept_plot, stats, status]
+    # preprocess=False: raw values reach RunConfig, whose errors name the field (see controls.py).
+    handler = race_handler(ctx)
+
+    def race_event(request: gr.Request, prompt: str, system: str, **knobs) -> Iterator[tuple]:
+        # Gradio passes the session only to a parameter typed gr.Request; finished races become
+        # points on this session's theory view.
+        yield from handler(prompt, system, *in_order(knobs), session=session_of(request))
+
+    model_job(run, race_event, [prompt, system], outputs, status, "race", stop=stop, stop_api="stop", knobs=knobs,
+              stops=ctx.stops)
+    controls.follow_pair(ctx, knobs)
+
+
+def race_handler(ctx: AppContext):
+    """The Run handler, bound to this app's context (its pair cache) by closure."""
+
+    def race(prompt: str, system: str, *knobs, session: str | None = None) -> Iterator[tuple]:
+        try:
+            settings = read_settings(dict(zip(RunConfig.names(), knobs, strict=True)))
+            check_prompt(prompt)  # a bad knob or prompt fails before anything loads
+            if system:
+                check_prompt(system, "system prompt", empty_ok=True)
+        except ValueError as e:
+            yield from fail(N_OUTPUTS, STATUS, str(e))
+        pair = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
+        flag = ctx.stops.begin(session)  # Stop raises it; the race checks it after each step
+        try:
+            for frame in race_frames(pair, prompt, system, settings, every=ctx.frame_every, stopped=flag.is_set):
+                if flag.is_set():  # stopped: a cut-short race is neither shown as finished nor measured,
+                    # and its last output says so (Gradio re-sends a finished job's last output)
+                    yield status_only(N_OUTPUTS, STATUS, status_html("Stopped."))
+                    return
+                if (point := point_from_race(frame, prompt[:40])) is not None:
+                    ctx.measurements.add(session, point)
+                yield view(frame, pair.random_weights)
+        except ValueError as e:  # the prompt or settings do not fit the model (context length…)
+            yield from fail(N_OUTPUTS, STATUS, str(e))
+        except Exception as e:
+            log.exception("race failed")
+            yield from fail(N_OUTPUTS, STATUS, f"Generation failed: {type(e).__name__}: {e}")
+        finally:
+            ctx.stops.end(session, flag)
+
+    return race
+
+
+def view(frame: RaceFrame, random_weights: bool) -> tuple:
+    """All outputs for one frame of the race."""
+    base, spec = frame.baseline, frame.speculative
+    a_spans, s_spans = frame.spans
+    stats_panel = summary.stats_html(frame)
+    metrics = summarize(spec.events, baseline=base.events)
+    return (
+        render.render_run(run_title(BASELINE), run_meta(base), a_spans),
+        render.render_run(run_title(SPECULATIVE, frame.settings.drafter), run_meta(spec), s_spans),
+        plots.tokens_over_time(base.events, spec.events),
+        plots.running_speedup(
+            base.events, spec.events, metrics.predicted_speedup if metrics.drafted else None
+        ),
+        plots.acceptance_by_position_figure(spec.events, metrics.alpha if metrics.drafted else None),
+        stats_panel,
+        status_html(status_line(frame, random_weights)),
+    )
+
+
+def run_title(name: str, drafter: str | None = None) -> str:
+    if name == BASELINE:
+        return "Target alone · autoregressive"
+    return (
+        f"Speculative · {DRAFTER_LABELS.get(drafter, drafter)} proposes, target verifies"
+        if drafter
+        else "Speculative · draft proposes, target verifies"
+    )
+
+
+def run_meta(track) -> str:
+    done = " · done" if track.finished else ""
+    return f"{len(track.tokens)} tokens · {len(track.events)} target calls · {track.clock:.2f} s{done}"
+
+
+def status_line(frame: RaceFrame, random_weights: bool) -> str:
+    note = "\nRandom-weight pair: the text is gibberish, the mechanics are real." if random_weights else ""
+    a, s = frame.baseline, frame.speculative
+    if not frame.done:
+        return f"Racing… autoregressive {len(a.tokens)} tokens, speculative {len(s.tokens)} tokens.{note}"
+    return (
+        f"Done. Autoregressive: {len(a.tokens)} tokens in {a.clock:.1f} s of compute; "
+        f"speculative: {len(s.tokens)} tokens in {s.clock:.1f} s.{note}"
+    )

@@ -1,0 +1,151 @@
+"""What every tab shares: the registry, the pair cache, and the rule that model work queues.
+
+One AppContext is built per demo (never a module global), so tests can build apps side by side.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from playground.measure.points import Measurements
+
+# Every event that runs a model takes this: one shared queue for all tabs, one job at a time,
+# because the models and the CPU are shared and timings are only honest when nothing else runs.
+SERIAL = {"concurrency_id": "models", "concurrency_limit": 1}
+
+
+class StopFlags:
+    """Stop pressed, per browser session. Gradio cancels a streaming job only between two frames;
+    a job that checks its flag after each engine step stops within one step instead."""
+
+    def __init__(self):
+        self.flags: dict[str | None, threading.Event] = {}
+        self.lock = threading.Lock()
+
+    def begin(self, session: str | None) -> threading.Event:
+        """A fresh, unset flag for the job this session starts now (replacing an older one)."""
+        with self.lock:
+            flag = self.flags[session] = threading.Event()
+        return flag
+
+    def end(self, session: str | None, flag: threading.Event) -> None:
+        """The job is over: forget its flag (unless a newer job of the session replaced it)."""
+        with self.lock:
+            if self.flags.get(session) is flag:
+                del self.flags[session]
+
+    def press(self, session: str | None) -> None:
+        with self.lock:
+            flag = self.flags.get(session)
+        if flag is not None:
+            flag.set()
+
+
+@dataclass
+class Loading:
+    """A progress report while a pair loads: message and fraction done (None: unknown)."""
+
+    message: str
+    fraction: float | None = None
+
+
+@dataclass
+class Loader:
+    """A pair load running in its own thread. It outlives a stopped job; see AppContext.load."""
+
+    key: tuple  # (pair, quantization knobs)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+    reports: queue.Queue = field(default_factory=queue.Queue)
+    result: dict = field(default_factory=dict)
+
+
+@dataclass
+class AppContext:
+    registry: object  # registry.Registry
+    cache: object  # loading.PairCache
+    default_pair: str | None = None  # selected when the page opens; None: the registry's default
+    frame_every: float = 0.15  # least seconds of computing between two redraws of a streaming view
+    # Each session's measured speedups (race, sweep, "measure now"), for the theory view; bounded.
+    measurements: Measurements = field(default_factory=Measurements)
+    loader: Loader | None = None  # the latest pair load; still running after a Stop until finished
+    stops: StopFlags = field(default_factory=StopFlags)  # Stop pressed, per session
+    wait_report_s: float = 1.0  # how often a job waiting for an earlier load says so
+
+    def pair_choices(self) -> list[tuple[str, str]]:
+        """(label, name) for the pair dropdown; random-weight and hub-only pairs say so."""
+        return [(pair_label(p), name) for name, p in self.registry.pairs.items()]
+
+    def load(self, settings) -> Iterator[Loading]:
+        """Load the settings' pair, yielding progress while it loads; returns the LoadedPair.
+
+        Use as `pair = yield from ctx.load(settings)`. The load runs in a worker thread so the
+        handler can stream its progress to the page. Stop ends the job, not the thread. What then
+        happens to that load is decided by the next job, and shown on its page:
+        - the same pair (Run again after a Stop mid-download): it waits for that load and uses it;
+        - another pair: it cancels that load at its next progress report (a download part, a
+          conversion, a model), waits until it has let go of its memory, then loads its own.
+        So two loads never compete for memory and cores.
+        """
+        key = (settings.pair, tuple(sorted(settings.quantization().items())))
+        previous = self.loader
+        if previous is not None and not previous.done.is_set():
+            if previous.key == key:
+                message = f"continuing the load of {settings.pair} started before Stop"
+            else:
+                previous.cancel.set()
+                message = (f"stopping the load of {previous.key[0]} left running by Stop, so that "
+                           f"{settings.pair} gets the memory")
+            yield Loading(message)
+            while not previous.done.wait(self.wait_report_s):
+                yield Loading(message)
+        loader = self.loader = Loader(key)
+
+        def progress(message, fraction):
+            if loader.cancel.is_set():
+                from playground.models.loading import Cancelled
+
+                raise Cancelled(f"the load of {settings.pair} was cancelled for another pair")
+            loader.reports.put(Loading(message, fraction))
+
+        def work():
+            try:
+                loader.result["pair"] = self.cache.get(settings.pair, **settings.quantization(),
+                                                       progress=progress)
+            except BaseException as e:  # handed to the handler's thread, which raises it
+                loader.result["error"] = e
+            loader.done.set()
+            loader.reports.put(None)
+
+        threading.Thread(target=work, name="pair-loader", daemon=True).start()
+        while (report := loader.reports.get()) is not None:
+            yield report
+        if "error" in loader.result:
+            raise loader.result["error"]
+        return loader.result.pop("pair")  # the loader keeps no reference: eviction must free it
+
+
+def pair_label(pair) -> str:
+    notes = [
+        note
+        for flag, note in (
+            (pair.random_weights, "random weights: gibberish output, instant"),
+            (pair.needs_hub, "needs the hub"),
+        )
+        if flag
+    ]
+    return f"{pair.name} ({'; '.join(notes)})" if notes else pair.name
+
+
+def build_context(config: str | None = None, cache=None) -> AppContext:
+    """Read models.yaml (or `config`); the cache loads nothing until a run asks for a pair."""
+    from playground.models.loading import PairCache
+    from playground.models.registry import load_registry
+
+    registry = load_registry(config)
+    return AppContext(
+        registry, cache if cache is not None else PairCache(registry, keep=1), registry.default_pair
+    )

@@ -1,0 +1,122 @@
+"""The run controls, built in RunConfig's field order so a tab can pass them as inputs.
+
+Events that take these inputs should pass `preprocess=False`: Gradio's own range check says
+"Value 99 is greater than maximum value 16" without naming the control, while RunConfig and
+the engine reject bad values with the field's name and its allowed range. (Subclassing the
+components to rename the error is no way out: Gradio then writes a .pyi stub into the source tree.)
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from playground.config import DRAFTER_LABELS, KNOBS, RunConfig
+from playground.models.registry import PAIR_KNOBS
+from playground.app.shared.context import AppContext
+
+
+def prompt_box() -> gr.Textbox:
+    return gr.Textbox(
+        label="Prompt",
+        lines=5,
+        max_lines=16,
+        elem_id="prompt",
+        placeholder="Ask for code, a chat answer, an edit, a translation…",
+    )
+
+
+def system_box() -> gr.Textbox:
+    return gr.Textbox(
+        label="System prompt (optional; used with chat models)", lines=1, max_lines=4, elem_id="system"
+    )
+
+
+def settings_controls(ctx: AppContext) -> tuple[dict[str, gr.components.Component], gr.Accordion]:
+    """Every RunConfig field as a control, keyed by field name, in field order; labels, ranges,
+    defaults and help come from the record (config.KNOBS), the pair's suggestions from models.yaml.
+
+    The essentials are drawn where this is called; the rest go in a closed "More settings"
+    accordion, returned too so a tab can add its own controls there (`with more: ...`).
+    """
+    spec = ctx.registry.pair(ctx.default_pair)
+    c: dict[str, gr.components.Component] = {}
+    c["pair"] = gr.Dropdown(
+        ctx.pair_choices(), value=spec.name, label=KNOBS["pair"].label, info=spec.description
+    )
+    c["drafter"] = control("drafter")
+    c["gamma"] = control("gamma", spec.gamma)
+    tree_controls(c)
+    with gr.Row():
+        c["temperature"] = control("temperature", spec.temperature)
+        c["max_new_tokens"] = control("max_new_tokens")
+    with gr.Accordion("More settings", open=False) as more:
+        with gr.Row():
+            for name in ("adaptive", "gamma_min", "gamma_max"):
+                c[name] = control(name)
+        c["min_confidence"] = control("min_confidence")
+        with gr.Row():
+            c["top_k"] = control("top_k")
+            c["top_p"] = control("top_p")
+            c["seed"] = control("seed")
+        with gr.Row():
+            c["ngram_min"] = control("ngram_min")
+            c["ngram_max"] = control("ngram_max")
+        c["draft_vocab"] = control("draft_vocab", spec.draft_vocab)
+        with gr.Row():
+            c["target_quantization"] = control("target_quantization")
+            c["draft_quantization"] = control("draft_quantization")
+    for name, component in c.items():  # stable handles for browser tests and custom CSS
+        component.elem_id = component.elem_id or name
+    return {name: c[name] for name in RunConfig.names()}, more
+
+
+def control(name: str, value=None) -> gr.components.Component:
+    """The control for one knob, built from its declaration (label, help, default, range); `value`
+    is the pair's suggestion where models.yaml makes one."""
+    k = KNOBS[name]
+    value = k.default if value is None else value
+    common = dict(label=k.label, info=k.help, elem_id=name)
+    if k.kind is bool:
+        return gr.Checkbox(value, **common)
+    if k.choices:
+        choices = [(DRAFTER_LABELS.get(v, v), v) for v in k.choices]
+        widget = gr.Radio if len(choices) <= 3 else gr.Dropdown
+        return widget(choices, value=value, **common)
+    low = k.low if isinstance(k.low, (int, float)) else KNOBS[k.low].low
+    if k.high - low > 10**4:  # a huge range: a number box, not a slider
+        return gr.Number(value, minimum=low, maximum=k.high, precision=0 if k.kind is int else None, **common)
+    if k.low_open:
+        low = k.step  # the slider's first allowed position
+    return slider(name, low, k.high, value, step=k.step, **common)
+
+
+def tree_controls(c: dict) -> None:
+    """Chain or tree, and the tree's knobs (used by the draft model only)."""
+    c["speculation"] = control("speculation")
+    with gr.Row():
+        for name in ("tree_budget", "tree_depth", "tree_branching", "tree_width"):
+            c[name] = control(name)
+
+
+def slider(field: str, low, high, value, step=1, **kwargs) -> gr.Slider:
+    """A slider for a RunConfig field (its elem_id); a whole-number step makes it send ints."""
+    precision = 0 if float(step).is_integer() else None
+    kwargs.setdefault("elem_id", field)
+    return gr.Slider(low, high, value=value, step=step, precision=precision, **kwargs)
+
+
+def pair_defaults(ctx: AppContext, name: str):
+    """When the pair changes: its description, and the knobs it suggests (γ, temperature, ...)."""
+    spec = ctx.registry.pair(name)
+    return gr.update(info=spec.description), *spec.suggested().values()
+
+
+def follow_pair(ctx: AppContext, knobs: dict) -> None:
+    """Wire the pair dropdown of settings_controls() to show the chosen pair's description and set
+    the knobs it suggests."""
+    knobs["pair"].change(
+        lambda name: pair_defaults(ctx, name),
+        knobs["pair"],
+        [knobs["pair"], *(knobs[name] for name in PAIR_KNOBS)],
+        api_visibility="private",
+    )

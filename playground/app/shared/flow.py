@@ -1,0 +1,139 @@
+"""What every tab's handler does the same way: read the knobs, load the pair while streaming its
+progress, turn an error into a message in the page (never a traceback), and wire its Run and
+Stop buttons.
+
+Handlers yield one tuple per redraw; `n` is the number of outputs and `at` the index of the
+status box among them. Everything but the status box is left as it is (gr.skip()).
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+import re
+from collections.abc import Iterator
+
+import gradio as gr
+
+from playground.config import RunConfig
+from playground.app.shared.context import SERIAL, Loading
+from playground.measure.points import session_of
+
+log = logging.getLogger(__name__)
+
+
+def status_html(message: str, fraction: float | None = None, error: bool = False) -> str:
+    bar = f' <progress value="{fraction:.3f}" max="1"></progress>' if fraction is not None else ""
+    color = "#b42318" if error else "var(--body-text-color-subdued)"
+    return f'<div style="color:{color};font-size:13px;white-space:pre-wrap">{html.escape(message)}{bar}</div>'
+
+
+def status_only(n: int, at: int, status: str) -> tuple:
+    out = [gr.skip()] * n
+    out[at] = status
+    return tuple(out)
+
+
+def model_job(button, handler, inputs, outputs, status, api_name: str, stop=None, stop_api: str | None = None,
+              stopped: str = "Stopped.", knobs: dict | None = None, stops=None):
+    """Wire a button to a handler that runs the models: one job at a time across the app (the
+    hardware is shared), progress on the status box, and Stop cancelling it between steps.
+    Values reach the handler as the page sends them; the handler checks them itself. `knobs`
+    (name -> control) reach it as keyword arguments, so the API names them as the run
+    configuration does (`gamma`, `temperature`, ...) and a client may pass them by name.
+    With `stops` (context.StopFlags), Stop also raises the session's flag, which a handler that
+    checks it after each engine step honours within one step (Gradio's cancel waits for a frame)."""
+    job = button.click(handler, inputs, outputs, inputs_kwargs=knobs, api_name=api_name, show_progress="minimal",
+                       show_progress_on=[status], preprocess=False, **SERIAL)
+    if stop is not None:
+        def on_stop(request: gr.Request):
+            if stops is not None:
+                stops.press(session_of(request))
+            return status_html(stopped)
+
+        stop.click(on_stop, None, status, cancels=[job], queue=False, api_name=stop_api)
+    return job
+
+
+# An absolute path: a slash not following a word character, dot or slash (so not 1/2 or a URL),
+# then path segments. The page gets its last segment (the file's name) instead.
+ABSOLUTE_PATH = re.compile(r"(?<![\w/.~])(?:~)?/(?:[\w.+@-]+/)*([\w.+@-]+)")
+
+
+def public(message: str) -> str:
+    """A message fit for the page and the API: server-side paths become file names, so the page never
+    shows where the server keeps its files (its user, its cache, its checkout)."""
+    return ABSOLUTE_PATH.sub(lambda m: m.group(1), message)
+
+
+def fail(n: int, at: int, message: str):
+    """Show the error in the status box, then raise it as a Gradio error: `yield from fail(...)`
+    ends the handler, and the app keeps serving. Server-side paths are reduced to file names."""
+    message = public(message)
+    yield status_only(n, at, status_html(f"⚠ {message}", error=True))
+    raise gr.Error(message, print_exception=False)
+
+
+def loading(progress: Iterator[Loading], n: int, at: int):
+    """Stream load progress to the status box; returns what the loader returns (the pair)."""
+    while True:
+        try:
+            report = next(progress)
+        except StopIteration as done:
+            return done.value
+        yield status_only(n, at, status_html(f"Loading: {report.message}", report.fraction))
+
+
+def load_pair(ctx, settings: RunConfig, n: int, at: int):
+    """`pair = yield from load_pair(...)`: the settings' pair, or a message in the page."""
+    try:
+        return (yield from loading(ctx.load(settings), n, at))
+    except ValueError as e:
+        yield from fail(n, at, str(e))
+    except Exception as e:  # offline, disk full, no source: say so, keep serving
+        log.exception("loading pair %s failed", settings.pair)
+        yield from fail(n, at, f"Could not load pair {settings.pair!r}: {e}")
+
+
+def in_order(knobs: dict) -> list:
+    """Knob values passed by name, in RunConfig's field order (how the handlers take them)."""
+    unknown = set(knobs) - set(RunConfig.names())
+    if unknown:
+        raise TypeError(f"unknown knobs: {', '.join(sorted(unknown))}")
+    return [knobs[name] for name in RunConfig.names()]
+
+
+def read_settings(values: dict) -> RunConfig:
+    """RunConfig from page values, checked as far as the engine would (ValueError names the field)."""
+    settings = RunConfig.from_values(values)
+    settings.spec_config()
+    return settings
+
+
+MAX_PROMPT_CHARS = 50_000  # past any context a CPU run can use; refusing early saves tokenizing megabytes
+
+
+def check_prompt(prompt, field: str = "prompt", empty_ok: bool = False) -> str:
+    """Text a tokenizer can take: non-empty (unless `empty_ok`), bounded, no NUL, valid Unicode."""
+    if not isinstance(prompt, str) or (not empty_ok and not prompt.strip()):
+        raise ValueError(f"{field} must be non-empty text")
+    if len(prompt) > MAX_PROMPT_CHARS:
+        raise ValueError(f"{field} is {len(prompt)} characters; at most {MAX_PROMPT_CHARS} are allowed")
+    if "\x00" in prompt:
+        raise ValueError(f"{field} must not contain NUL characters (\\x00); found one at position "
+                         f"{prompt.index(chr(0))}")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as e:  # a lone surrogate: JSON can carry it, no tokenizer can encode it
+        raise ValueError(f"{field} must be valid Unicode text: a lone surrogate "
+                         f"(U+{ord(prompt[e.start]):04X}) at position {e.start}") from None
+    return prompt
+
+
+def whole(name: str, value, low: int, high: int) -> int:
+    """A page number that must be a whole number in [low, high]; the error names the field."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{name} must be a whole number in [{low}, {high}], got {value!r}")
+    return value

@@ -1,0 +1,1 @@
+"""The stepthrough tab: layout, handlers and figures together."""

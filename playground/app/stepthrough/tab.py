@@ -1,0 +1,182 @@
+"""The Step-through tab: one speculative step per click, every stage explained beside its numbers.
+
+The paused run lives in this session's gr.State (a Stepper): Next step advances it by one target
+call; changing the prompt or a knob starts over; Back to start closes it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import gradio as gr
+
+from playground.config import RunConfig
+from playground.app.shared import controls
+from playground.app.shared import plots
+from playground.app.shared import render
+from playground.app.stepthrough import plots as step_plots
+from playground.app.stepthrough import view as step_view
+from playground.app.stepthrough import tree_view
+from playground.app.shared.context import SERIAL, AppContext
+from playground.app.shared.examples import STEP_THROUGH as EXAMPLES
+from playground.app.shared.flow import check_prompt, fail, in_order, load_pair, model_job, read_settings, status_html
+from playground.app.stepthrough.run import Stepper, close_stepper, start, stepper_key
+
+TITLE = "Step-through"
+log = logging.getLogger(__name__)
+
+N_OUTPUTS, STATUS = 5, 4  # stepper state, text, stages, figure, status
+SESSION_TTL_S = 1800  # a paused run (and the models it holds) is dropped after this long unused
+PLACEHOLDER = "The new text appears here, token by token, coloured by fate."
+
+
+def build(ctx: AppContext) -> None:
+    gr.Markdown(
+        "Run speculative sampling **one step at a time**: the draft model guesses, the target checks every "
+        "guess in one pass, keeps some, and adds a token of its own. "
+        "Each stage is explained beside its numbers."
+    )
+    with gr.Row():
+        with gr.Column(scale=3):
+            prompt = gr.Textbox(
+                label="Prompt", lines=3, max_lines=12, elem_id="st-prompt", value=EXAMPLES[0][1]
+            )
+            so_far = gr.Textbox(
+                label="Text so far (optional): the answer is continued from here",
+                lines=1,
+                max_lines=6,
+                elem_id="st-so-far",
+            )
+            with gr.Row():
+                step = gr.Button("Next step ▶", variant="primary", scale=3, elem_id="st-next")
+                reset = gr.Button("Back to start", scale=1, elem_id="st-reset")
+            status = gr.HTML(status_html("Press Next step to run the first step."), elem_id="st-status")
+            examples_at = gr.Column()
+        with gr.Column(scale=2):
+            knobs, _ = controls.settings_controls(ctx)
+            for name, component in knobs.items():  # the Race tab has the same controls: keep ids unique
+                component.elem_id = f"st-{name}"
+            knobs["temperature"].value = EXAMPLES[0][4]
+    with examples_at:
+        gr.Examples(
+            [list(e[1:]) for e in EXAMPLES],
+            inputs=[prompt, knobs["drafter"], knobs["gamma"], knobs["temperature"]],
+            example_labels=[e[0] for e in EXAMPLES],
+            label="Examples: click one, then Next step",
+        )
+    gr.HTML(
+        render.legend_html((render.ACCEPTED, render.REJECTED, render.RESAMPLED, render.BONUS)),
+        css_template=render.CSS,
+    )
+    text = gr.HTML(
+        step_view.text_html("", [], PLACEHOLDER), css_template=render.CSS + step_view.CSS, elem_id="st-text"
+    )
+    with gr.Row():
+        with gr.Column(scale=5):
+            stages = gr.HTML(
+                step_view.intro_html(), css_template=render.CSS + step_view.CSS, elem_id="st-stages"
+            )
+        with gr.Column(scale=6):
+            figure = gr.Plot(
+                plots.empty_figure("The bar charts of q and p appear after the first step."),
+                show_label=False,
+                elem_id="st-plot",
+            )
+    stepper = gr.State(None, time_to_live=SESSION_TTL_S, delete_callback=close_stepper)
+
+    outputs = [stepper, text, stages, figure, status]
+    handler = step_handler(ctx)
+
+    def step_event(prompt: str, so_far: str, stepper: Stepper | None, **knobs) -> Iterator[tuple]:
+        yield from handler(prompt, so_far, stepper, *in_order(knobs))
+
+    model_job(step, step_event, [prompt, so_far, stepper], outputs, status, "step", knobs=knobs)
+    reset.click(reset_handler, [stepper], outputs, api_name="step_reset", **SERIAL)
+    controls.follow_pair(ctx, knobs)
+
+
+def step_handler(ctx: AppContext):
+    """The Next step handler, bound to this app's context (its pair cache) by closure."""
+
+    def step(prompt: str, so_far: str, stepper: Stepper | None, *knobs) -> Iterator[tuple]:
+        try:
+            settings = read_settings(dict(zip(RunConfig.names(), knobs, strict=True)))
+            check_prompt(prompt)
+            if so_far:
+                check_prompt(so_far, "text so far", empty_ok=True)
+        except ValueError as e:
+            yield from fail(N_OUTPUTS, STATUS, str(e))
+        pair = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
+        note = ""
+        key = stepper_key(prompt, so_far, settings)
+        if isinstance(stepper, Stepper) and stepper.released and stepper.key == key:
+            try:  # its models were freed for another pair while it was paused: reload, replay, go on
+                stepper.resume(pair)
+            except Exception as e:
+                yield from fail(N_OUTPUTS, STATUS, f"Could not resume the paused run: {e}")
+            ctx.cache.hold(pair, stepper.release)
+            note = "The models were freed while this run was paused (another pair needed them); reloaded. "
+        if (
+            not isinstance(stepper, Stepper)
+            or stepper.key != stepper_key(prompt, so_far, settings)
+            or stepper.pair is not pair
+        ):
+            if isinstance(stepper, Stepper):
+                stepper.close()
+                note = "The prompt or settings changed, so the run started over. "
+            try:
+                stepper = start(pair, prompt, so_far or "", settings)
+            except ValueError as e:  # the prompt does not fit the context, a bad n-gram range…
+                yield from fail(N_OUTPUTS, STATUS, str(e))
+            ctx.cache.hold(pair, stepper.release)  # paused, it lets go when the pair is evicted
+        try:
+            event = stepper.step()
+        except Exception as e:
+            log.exception("step failed")
+            yield from fail(N_OUTPUTS, STATUS, f"Generation failed: {type(e).__name__}: {e}")
+        if event is None:
+            done = "The run has finished. Press Back to start (or change the prompt) to go again."
+            yield (stepper, gr.skip(), gr.skip(), gr.skip(), status_html(done))
+            return
+        yield view(stepper, event, pair.random_weights, note)
+
+    return step
+
+
+def view(stepper: Stepper, event, random_weights: bool, note: str = "") -> tuple:
+    steps = len(stepper.history)
+    tokens = len(stepper.track.tokens)
+    line = (
+        f"{note}Step {steps}: {len(event.emitted)} new token{'s' if len(event.emitted) != 1 else ''} from "
+        f"one target call; {tokens} tokens in {steps} calls so far."
+    )
+    line += " The run has finished." if stepper.finished else " Press Next step for the next one."
+    if random_weights:
+        line += "\nRandom-weight pair: the text is gibberish, the mechanics are real."
+    return (
+        stepper,
+        step_view.text_html(stepper.context, stepper.track.spans.spans, PLACEHOLDER),
+        *step_panels(event, stepper, steps),
+        status_html(line),
+    )
+
+
+def step_panels(event, stepper: Stepper, steps: int) -> tuple:
+    """The stages and the figure: q and p bars for a chain step, the drawn tree for a tree step."""
+    if event.tree is not None:
+        return (tree_view.tree_step_html(event, stepper.label, stepper.greedy, steps),
+                tree_view.tree_figure(event, stepper.label, stepper.greedy))
+    return (step_view.step_html(event, stepper.label, stepper.greedy, stepper.drafter, steps),
+            step_plots.step_figure(event, stepper.label, stepper.greedy))
+
+
+def reset_handler(stepper: Stepper | None) -> tuple:
+    close_stepper(stepper)
+    return (
+        None,
+        step_view.text_html("", [], PLACEHOLDER),
+        step_view.intro_html(),
+        plots.empty_figure("The bar charts of q and p appear after the first step."),
+        status_html("Back at the start. Press Next step to run the first step."),
+    )

@@ -1,0 +1,1 @@
+"""The sweep tab: layout, handlers and figures together."""

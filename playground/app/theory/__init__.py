@@ -1,0 +1,1 @@
+"""The theory tab: layout, handlers and figures together."""

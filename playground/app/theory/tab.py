@@ -1,0 +1,209 @@
+"""The Theory tab: the expected speedup against γ from this session's measured α and c, with the
+measured points on top, the recommended γ, and a button to measure α and c now.
+
+Points come from ctx.measurements (this session's runs: the sweep, this tab's button, and the
+race once it records its runs there), filtered to the pair, drafter and temperature chosen here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+
+import gradio as gr
+
+from playground.config import DRAFTER_LABELS, DRAFTERS, MODEL
+from playground.app.theory import explain as theory
+from playground.app.theory import plots as theory_plots
+from playground.app.shared.context import AppContext
+from playground.app.shared.flow import check_prompt, fail, load_pair, model_job, read_settings, status_html, whole
+from playground.app.shared.lockstep import streamed
+from playground.measure.points import session_of
+
+TITLE = "Theory vs measurement"
+log = logging.getLogger(__name__)
+
+N_OUTPUTS, STATUS = 5, 4  # figure, explanation, points table, chain-or-tree figure, status
+MAX_MEASURE_TOKENS = 256
+VERIFY_K = 9  # v(k) measured for k = 1..9 tokens: γ up to 8
+DEFAULT_PROMPT = "Write a Python function that returns the n-th Fibonacci number."
+
+
+def build(ctx: AppContext) -> None:
+    from playground.measure.verify_cost import VerifyCurves
+
+    spec = ctx.registry.pair(ctx.default_pair)
+    curves = VerifyCurves()  # v(k) per loaded target, measured once per app run: a machine fact
+    gr.Markdown(
+        "How much should speculation help, and at which γ? The curve is the paper's formula fed with **α** "
+        "and **c** measured here on this machine; the dots are speedups actually measured in this session."
+    )
+    with gr.Row():
+        with gr.Column(scale=3):
+            plot = gr.Plot(theory_plots.theory_figure([], None, None), show_label=False, elem_id="th-plot")
+        with gr.Column(scale=2):
+            explain = gr.HTML(
+                theory.explain_html([], None, spec.name), css_template=theory.CSS, elem_id="th-explain"
+            )
+    with gr.Row():
+        pair = gr.Dropdown(ctx.pair_choices(), value=spec.name, label="Model pair", elem_id="th-pair")
+        drafter = gr.Radio([(DRAFTER_LABELS[d], d) for d in DRAFTERS], value=MODEL, label="Drafter", elem_id="th-drafter")
+        temperature = gr.Slider(
+            0, 2, value=spec.temperature, step=0.05, label="Temperature", elem_id="th-temperature"
+        )
+    with gr.Row():
+        prompt = gr.Textbox(
+            DEFAULT_PROMPT, label="Prompt to measure on", lines=2, scale=3, elem_id="th-prompt"
+        )
+        with gr.Column(scale=2):
+            gamma = gr.Slider(
+                1, 16, value=spec.gamma, step=1, precision=0, label="γ of the measurement", elem_id="th-gamma"
+            )
+            tokens = gr.Slider(
+                8,
+                MAX_MEASURE_TOKENS,
+                value=48,
+                step=8,
+                precision=0,
+                label="New tokens per run",
+                elem_id="th-tokens",
+            )
+    with gr.Row():
+        measure = gr.Button("Measure α and c now", variant="primary", scale=3, elem_id="th-measure")
+        stop = gr.Button("Stop", variant="stop", scale=1, elem_id="th-stop")
+        clear = gr.Button("Forget my points", scale=1, elem_id="th-clear")
+    status = gr.HTML(
+        status_html(
+            "Measuring takes one warm-up and one timed run each way (autoregressive and speculative; with "
+            "the draft model also a token tree from the same draft, drawn below against the chain)."
+        ),
+        elem_id="th-status",
+    )
+    table = gr.Dataframe(
+        headers=theory.POINT_COLUMNS,
+        value=[],
+        label="Measured points (this session)",
+        interactive=False,
+        elem_id="th-points",
+    )
+    tree_plot = gr.Plot(theory_plots.tree_length_figure([], None), show_label=False, elem_id="th-tree")
+
+    view = [pair, drafter, temperature]
+    outputs = [plot, explain, table, tree_plot, status]
+    redraw = redraw_handler(ctx, curves)
+    for control in view:
+        control.change(redraw, view, outputs[:STATUS], queue=False, api_visibility="private")
+    model_job(measure, measure_handler(ctx, curves), [prompt, *view, gamma, tokens], outputs, status,
+              "measure", stop=stop, stop_api="measure_stop")
+    clear.click(clear_handler(ctx, curves), view, outputs[:STATUS], queue=False, api_visibility="private")
+    tab = gr.context.Context.block  # the enclosing gr.Tab: redraw when it is opened (points may be new)
+    if isinstance(tab, gr.Tab):
+        tab.select(redraw, view, outputs[:STATUS], queue=False, api_visibility="private")
+
+
+def draw(ctx: AppContext, session, pair: str, drafter: str, temperature: float, curves=None) -> tuple:
+    """Figure, explanation and table from this session's points of the chosen pair, drafter, T,
+    and the pair's target's measured v(k) when this app has measured it."""
+    points, pooled = theory.pooled_for(ctx.measurements.get(session), pair, drafter, temperature)
+    what = f"{pair}, {drafter}, temperature {float(temperature):g}"
+    curve = target_curve(ctx, curves, pair)
+    return (
+        theory_plots.theory_figure(points, pooled, theory.recommended(pooled, curve), curve),
+        theory.explain_html(points, pooled, what, curve),
+        theory.points_table(points),
+        theory_plots.tree_length_figure(points, pooled),
+    )
+
+
+def target_curve(ctx: AppContext, curves, pair: str):
+    if curves is None or pair not in ctx.registry.pairs:
+        return None
+    return curves.for_model(ctx.registry.pair(pair).target)
+
+
+def redraw_handler(ctx: AppContext, curves=None):
+    def redraw(pair: str, drafter: str, temperature: float, request: gr.Request = None) -> tuple:
+        return draw(ctx, session_of(request), pair, drafter, temperature, curves)
+
+    return redraw
+
+
+def clear_handler(ctx: AppContext, curves=None):
+    def clear(pair: str, drafter: str, temperature: float, request: gr.Request = None) -> tuple:
+        ctx.measurements.clear(session_of(request))
+        return draw(ctx, session_of(request), pair, drafter, temperature, curves)
+
+    return clear
+
+
+def measure_handler(ctx: AppContext, curves=None):
+    """Measure one point now: warm-up, then baseline and speculative runs alternated (the bench's code)."""
+
+    def measure(
+        prompt: str,
+        pair: str,
+        drafter: str,
+        temperature: float,
+        gamma: int,
+        tokens: int,
+        request: gr.Request = None,
+        progress=gr.Progress(),
+    ) -> Iterator[tuple]:
+        try:
+            check_prompt(prompt)
+            tokens = whole("new tokens per run", tokens, 1, MAX_MEASURE_TOKENS)
+            settings = read_settings(
+                {
+                    "pair": pair,
+                    "drafter": drafter,
+                    "temperature": temperature,
+                    "gamma": gamma,
+                    "max_new_tokens": tokens,
+                }
+            )
+        except ValueError as e:
+            yield from fail(N_OUTPUTS, STATUS, str(e))
+        loaded = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
+        try:
+            from playground.models.text import encode_prompt
+
+            ids = encode_prompt(loaded.tokenizer, prompt)
+
+            def work(report):
+                point = theory.measure(loaded, ids, settings, 1, report, "measure", short(prompt))
+                if curves is not None:  # v(k) of this target, once per app run (a few seconds)
+                    from playground.measure.machine import spare_a_core
+
+                    with spare_a_core():  # the same threads as the runs it is set beside
+                        curves.measure(loaded.target, max_k=VERIFY_K, repeats=3)
+                    report(3, 3, "v(k) of the target")
+                return point
+
+            def show(done: int, total: int, what: str) -> tuple:
+                progress((done, total), desc=f"ran {what}")
+                return (
+                    *(gr.skip(),) * STATUS,
+                    status_html(f"Measuring: ran {what} ({done}/{total})", done / total),
+                )
+
+            point = yield from streamed(work, show)
+        except ValueError as e:
+            yield from fail(N_OUTPUTS, STATUS, str(e))
+        except Exception as e:
+            log.exception("measurement failed")
+            yield from fail(N_OUTPUTS, STATUS, f"Measurement failed: {type(e).__name__}: {e}")
+        session = session_of(request)
+        ctx.measurements.add(session, point)
+        done = (
+            f"Measured at γ = {point.gamma}: speedup {point.speedup:.2f}×, α = {point.alpha:.2f}, "
+            f"c = {point.c:.2f}, verification cost {point.verify_cost:.2f}×."
+        )
+        yield (*draw(ctx, session, settings.pair, settings.drafter, settings.temperature, curves),
+               status_html(done))
+
+    return measure
+
+
+def short(prompt: str, n: int = 40) -> str:
+    text = " ".join(prompt.split())
+    return text if len(text) <= n else text[: n - 1] + "…"

@@ -1,0 +1,122 @@
+"""Drafters: whatever proposes the next tokens for the target to verify.
+
+One small protocol: `begin(ids)` once per prompt, then `propose(ids, k, ...)` each step,
+returning up to k tokens and q, the distribution each was drawn from (None when the drafter is
+deterministic, i.e. q is one-hot on the proposed token).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from playground.engine.kvcache import CachedModel
+from playground.config import KNOBS, check_value, defaults
+from playground.engine.sampling import Sampling, display_probs, pick
+
+DEFAULT = defaults()
+
+
+@dataclass(frozen=True)
+class Draft:
+    tokens: list[int]
+    q: torch.Tensor | None  # [len(tokens), V] probabilities; None means one-hot on each token
+
+
+class Drafter(Protocol):
+    name: str
+    vocab_size: int | None  # width of q, or None when q is one-hot
+
+    def begin(self, ids: list[int]) -> None: ...
+
+    def propose(
+        self,
+        ids: list[int],
+        k: int,
+        sampling: Sampling,
+        generator: torch.Generator | None,
+        min_confidence: float = 0.0,
+        stop_tokens: frozenset[int] = frozenset(),
+    ) -> Draft: ...
+
+
+class ModelDrafter:
+    """A small causal LM drafting autoregressively with its own KV cache.
+
+    Its cache is rolled back to the longest prefix it shares with the verified context at the
+    start of each proposal, so rejected tokens are dropped without recomputing the prefix.
+    """
+
+    name = "draft model"
+
+    def __init__(self, model, vocab_size: int | None = None, draft_vocab: int | None = None):
+        """draft_vocab: draft only among the first N token ids (q = 0 for the rest), which makes
+        each draft forward cheaper. Still lossless: the target's residual covers what q leaves out;
+        a target token outside the range is simply never drafted, so acceptance can drop."""
+        self.lm = CachedModel(model, head_rows=draft_vocab)
+        # Pairs may pad their embedding rows differently; the engine trims both to a shared width.
+        self.vocab_size = vocab_size or self.lm.vocab_size
+        self.device = self.lm.device
+
+    def begin(self, ids: list[int]) -> None:
+        self.lm.reset()  # the first proposal reads the prompt
+
+    def propose(self, ids, k, sampling, generator, min_confidence=0.0, stop_tokens=frozenset()) -> Draft:
+        """Draft k tokens; stop early once the draft's top probability falls under min_confidence,
+        or after an end-of-turn token (nothing after it can be emitted)."""
+        tokens, rows = [], []
+        for _ in range(k):
+            logits = self.lm.logits_for(ids + tokens, keep=1)[-1, : self.vocab_size]
+            q = display_probs(logits, sampling)  # processed q; softmax when greedy
+            tokens.append(pick(q, sampling, generator))
+            rows.append(q)
+            if tokens[-1] in stop_tokens or (min_confidence > 0 and float(q.max()) < min_confidence):
+                break
+        return Draft(tokens, torch.stack(rows) if rows else None)
+
+
+class PromptLookupDrafter:
+    """Prompt lookup decoding: find the latest earlier occurrence of the context's last n-gram
+    and propose the tokens that followed it. No second model; q is one-hot.
+    """
+
+    name = "prompt lookup"
+    vocab_size = None
+
+    def __init__(self, min_ngram: int = DEFAULT["ngram_min"], max_ngram: int = DEFAULT["ngram_max"]):
+        check_value(KNOBS["ngram_min"], min_ngram)  # the run configuration's names and ranges
+        check_value(KNOBS["ngram_max"], max_ngram, {"ngram_min": min_ngram})
+        self.min_ngram, self.max_ngram = min_ngram, max_ngram
+
+    def begin(self, ids: list[int]) -> None:
+        pass
+
+    def propose(self, ids, k, sampling, generator, min_confidence=0.0, stop_tokens=frozenset()) -> Draft:
+        for n in range(self.max_ngram, self.min_ngram - 1, -1):
+            start = find_previous_ngram(ids, n)
+            if start is not None:
+                return Draft(cut_after_stop(ids[start : start + k], stop_tokens), None)
+        return Draft([], None)
+
+
+def cut_after_stop(tokens: list[int], stop_tokens) -> list[int]:
+    """Tokens up to and including the first end-of-turn token."""
+    for i, token in enumerate(tokens):
+        if token in stop_tokens:
+            return tokens[: i + 1]
+    return tokens
+
+
+def find_previous_ngram(ids: list[int], n: int) -> int | None:
+    """Index right after the latest earlier occurrence of ids[-n:], or None.  Longer n first is
+    the caller's job; the latest match is the likeliest to continue the way the text is going.
+    """
+    if len(ids) <= n:
+        return None
+    tail = ids[-n:]
+    for i in range(len(ids) - n - 1, -1, -1):
+        if ids[i : i + n] == tail:
+            return i + n
+    return None

@@ -1,0 +1,244 @@
+"""What the engine returns: one StepEvent per target call, and metrics as folds over them.
+
+Events are plain data so the UI, the teaching views and the benchmark all draw from the same
+record; nothing here computes on a model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from playground.engine.sampling import expected_speedup, expected_tokens_per_call, verify_cost
+
+# Fates of a token, as the UI colours them.
+ACCEPTED, REJECTED, RESAMPLED, BONUS, TARGET = "accepted", "rejected", "resampled", "bonus", "target"
+
+
+@dataclass(frozen=True)
+class DraftToken:
+    """One drafted position and how verification treated it."""
+
+    token: int
+    q: float  # q(x): draft probability of the token (softmax when greedy)
+    p: float  # p(x): target probability of the token (softmax when greedy)
+    accept_prob: float  # min(1, p/q); greedy: 1 if x is the target's argmax else 0
+    uniform: float | None  # u drawn for this position; None when greedy or never tested
+    fate: str  # ACCEPTED, or REJECTED (the first rejection and every token after it)
+    top_q: tuple[tuple[int, float], ...] = ()  # most likely draft tokens, when detail is asked
+    top_p: tuple[tuple[int, float], ...] = ()  # most likely target tokens, when detail is asked
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    """One node of a draft tree and how verification treated it."""
+
+    token: int
+    parent: int  # index of the parent node; -1 is the root (the last context token)
+    depth: int  # 1 for the root's children
+    q: float  # q(x) after the parent (softmax when greedy)
+    p: float  # p(x) after the parent (softmax when greedy)
+    ratio: float  # min(1, p/q) against the target's own p; greedy: 1 if x is the target's argmax else 0
+    accept_prob: float | None  # the probability it was tried with (p after earlier siblings' rejections)
+    uniform: float | None  # u drawn when tried; None when greedy or never tried
+    fate: str  # "accepted", "rejected" (tried and refused) or "untested" (never reached)
+
+
+@dataclass(frozen=True)
+class TreeRecord:
+    """The tree a step drafted and verified in one target call."""
+
+    nodes: tuple[TreeNode, ...]
+    path: tuple[int, ...]  # accepted node indices, root's child first
+    draft_forwards: int  # one per depth: the draft's cost counts per depth, not per node
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """Everything one target call did: what was drafted, what survived, what it cost."""
+
+    index: int  # 0 for the first target call
+    gamma: int  # lookahead asked for this step (drafts may be fewer: budget, confidence cut)
+    drafts: tuple[DraftToken, ...]
+    n_accepted: int
+    next_token: int  # the token the target added itself
+    next_fate: str  # RESAMPLED after a rejection, BONUS after a full acceptance, TARGET if no draft
+    next_p: float  # probability of next_token under the distribution it was drawn from
+    emitted: tuple[int, ...]  # tokens appended to the output (cut at EOS, stop string or budget)
+    prompt_tokens: int  # prompt tokens this call also read: the whole prompt on the first, else 0
+    draft_s: float  # seconds the drafter spent proposing
+    verify_s: float  # seconds of the target forward
+    overhead_s: float  # the rest of the step: sampling math, cache rollback, bookkeeping
+    finish: str | None = None  # "eos", "stop" or "length" on the last event
+    residual_top: tuple[tuple[int, float], ...] = ()  # top of norm(max(0, p - q)) on rejection
+    next_top: tuple[tuple[int, float], ...] = ()  # top of the distribution next_token came from
+    tree: TreeRecord | None = None  # tree steps only; then drafts is one root path: the accepted
+    # nodes and the deepest continuation below them, so folds over drafts count per depth
+
+    @property
+    def seconds(self) -> float:
+        return self.draft_s + self.verify_s + self.overhead_s
+
+    @property
+    def n_tested(self) -> int:
+        """Draft positions the target tested: the accepted ones and the first rejection, if any
+        (the ones after it were never tested). Summed over a run, alpha's denominator."""
+        return self.n_accepted + (self.n_accepted < len(self.drafts))
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """Folds over one run's events."""
+
+    new_tokens: int
+    target_calls: int
+    drafted: int
+    accepted: int
+    acceptance_rate: float  # accepted / drafted
+    alpha: float  # per-position acceptance, accepted / tested: the estimate the formula wants
+    mean_tokens_per_call: float  # Spec-Bench's "mean accepted tokens"
+    mean_gamma: float  # drafted tokens per target call
+    per_position: list[float] = field(default_factory=list)  # acceptance at draft position i
+    seconds: float = 0.0  # wall time, the prompt's processing included
+    tok_s: float = 0.0
+    draft_forward_s: float = 0.0  # seconds per drafted token
+    target_call_s: float = 0.0  # seconds per target call (verification forward)
+    target_step_s: float = 0.0  # seconds of one plain target step: the baseline's, else target_call_s
+    c: float = 0.0  # draft_forward_s / target_step_s: DESIGN.md's cost ratio
+    verify_cost: float | None = None  # target_call_s / the baseline's step (the formula assumes 1)
+    predicted_speedup: float = 1.0  # DESIGN.md's formula at (alpha, mean_gamma, c, v(mean_gamma + 1))
+    predicted_v: float = 1.0  # the v(gamma + 1) that prediction used: the curve's, the measured one, or 1
+    paper_speedup: float = 1.0  # the paper's formula (v = 1), to set beside the generalised one
+
+
+def summarize(events: list[StepEvent], baseline: list[StepEvent] | None = None, v=None) -> RunMetrics:
+    """Fold a run's events into its metrics.
+
+    c is one draft forward over one plain target forward. With the autoregressive `baseline` of
+    the same prompt, its steps give the plain forward's cost; without, the verification call
+    stands in for it (the formula's own assumption that verifying costs one forward). Per-forward
+    costs leave out the first call of each run, which also reads the prompt.
+
+    The prediction charges verification v(gamma + 1) plain steps: from `v`, a measured curve
+    v(1), v(2), ... (bench.verify_cost), when given and long enough; else the run's own verify cost
+    when the baseline gives it; else 1, the paper's assumption.
+    """
+    new_tokens = sum(len(e.emitted) for e in events)
+    calls = len(events)
+    drafted = sum(len(e.drafts) for e in events)
+    accepted = sum(e.n_accepted for e in events)
+    tested = sum(e.n_tested for e in events)
+    seconds = sum(e.seconds for e in events)
+    cost, plain = costs(events), costs(baseline or [])
+    alpha = accepted / tested if tested else 0.0
+    mean_gamma = drafted / calls if calls else 0.0
+    draft_forward_s = cost.draft_s / cost.drafted if cost.drafted else 0.0
+    target_call_s = cost.verify_s / cost.calls if cost.calls else 0.0
+    target_step_s = plain.verify_s / plain.calls if plain.calls else target_call_s
+    c = draft_forward_s / target_step_s if target_step_s else 0.0
+    verify = target_call_s / target_step_s if baseline and target_step_s else None
+    # A tree's call verifies all its nodes, not one path: v is read at nodes + 1. (Its drafts are
+    # one root path per call, so α and c count per level: the chain formula over levels.)
+    nodes = sum(len(e.tree.nodes) if e.tree is not None else len(e.drafts) for e in events)
+    verified = nodes / calls if calls else 0.0
+    used_v = predicted_verify_cost(v, verified, verify)
+    return RunMetrics(
+        new_tokens=new_tokens,
+        target_calls=calls,
+        drafted=drafted,
+        accepted=accepted,
+        acceptance_rate=accepted / drafted if drafted else 0.0,
+        alpha=alpha,
+        mean_tokens_per_call=new_tokens / calls if calls else 0.0,
+        mean_gamma=mean_gamma,
+        per_position=acceptance_by_position(events),
+        seconds=seconds,
+        tok_s=new_tokens / seconds if seconds else 0.0,
+        draft_forward_s=draft_forward_s,
+        target_call_s=target_call_s,
+        target_step_s=target_step_s,
+        c=c,
+        verify_cost=verify,
+        predicted_speedup=(expected_tokens_per_call(alpha, mean_gamma) / (mean_gamma * c + used_v)
+                           if drafted else 1.0),
+        predicted_v=used_v,
+        paper_speedup=expected_speedup(alpha, mean_gamma, c) if drafted else 1.0,
+    )
+
+
+def predicted_verify_cost(v, verified: float, measured: float | None) -> float:
+    """v(drafts verified + 1) for the prediction: the curve where it reaches, else the run's own,
+    else 1."""
+    if v is not None and verified + 1 <= len(v):
+        return verify_cost(v, verified + 1)
+    return measured if measured else 1.0
+
+
+def steady_events(events: list[StepEvent]) -> list[StepEvent]:
+    """The calls that decode only: all but the first, which also reads the prompt (kept when it
+    is the only one, so a one-call run still has a cost)."""
+    return [e for e in events if not e.prompt_tokens] or list(events)
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Raw sums behind the per-forward costs, over the calls that decode only (steady_events), so
+    runs and prompts pool exactly: cost per drafted token = draft_s / drafted, and so on."""
+
+    drafted: int
+    draft_s: float
+    calls: int
+    verify_s: float
+
+
+def costs(events: list[StepEvent]) -> Costs:
+    steady = steady_events(events)
+    return Costs(sum(len(e.drafts) for e in steady), sum(e.draft_s for e in steady), len(steady),
+                 sum(e.verify_s for e in steady))
+
+
+def acceptance_by_position(events: list[StepEvent]) -> list[float]:
+    """P(draft position i accepted | position i was drafted), for i = 0, 1, ..."""
+    drafted, accepted = [], []
+    for e in events:
+        for i, d in enumerate(e.drafts):
+            if i == len(drafted):
+                drafted.append(0)
+                accepted.append(0)
+            drafted[i] += 1
+            accepted[i] += d.fate == ACCEPTED
+    return [a / d for a, d in zip(accepted, drafted)]
+
+
+def acceptance_by_rank(events: list[StepEvent]) -> tuple[list[int], list[int]]:
+    """Sequoia's positional acceptance, counted over tree steps: (hits, trials) per child rank,
+    where trials[k] counts the reached nodes (the root and accepted nodes) with a (k+1)-th child
+    and hits[k] how often that child was the accepted one. hits / trials estimates the chance
+    that the k-th candidate is the one kept; a chain's rank 1 is α."""
+    hits: list[int] = []
+    trials: list[int] = []
+    for e in events:
+        if e.tree is None:
+            continue
+        reached = {-1, *e.tree.path}
+        siblings: dict[int, list[int]] = {}
+        for i, node in enumerate(e.tree.nodes):
+            if node.parent in reached:
+                siblings.setdefault(node.parent, []).append(i)
+        for children in siblings.values():
+            for rank, child in enumerate(children):
+                if rank == len(trials):
+                    hits.append(0)
+                    trials.append(0)
+                trials[rank] += 1
+                hits[rank] += child in e.tree.path
+    return hits, trials
+
+
+def output_tokens(events: list[StepEvent]) -> list[int]:
+    """The generated tokens, in order."""
+    return [t for e in events for t in e.emitted]
+
+
+def predicted_tokens_per_call(metrics: RunMetrics) -> float:
+    """What the formula expects for tokens per target call, to set beside the measured value."""
+    return expected_tokens_per_call(metrics.alpha, metrics.mean_gamma)

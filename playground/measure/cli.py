@@ -1,0 +1,420 @@
+"""`python -m playground.bench`: time our engine (and optionally transformers) over a prompt set.
+
+Order of work: check every argument (no model loaded, nothing written), load the pair, measure
+each setting of the grid over every prompt, then write the outputs, each atomically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import shlex
+import sys
+import time
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+
+from playground.config import KNOBS, MODEL, MODEL_QUANTIZATIONS, TREE, check_value, group, parse_text
+from playground.measure.console import format_report
+from playground.measure.grid import SWEEPABLE, SettingError, expand, label, parse_sweep, settings_of, varying
+from playground.measure.prompts import DEFAULT_PROMPTS, read_jsonl, select
+from playground.measure.report import SCHEMA
+
+OUTPUTS = ("json", "csv", "html", "png")
+
+
+def int_in(low: int, high: int):
+    """An argparse type: an integer in [low, high], or an error that says the range."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer in [{low}, {high}], "
+                                             f"got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be an integer in [{low}, {high}], got {value}")
+        return value
+    return parse
+
+
+def output_path(text: str) -> Path:
+    """An argparse type: a file path whose folder exists (checked before hours of measuring)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a directory; expected a file path")
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"folder {str(path.parent)!r} does not exist")
+    return path
+
+
+def comma_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def add_knob_flags(parser, names) -> None:
+    """One flag per knob of the run configuration, with its default, range and help from there.
+    A knob the pair suggests (γ, temperature, draft vocabulary) defaults to the pair's value."""
+    for name in names:
+        k = KNOBS[name]
+        default = None if k.pair_default else k.default
+        shown = "the pair's" if k.pair_default else repr(k.default)
+        if k.kind is bool:
+            parser.add_argument(k.flag, action="store_true", help=f"{k.help}")
+        elif k.choices:
+            parser.add_argument(k.flag, choices=k.choices, default=default, help=f"{k.help} (default {shown})")
+        else:
+            parser.add_argument(k.flag, type=knob_type(k), default=default, metavar=k.name.upper(),
+                                help=f"{k.help} (default {shown})")
+
+
+def knob_type(k):
+    """An argparse type: the knob's own parse and range check, so the message names the allowed values."""
+    def parse(text: str):
+        try:
+            value = parse_text(k, text)
+            check_value(k, value)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+        return value
+    parse.__name__ = k.name
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from playground.models.registry import DEVICES, DTYPES  # plain config module: no torch
+
+    p = argparse.ArgumentParser(prog="python -m playground.bench",
+                                epilog="Method and tables: docs/benchmarks.md",
+                                description="Time speculative decoding against autoregressive decoding "
+                                            "of the same target, prompt by prompt.")
+    data = p.add_argument_group("prompts")
+    data.add_argument("--prompts", default=str(DEFAULT_PROMPTS), help="Spec-Bench question.jsonl or JSONL of "
+                      "{id, category, prompt} (default: the bundled Spec-Bench questions)")
+    data.add_argument("--categories", type=comma_list,
+                      help="comma-separated categories to keep (default: all)")
+    data.add_argument("--limit", type=int_in(1, 10**6),
+                      help="at most N prompts per category (a balanced subset)")
+    models = p.add_argument_group("models")
+    models.add_argument("--pair", help="pair name from models.yaml (default: the registry's default pair)")
+    add_knob_flags(models, ("drafter", "ngram_min", "ngram_max", "draft_vocab", "target_quantization",
+                            "draft_quantization"))
+    models.add_argument("--target-quantizations", type=comma_list, metavar="Q1,Q2,...",
+                        help="faster than what? time each of these target quantizations plainly and with "
+                             "speculation, on the same prompts, and print one table against the fastest "
+                             f"plain run (any of: {', '.join(MODEL_QUANTIZATIONS)}); writes --json only")
+    models.add_argument("--dtype", choices=DTYPES, help="default: models.yaml's")
+    models.add_argument("--device", choices=DEVICES, help="default: models.yaml's")
+    knobs = p.add_argument_group("decoding")
+    add_knob_flags(knobs, [k.name for k in group("decoding")])
+    knobs.add_argument("--sweep", nargs="+", metavar="KEY=V1,V2",
+                       help=f"grid over {', '.join(SWEEPABLE)}, e.g. gamma=1,2,4,8 temperature=0,0.7")
+    tree = p.add_argument_group("token tree (--speculation tree drafts trees instead of chains; --tree adds "
+                                "a tree as a third method beside the chain)")
+    tree.add_argument("--tree", action="store_true",
+                      help="also time tree speculation (SpecInfer verification, one target forward per tree) "
+                           "beside the chain and autoregressive decoding, alternated with them")
+    add_knob_flags(tree, ("speculation", "tree_budget", "tree_depth", "tree_branching", "tree_width"))
+    timing = p.add_argument_group("timing")
+    timing.add_argument("--repeats", type=int_in(1, 1000), default=3,
+                        help="timed runs per prompt and method; the median is reported (default 3)")
+    timing.add_argument("--warmup", type=int_in(0, 100), default=1,
+                        help="untimed warm-up rounds per setting (default 1)")
+    timing.add_argument("--reference", choices=["transformers"],
+                        help="also time transformers' generate() and assisted generation, "
+                             "same models and settings")
+    out = p.add_argument_group("outputs (each written atomically at the end)")
+    for name, what in (("json", "everything"), ("csv", "one row per prompt, category and setting"),
+                       ("html", "self-contained plotly report"),
+                       ("png", "speedup-vs-gamma plot (needs a gamma sweep)")):
+        out.add_argument(f"--{name}", type=output_path, metavar="PATH", help=what)
+    return p
+
+
+@dataclass
+class Plan:
+    """Everything checked before a model is loaded."""
+
+    pair: str
+    prompts: list
+    cells: list  # one RunConfig per point of the grid (a single one without --sweep)
+    command: str  # the command line, recorded in the report
+
+
+def make_plan(args) -> Plan:
+    """Check prompts, pair name and every setting of the grid; raise SettingError naming the flag."""
+    from playground.models.registry import load_registry
+
+    try:
+        prompts = read_jsonl(Path(args.prompts))
+    except ValueError as error:
+        raise SettingError("--prompts", str(error)) from None
+    try:
+        prompts = select(prompts, args.categories, args.limit)
+    except ValueError as error:
+        raise SettingError("--categories", str(error)) from None
+    try:
+        registry = load_registry()
+        spec = registry.pair(args.pair)
+    except ValueError as error:
+        raise SettingError("--pair", str(error)) from None
+    check_target_quantizations(args)
+    grid = parse_sweep(args.sweep)
+    take_suggestions(args, spec)
+    check_flags(args)
+    base = {name: getattr(args, name) for name in RUN_FLAGS}
+    cells = expand({**base, "pair": spec.name}, grid)
+    if args.png and len({c.gamma for c in cells}) < 2:
+        raise SettingError("--png", "the speedup-vs-gamma plot needs a gamma sweep, "
+                                    "e.g. --sweep gamma=1,2,4,8")
+    if args.tree and any(c.drafter != MODEL for c in cells):
+        raise SettingError("--tree", "a tree is drafted by the draft model; drop the prompt_lookup drafter")
+    if args.png and importlib.util.find_spec("kaleido") is None:
+        raise SettingError("--png", "needs kaleido (pip install kaleido) and a local Chromium or Chrome")
+    return Plan(spec.name, prompts, cells, shlex.join(["python", "-m", "playground.bench", *args.argv]))
+
+
+RUN_FLAGS = [k.name for k in KNOBS.values() if k.name != "pair"]  # every knob has its flag
+
+
+def take_suggestions(args, spec) -> None:
+    """A knob the pair suggests (registry.PairSpec.suggested) and the command line did not give
+    takes the pair's value; knobs this command has no flag for are left alone."""
+    for name, value in spec.suggested().items():
+        if hasattr(args, name) and getattr(args, name) is None:
+            setattr(args, name, value)
+
+
+def check_flags(args) -> None:
+    """The flags' cross-field rules (n-gram max >= min), checked before any sweep value is: the
+    message names the flag."""
+    from playground.config import RunConfig
+
+    try:
+        RunConfig(**{name: getattr(args, name) for name in RUN_FLAGS})
+    except ValueError as error:
+        raise SettingError(KNOBS[str(error).split(" ", 1)[0]].flag, str(error)) from None
+
+
+def check_target_quantizations(args) -> None:
+    flag, allowed = "--target-quantizations", ", ".join(MODEL_QUANTIZATIONS)
+    if args.target_quantizations is None:
+        return
+    if not args.target_quantizations:
+        raise SettingError(flag, f"expected a comma-separated list of {allowed}")
+    for q in args.target_quantizations:
+        if q not in MODEL_QUANTIZATIONS:
+            raise SettingError(flag, f"expected each of {allowed}, got {q!r}")
+    if args.target_quantization != KNOBS["target_quantization"].default:
+        raise SettingError(flag, "give either --target-quantization or --target-quantizations")
+    for name in ("csv", "html", "png"):
+        if getattr(args, name) is not None:
+            raise SettingError(f"--{name}", "not with --target-quantizations (write --json)")
+
+
+def load_pair(args, plan: Plan, cache, cell=None):
+    """The pair as `cell` quantizes it (the first cell by default; compare_targets sets the target's)."""
+    from tqdm import tqdm
+
+    run = replace(cell or plan.cells[0], target_quantization=args.target_quantization)
+    return cache.get(plan.pair, **run.quantization(), dtype=args.dtype, device=args.device,
+                     progress=lambda message, fraction: tqdm.write(message, file=sys.stderr))
+
+
+def run_benchmark(args, plan: Plan, cache) -> dict:
+    """Every cell of the grid on the same prompts. A cell with another draft quantization loads that
+    draft (the pair cache frees the previous pair first; nothing here holds on to it)."""
+    from playground.models.text import encode_prompt
+    from playground.measure.machine import busy_warning, cpu_clock, environment, load_average, others_cpu_share, peak_memory
+
+    pair = load_pair(args, plan, cache)
+    encoded = [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
+    device, models = pair.target.device, describe_pair(pair)
+    del pair  # held by the cache; a cell that needs another draft lets the cache free it
+    facts = environment(device)
+    started, clock_start = time.strftime("%Y-%m-%dT%H:%M:%S%z"), cpu_clock()
+    keys = varying([{"settings": settings_of(c)} for c in plan.cells])
+    runs = [measure_cell(args, plan, cache, cell, encoded, device, label(settings_of(cell), keys))
+            for cell in plan.cells]
+    facts["others_cpu_share"] = others_cpu_share(clock_start, cpu_clock(), facts["cpu_cores_usable"] or 1)
+    if busy_warning(facts["others_cpu_share"]):
+        print(busy_warning(facts["others_cpu_share"]), file=sys.stderr)
+    return {
+        "schema": SCHEMA,
+        "created": started,
+        "command": plan.command,
+        "config": run_config(args, plan),
+        "models": models,
+        "environment": {**facts, "load_average_at_end": load_average()},
+        "memory": peak_memory(device),
+        "runs": runs,
+    }
+
+
+def measure_cell(args, plan: Plan, cache, cell, encoded, device, name: str) -> dict:
+    """One cell on its own pair (the cache's, loaded if the cell's draft differs); nothing of the
+    pair outlives the call, so switching drafts never holds two in memory."""
+    from playground.measure.runs import Setup
+
+    pair = load_pair(args, plan, cache, cell)
+    setup = Setup.of(pair, cell, tree=args.tree, reference=args.reference == "transformers")
+    return {**run_setting(setup, encoded, cell, args, device, name), "draft": describe_pair(pair)["draft"]}
+
+
+def tree_shape(args) -> dict | None:
+    if not args.tree and args.speculation != TREE:
+        return None
+    return {"budget": args.tree_budget, "depth": args.tree_depth, "branching": args.tree_branching,
+            "width": args.tree_width}
+
+
+def run_setting(setup, encoded, cell, args, device, name: str) -> dict:
+    """One point of the grid: warm up, then measure every prompt that fits the context."""
+    from tqdm import tqdm
+
+    from playground.measure.machine import peak_memory, reset_peak_memory
+    from playground.engine.generate import context_problem
+    from playground.measure.runs import measure_prompt, warm_up
+    from playground.measure.summary import by_category, summarize_records
+
+    config = cell.spec_config()
+    reasons = [context_problem(setup.target, ids, config) for _, ids in encoded]
+    fitting = [item for item, reason in zip(encoded, reasons) if reason is None]
+    skipped = [{"id": p.id, "category": p.category, "reason": reason}
+               for (p, _), reason in zip(encoded, reasons) if reason is not None]
+    reset_peak_memory(device)
+    if fitting and args.warmup:
+        warm_up(setup, fitting[0][1], config, args.warmup)
+    records = []
+    with tqdm(fitting, desc=name, unit="prompt", file=sys.stderr, dynamic_ncols=True) as bar:
+        for prompt, ids in bar:
+            measured = measure_prompt(setup, ids, config, args.repeats, partial(show_run, bar, prompt.id))
+            records.append({"id": prompt.id, "category": prompt.category, **measured})
+            bar.set_postfix_str(f"last speedup {measured['speedup']:.2f}x, alpha {measured['alpha']:.2f}")
+    summary = {**summarize_records(records), "peak_memory": peak_memory(device)}
+    return {"settings": settings_of(cell), "summary": summary, "categories": by_category(records),
+            "prompts": records, "skipped": skipped}
+
+
+def show_run(bar, prompt_id: str, method: str, done: int, total: int) -> None:
+    """A prompt can take minutes on a CPU: say which run just finished."""
+    bar.set_postfix_str(f"prompt {prompt_id}: ran {method} ({done}/{total})")
+
+
+def run_config(args, plan: Plan) -> dict:
+    return {"pair": plan.pair, "drafter": args.drafter, "ngram_min": args.ngram_min, "ngram_max": args.ngram_max,
+            "draft_vocab": args.draft_vocab, "prompts": args.prompts,
+            "categories": args.categories,
+            "limit_per_category": args.limit, "repeats": args.repeats, "warmup": args.warmup,
+            "reference": args.reference, "sweep": args.sweep, "prompt_count": len(plan.prompts),
+            "tree": tree_shape(args)}
+
+
+def describe_pair(pair) -> dict:
+    def model(m):
+        return {"name": m.name, "device": m.device, "dtype": m.dtype, "quantization": m.quantization,
+                "footprint_bytes": m.footprint_bytes, "source": str(m.source) if m.source else None}
+    return {"pair": pair.name, "random_weights": pair.random_weights, "target": model(pair.target),
+            "draft": model(pair.draft)}
+
+
+def write_outputs(report: dict, args) -> None:
+    from playground.measure.charts import write_gamma_png, write_html
+    from playground.measure.report import write_csv, write_json
+
+    writers = {"json": write_json, "csv": write_csv, "html": write_html, "png": write_gamma_png}
+    for name in OUTPUTS:
+        path = getattr(args, name)
+        if path is not None:
+            writers[name](report, path)
+            print(f"wrote {path}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser.parse_args(argv)
+    args.argv = argv
+    try:
+        plan = make_plan(args)
+    except SettingError as error:
+        parser.error(f"argument {error.flag}: {error}")
+    quiet_transformers()
+    if args.target_quantizations:
+        return compare_targets(parser, args, plan)
+    from playground.models.loading import PairCache
+    from playground.models.registry import load_registry
+
+    cache = PairCache(load_registry())
+    try:
+        check_drafters(parser, plan, load_pair(args, plan, cache))
+        report = run_benchmark(args, plan, cache)
+    except (ValueError, RuntimeError) as error:  # a draft quantization that fails to load, say
+        print(f"{parser.prog}: error: could not load pair {plan.pair!r}: {error}", file=sys.stderr)
+        return 1
+    print(format_report(report))
+    try:
+        write_outputs(report, args)
+    except (OSError, RuntimeError) as error:  # e.g. a full disk, or no Chromium for the PNG
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def check_drafters(parser, plan: Plan, pair) -> None:
+    """Each cell's draft vocabulary against the loaded draft, before anything is timed."""
+    for cell in plan.cells:
+        if cell.draft_vocab:
+            try:
+                cell.make_drafter(pair.draft.model)
+            except ValueError as error:
+                flag = "--sweep" if len({c.draft_vocab for c in plan.cells}) > 1 else "--draft-vocab"
+                parser.error(f"argument {flag}: {error}")
+
+
+def compare_targets(parser, args, plan: Plan) -> int:
+    """--target-quantizations: one report per target quantization, then the comparison table.
+    One pair is loaded at a time (the cache frees the previous), so memory holds one target."""
+    from argparse import Namespace
+
+    from playground.models.loading import PairCache
+    from playground.models.registry import load_registry
+    from playground.measure.compare import comparison, format_comparison
+    from playground.measure.report import SCHEMA, write_json
+    from playground.measure.verify_cost import MAX_K, measure_curve
+
+    cache, reports, curves = PairCache(load_registry()), {}, {}
+    for q in args.target_quantizations:
+        one = Namespace(**{**vars(args), "target_quantization": q})
+        try:
+            pair = load_pair(one, plan, cache)
+        except (ValueError, RuntimeError) as error:
+            print(f"{parser.prog}: error: could not load pair {plan.pair!r} with target {q}: {error}",
+                  file=sys.stderr)
+            return 1
+        check_drafters(parser, plan, pair)
+        curves[q] = measure_curve(pair.target.model, max_k=MAX_K, repeats=3,
+                                  key=(pair.target.name, q, pair.target.dtype, pair.target.device))
+        del pair
+        reports[q] = run_benchmark(one, plan, cache)
+        print(f"target quantization {q}:\n{format_report(reports[q])}")
+    table = comparison(reports, curves)
+    print(format_comparison(table))
+    if args.json is not None:
+        try:
+            write_json({"schema": SCHEMA, "command": plan.command, "comparison": table, "reports": reports},
+                       args.json)
+        except OSError as error:
+            print(f"{parser.prog}: error: {error}", file=sys.stderr)
+            return 1
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
+def quiet_transformers() -> None:
+    """transformers warns on every assisted call about its own internal arguments;
+    the benchmark prints what matters itself."""
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+

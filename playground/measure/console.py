@@ -1,0 +1,68 @@
+"""The benchmark's printed summary: one line per setting and category, the losses included."""
+
+from __future__ import annotations
+
+from playground.measure.grid import label, varying
+
+COLUMNS = (  # (summary key, header, width, format)
+    ("prompts", "n", 4, "{:d}"),
+    ("baseline_tok_s", "AR tok/s", 9, "{:.2f}"),
+    ("speculative_tok_s", "spec tok/s", 10, "{:.2f}"),
+    ("speedup", "speedup", 8, "{:.2f}x"),
+    ("losing_prompts", "lost", 5, "{:d}"),
+    ("alpha", "alpha", 6, "{:.2f}"),
+    ("mean_accepted_tokens", "tok/call", 8, "{:.2f}"),
+    ("c", "c", 6, "{:.3f}"),
+    ("predicted_speedup", "predicted", 9, "{:.2f}x"),
+    ("verify_cost", "verify", 7, "{:.2f}"),
+    ("hf_generate_tok_s", "HF tok/s", 9, "{:.2f}"),
+    ("hf_assisted_speedup", "HF spd", 7, "{:.2f}x"),
+    ("identical_prompts", "ident", 5, "{}"),
+    ("tree_tok_s", "tree tok/s", 10, "{:.2f}"),
+    ("tree_speedup", "tree spd", 8, "{:.2f}x"),
+    ("tree_over_chain", "tree/chain", 10, "{:.2f}x"),
+    ("tree_mean_accepted_tokens", "tree tok/call", 13, "{:.2f}"),
+    ("tree_nodes", "nodes", 6, "{:.1f}"),
+    ("tree_verify_cost", "v(nodes)", 8, "{:.2f}"),
+    ("tree_c_depth", "c/depth", 7, "{:.3f}"),
+    ("tree_identical", "tree ident", 10, "{}"),
+)
+
+
+def format_report(report: dict) -> str:
+    used = [c for c in COLUMNS if any(c[0] in run["summary"] for run in report["runs"])]
+    keys = varying(report["runs"])
+    labels = [run_label(run["settings"], keys) for run in report["runs"]]
+    width = max([28, *map(len, labels)])
+    header = f"{'setting':<{width}} {'category':<15} " + " ".join(f"{h:>{w}}" for _, h, w, _ in used)
+    lines = [header, "-" * len(header)]
+    for run, name in zip(report["runs"], labels):
+        for category, summary in {**run["categories"], "all": run["summary"]}.items():
+            cells = " ".join(f"{cell(summary.get(key), fmt):>{w}}" for key, _, w, fmt in used)
+            lines.append(f"{name:<{width}} {category[:15]:<15} {cells}")
+        for skipped in run.get("skipped", []):
+            lines.append(f"  skipped {skipped['id']} ({skipped['category']}): {skipped['reason']}")
+    lines.append("speedup: median over prompts of spec tok/s / AR tok/s; tok/s include prefill; "
+                 "verify: one verification forward / one decoding step")
+    if any("tree_tok_s" in run["summary"] for run in report["runs"]):
+        lines.append("tree/chain: median over prompts of tree tok/s / chain tok/s; nodes: per tree; "
+                     "v(nodes): one tree verification / one decoding step; c/depth: one draft forward "
+                     "(a whole depth) / one decoding step")
+    return "\n".join(lines)
+
+
+def run_label(s: dict, keys: list[str]) -> str:
+    """γ, T, top-k and top-p, the confidence cut when on, then whatever else varies between runs."""
+    name = f"{label(s, [])} k={s['top_k']} p={s['top_p']}"
+    name += f" conf={s['min_confidence']}" if s.get("min_confidence") else ""
+    rest = [k for k in keys if k not in ("gamma", "temperature", "top_k", "top_p", "min_confidence", "adaptive")]
+    return " ".join([name, *(f"{k}={s.get(k)}" for k in rest)])
+
+
+def cell(value, fmt: str) -> str:
+    if value is None:
+        return "-"
+    try:
+        return fmt.format(value)
+    except (ValueError, TypeError):
+        return str(value)

@@ -1,0 +1,326 @@
+"""The playground's settings as ready-to-paste configuration for where people serve models:
+vLLM, llama.cpp's llama-server and transformers' generate(assistant_model=...).
+
+Pure: settings in, text out; no torch, no network. Option names change between releases, so
+each was looked up in the tool's source or docs, at the versions in CHECKED below; a name that
+is not listed there is not emitted.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass
+
+from playground.config import PROMPT_LOOKUP, RunConfig
+
+CHECKED = {
+    "vllm": "vLLM main, mid-2026 (vllm/config/speculative.py: SpeculativeConfig; "
+    "docs/features/speculative_decoding)",
+    "llama.cpp": "llama.cpp after PR #22397 (April 2026), which replaced --draft-max/--draft-min with "
+    "--spec-draft-n-max/--spec-draft-n-min (tools/server/README.md, common/arg.cpp)",
+    "transformers": "transformers 5.24 "
+    "(generation/configuration_utils.py, generation/candidate_generator.py)",
+}
+# SpeculativeConfig fields this module emits, each read in vllm/config/speculative.py.
+VLLM_KEYS = frozenset(
+    {
+        "method",
+        "model",
+        "num_speculative_tokens",
+        "prompt_lookup_max",
+        "prompt_lookup_min",
+        "draft_sample_method",
+    }
+)
+EXAMPLE_MESSAGE = "Write a Python function is_prime(n) with a short docstring."
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """Where a model of the registry can be found by other tools."""
+
+    name: str  # the registry's model name
+    hf_id: str | None  # a checkpoint id or directory transformers and vLLM load
+    gguf: str | None  # a GGUF file for llama.cpp
+    gguf_repo: str | None  # the hub repo the GGUF comes from, if any
+    note: str = ""  # what the user should know or substitute
+
+    def checkpoint(self, role: str) -> str:
+        return self.hf_id or f"<{role} model id>"
+
+    def gguf_file(self, role: str) -> str:
+        return self.gguf or f"<{role}>.gguf"
+
+
+@dataclass(frozen=True)
+class ExportSettings(RunConfig):
+    """The run configuration's knobs (declared there, once) and where other tools find the models."""
+
+    target: ModelRef | None = None
+    draft: ModelRef | None = None
+
+    @property
+    def lookup(self) -> bool:
+        return self.drafter == PROMPT_LOOKUP
+
+
+def model_ref(spec) -> ModelRef:
+    """A registry ModelSpec as other tools name it. A GGUF repo on the hub ('...-GGUF') is taken to
+    sit beside the original checkpoint (same id without the suffix), which vLLM and transformers load."""
+    hf_id = gguf = gguf_repo = None
+    notes = []
+    for source in spec.sources:
+        if source.kind == "hub" and source.gguf_file:
+            gguf = gguf or source.gguf_file
+            gguf_repo = gguf_repo or source.ref
+            hf_id = hf_id or re.sub(r"-GGUF$", "", source.ref, flags=re.IGNORECASE)
+        elif source.kind == "hub":
+            hf_id = hf_id or source.ref
+        elif source.kind == "local":
+            if source.ref.endswith(".gguf"):
+                gguf = gguf or source.ref
+            else:
+                hf_id = hf_id or source.ref
+        elif source.kind == "pack":
+            gguf = gguf or pack_file(source.ref)
+        elif source.kind == "tiny":
+            notes.append(f"{spec.name} has random weights built in process: substitute a real model")
+    if gguf_repo and hf_id:
+        notes.append(f"{spec.name}: GGUF from {gguf_repo}; vLLM and transformers load {hf_id}")
+    if not gguf and not any(s.kind == "tiny" for s in spec.sources):
+        notes.append(f"{spec.name}: llama.cpp needs a GGUF of it (convert it or download one)")
+    return ModelRef(spec.name, hf_id, gguf, gguf_repo, "; ".join(notes))
+
+
+def pack_file(name: str) -> str | None:
+    from playground.models.modelpack import load_catalog
+
+    pack = load_catalog().get(name)
+    return pack.file if pack else None
+
+
+def from_settings(registry, settings: RunConfig) -> ExportSettings:
+    """ExportSettings from a registry and a run configuration."""
+    pair = registry.pair(settings.pair)
+    return ExportSettings(
+        **{name: getattr(settings, name) for name in RunConfig.names()},
+        target=model_ref(registry.model(pair.target)),
+        draft=model_ref(registry.model(pair.draft)),
+    )
+
+
+# -- vLLM ----------------------------------------------------------------------------------------
+
+
+def vllm_config(s: ExportSettings, method: str | None = None) -> dict:
+    """--speculative-config / speculative_config for the drafter (or `method`: 'draft_model', 'ngram')."""
+    method = method or ("ngram" if s.lookup else "draft_model")
+    if method == "ngram":
+        return {
+            "method": "ngram",
+            "num_speculative_tokens": s.gamma,
+            "prompt_lookup_max": s.ngram_max,
+            "prompt_lookup_min": s.ngram_min,
+        }
+    config = {
+        "method": "draft_model",
+        "model": s.draft.checkpoint("draft"),
+        "num_speculative_tokens": s.gamma,
+    }
+    if not s.greedy:  # the draft samples and q enters min(1, p/q), as here (vLLM's default drafts greedily)
+        config["draft_sample_method"] = "probabilistic"
+    return config
+
+
+def vllm_sampling(s: ExportSettings) -> dict:
+    return {"temperature": float(s.temperature), "top_k": s.top_k, "top_p": float(s.top_p)}
+
+
+def vllm_serve(s: ExportSettings) -> str:
+    first, other = ("ngram", "draft_model") if s.lookup else ("draft_model", "ngram")
+    lines = [
+        f"# {CHECKED['vllm']}",
+        "# --generation-config vllm: ignore the model's own sampling defaults (e.g. a repetition penalty);",
+        "# the override makes the playground's sampling the server's default (a request may set its own).",
+        serve_command(s, first),
+        "",
+        "# the other method: "
+        + ("a draft model" if first == "ngram" else "n-gram prompt lookup, no draft model"),
+        serve_command(s, other),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def serve_command(s: ExportSettings, method: str) -> str:
+    spec = json.dumps(vllm_config(s, method))
+    return (
+        f"vllm serve {shlex.quote(s.target.checkpoint('target'))} \\\n"
+        f"  --speculative-config {shlex.quote(spec)} \\\n"
+        f"  --generation-config vllm \\\n"
+        f"  --override-generation-config {shlex.quote(json.dumps(vllm_sampling(s)))}"
+    )
+
+
+def vllm_python(s: ExportSettings) -> str:
+    config = vllm_config(s)
+    sampling = ", ".join(f"{k}={v!r}" for k, v in vllm_sampling(s).items())
+    return (
+        f"# {CHECKED['vllm']}\n"
+        "from vllm import LLM, SamplingParams\n\n"
+        "llm = LLM(\n"
+        f"    model={s.target.checkpoint('target')!r},\n"
+        f"    speculative_config={config!r},\n"
+        '    generation_config="vllm",  # the model\'s own sampling defaults would change the task\n'
+        ")\n"
+        f"params = SamplingParams({sampling}, seed={s.seed}, max_tokens={s.max_new_tokens})\n"
+        f'outputs = llm.chat([{{"role": "user", "content": {EXAMPLE_MESSAGE!r}}}], params)\n'
+        "print(outputs[0].outputs[0].text)\n"
+    )
+
+
+# -- llama.cpp -------------------------------------------------------------------------------------
+
+
+def llamacpp_server(s: ExportSettings) -> str:
+    lines = [f"# {CHECKED['llama.cpp']}"]
+    for role, ref in (("target", s.target), ("draft", s.draft)):
+        if ref.gguf_repo and ref.gguf and not (role == "draft" and s.lookup):
+            lines.append(f"# {role}: hf download {ref.gguf_repo} {ref.gguf}")
+    groups = [["llama-server", "-m", s.target.gguf_file("target")]]
+    if s.lookup:
+        groups += [
+            ["--spec-type", "ngram-simple"],
+            ["--spec-ngram-simple-size-n", str(s.ngram_max), "--spec-ngram-simple-size-m", str(s.gamma)],
+        ]
+    else:
+        n_min, n_max = (s.gamma_min, s.gamma_max) if s.adaptive else (0, s.gamma)
+        groups += [
+            ["--spec-type", "draft-simple", "-md", s.draft.gguf_file("draft")],
+            [
+                "--spec-draft-n-max",
+                str(n_max),
+                "--spec-draft-n-min",
+                str(n_min),
+                "--spec-draft-p-min",
+                f"{s.min_confidence:g}",
+            ],
+        ]
+    # llama.cpp's defaults are top-k 40, top-p 0.95, min-p 0.05: set every one, or p is another p
+    groups.append(
+        [
+            "--temp",
+            f"{s.temperature:g}",
+            "--top-k",
+            str(s.top_k),
+            "--top-p",
+            f"{s.top_p:g}",
+            "--min-p",
+            "0",
+            "--seed",
+            str(s.seed),
+        ]
+    )
+    command = " \\\n  ".join(" ".join(shlex.quote(a) for a in group) for group in groups)
+    return "\n".join(lines) + "\n" + command + "\n"
+
+
+# -- transformers ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Snippet:
+    setup: str  # loads the models (downloads)
+    run: str  # configures and generates, given `target`, `draft`, `tokenizer` (and `torch` when sampling)
+
+    @property
+    def code(self) -> str:
+        return self.setup + "\n" + self.run
+
+
+def transformers_snippet(s: ExportSettings) -> Snippet:
+    setup = (
+        f"# {CHECKED['transformers']}\n"
+        + ("" if s.greedy else "import torch\n")
+        + "from transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
+        f"tokenizer = AutoTokenizer.from_pretrained({s.target.checkpoint('target')!r})\n"
+        f"target = AutoModelForCausalLM.from_pretrained({s.target.checkpoint('target')!r})\n"
+        + (
+            ""
+            if s.lookup
+            else f"draft = AutoModelForCausalLM.from_pretrained({s.draft.checkpoint('draft')!r})\n"
+        )
+    )
+    run = []
+    if s.lookup:
+        speculation = f"prompt_lookup_num_tokens={s.gamma}, max_matching_ngram_size={s.ngram_max}"
+    else:
+        # "heuristic" would carry the grown length into the next generate() call; "_transient" starts
+        # every call from γ again, as each run here does.
+        schedule = "heuristic_transient" if s.adaptive else "constant"
+        run.append(
+            "# The draft length is read from the assistant's generation_config, not from generate()'s\n"
+            "# arguments.\n"
+            f"draft.generation_config.num_assistant_tokens = {s.gamma}\n"
+            f'draft.generation_config.num_assistant_tokens_schedule = "{schedule}"'
+            + ("  # +2 after a fully accepted draft, -1 after a rejection\n" if s.adaptive else "\n")
+            + f"draft.generation_config.assistant_confidence_threshold = {float(s.min_confidence)!r}"
+            + (
+                "  # 0: never stop drafting early\n"
+                if not s.min_confidence
+                else "  # adapted during generation when scikit-learn is installed\n"
+            )
+        )
+        speculation = "assistant_model=draft"
+    sampling = (
+        "do_sample=False"
+        if s.greedy
+        else f"do_sample=True, temperature={float(s.temperature)!r}, top_k={s.top_k}, "
+        f"top_p={float(s.top_p)!r}"
+    )
+    run.append(
+        f'\nmessages = [{{"role": "user", "content": {EXAMPLE_MESSAGE!r}}}]\n'
+        'inputs = tokenizer.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",\n'
+        "                                       return_dict=True)\n"
+        + ("" if s.greedy else f"torch.manual_seed({s.seed})  # generate() samples from the global RNG\n")
+        + f"output = target.generate(**inputs, {speculation}, max_new_tokens={s.max_new_tokens},\n"
+        f"                         {sampling}, repetition_penalty=1.0)\n"
+        'print(tokenizer.decode(output[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True))\n'
+    )
+    return Snippet(setup, "".join(run))
+
+
+# -- what does not carry over ------------------------------------------------------------------------
+
+
+def caveats(s: ExportSettings) -> list[str]:
+    """What the snippets cannot say, or say only approximately."""
+    notes = [n for n in (s.target.note, s.draft.note if not s.lookup else "") if n]
+    if s.adaptive:
+        notes.append(
+            f'Adaptive γ: transformers\' "heuristic_transient" schedule is the same rule (no upper bound); '
+            f"llama.cpp gets --spec-draft-n-min/--spec-draft-n-max {s.gamma_min}/{s.gamma_max}; "
+            "vLLM has no per-request adaptive draft length, so it drafts a fixed γ."
+        )
+    if s.min_confidence and not s.lookup:
+        notes.append(
+            "Draft confidence threshold: llama.cpp's --spec-draft-p-min and transformers' "
+            "assistant_confidence_threshold are the same idea; vLLM has no such option."
+        )
+    if s.draft_vocab and not s.lookup:
+        notes.append(
+            f"Draft vocabulary (first {s.draft_vocab} token ids): none of these tools has that knob for "
+            "a draft model; there it drafts over its whole vocabulary."
+        )
+    if s.lookup:
+        notes.append(
+            f"Prompt lookup: vLLM tries n-grams of {s.ngram_min} to {s.ngram_max} tokens like here; "
+            f"transformers from {s.ngram_max} down to 1; llama.cpp's ngram-simple matches exactly "
+            f"{s.ngram_max} tokens."
+        )
+    notes.append("Quantization is not exported: each tool has its own (GGUF types, AWQ/GPTQ, bitsandbytes).")
+    notes.append("The playground's int8-cpu and int4-cpu (weight-only, on PyTorch's CPU kernels, output layer in "
+                 "int8) are closest to torchao's Int8WeightOnlyConfig and Int4WeightOnlyConfig (transformers' "
+                 "TorchAoConfig) and to llama.cpp's Q8_0 and Q4_0 GGUF types.")
+    return notes

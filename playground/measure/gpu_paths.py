@@ -1,0 +1,274 @@
+"""`python -m playground.measure.gpu_paths`: the app's CUDA paths on one GPU, with no download.
+
+Random weights of real shapes, three checks, each written to the JSON as soon as it ends (one
+that fails is reported and the next still runs):
+
+1. v(k) on CUDA: one forward over k = 1..65 new tokens after a 200-token prefix, in plain steps,
+   for bf16 models of Qwen2-7B, Qwen2.5-1.5B and Qwen2-0.5B shape: how many drafted tokens (a
+   chain's or a tree's) one verification carries for the price of one step.
+2. The engine with both models on the GPU: a Qwen2.5-1.5B-shaped target and an early-exit draft
+   (its first layers, embeddings and head, so the two agree as a real pair does). Autoregressive,
+   chain and tree timed alternately with synchronised clocks, α, c and v beside the speedups and
+   the formula's prediction; greedy output compared with autoregressive token for token (float32:
+   must be equal; bf16: equal or a reported near-tie).
+3. bitsandbytes on CUDA: the same target saved, then loaded through the app's loader with nf4
+   and int8; v(k), autoregressive and chain timed, greedy output compared with the quantized
+   target's own (speculation is lossless relative to the target it verifies with).
+
+    python -m playground.measure.gpu_paths --json out/gpu_paths.json   # one H200: about 4 minutes
+    python -m playground.measure.gpu_paths --cpu-smoke                  # tiny shapes on the CPU (tests)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+import traceback
+from dataclasses import replace
+
+from playground.measure.gpu_oracle import default_dtype, random_model
+
+CURVE_KS = (1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65)  # the k reported (all 1..max are measured)
+FULL = dict(curve_shapes=("7b", "1.5b", "0.5b"), pair_shape="1.5b", max_k=65, draft_layers=4, prompts=3,
+            prompt_tokens=128, max_new_tokens=96, repeats=3, device="cuda", quantizations=("nf4", "int8"))
+SMOKE = dict(curve_shapes=("tiny",), pair_shape="tiny", max_k=9, draft_layers=1, prompts=1,
+             prompt_tokens=16, max_new_tokens=12, repeats=1, device="cpu", quantizations=("nf4",))
+
+
+def options(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m playground.measure.gpu_paths",
+                                description=__doc__.split("\n")[0].strip("`"))
+    p.add_argument("--cpu-smoke", action="store_true", help="tiny models on the CPU: checks the script")
+    p.add_argument("--gamma", type=int, default=4, help="chain lookahead (default 4)")
+    p.add_argument("--tree", default="24,6,2,4",
+                   help="tree budget,depth,branching,width (default 24,6,2,4: the CPU benchmark's)")
+    p.add_argument("--embed-std", type=float, default=0.3,
+                   help="std of the random embeddings: larger makes the early-exit draft agree more")
+    p.add_argument("--checks", default="curves,engine,bitsandbytes", help="which checks to run, in order")
+    p.add_argument("--prompts", type=int, help="random prompts per timing (default 3; smoke 1)")
+    p.add_argument("--repeats", type=int, help="timed runs per method and prompt (default 3; smoke 1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", help="write the results here (rewritten after each check)")
+    args = p.parse_args(argv)
+    for name, value in (SMOKE if args.cpu_smoke else FULL).items():
+        if getattr(args, name, None) is None:
+            setattr(args, name, value)
+    try:
+        args.tree_budget, args.tree_depth, args.tree_branching, args.tree_width = map(int, args.tree.split(","))
+    except ValueError:
+        p.error(f"argument --tree: expected four integers budget,depth,branching,width, got {args.tree!r}")
+    return args
+
+
+# ---- models ------------------------------------------------------------------------------------
+
+
+def pair_models(shape: str, dtype, device, args):
+    """A random target whose embeddings are scaled (so its next-token distributions are peaked, as a
+    trained model's are) and an early-exit draft: its first layers with the same embeddings and head."""
+    import torch
+    from transformers import Qwen2ForCausalLM
+
+    target = random_model(shape, dtype, device, args.seed)
+    with torch.no_grad(), torch.random.fork_rng(devices=[torch.device(device)] if device == "cuda" else []):
+        torch.manual_seed(args.seed + 7)
+        torch.nn.init.normal_(target.model.embed_tokens.weight, std=args.embed_std)
+    config = replace_layers(target.config, args.draft_layers)
+    with default_dtype(dtype), torch.device(device):
+        draft = Qwen2ForCausalLM(config)
+    draft.load_state_dict(target.state_dict(), strict=False)  # layers past draft_layers are not in it
+    draft.generation_config.eos_token_id = None
+    return target, draft.eval()
+
+
+def replace_layers(config, layers: int):
+    import copy
+
+    config = copy.deepcopy(config)
+    config.num_hidden_layers = layers
+    if getattr(config, "layer_types", None):
+        config.layer_types = config.layer_types[:layers]
+    return config
+
+
+def prompts(vocab: int, args) -> list[list[int]]:
+    import torch
+
+    gen = torch.Generator().manual_seed(args.seed)
+    return [torch.randint(vocab, (args.prompt_tokens,), generator=gen).tolist() for _ in range(args.prompts)]
+
+
+def free() -> None:
+    """Give the memory of models the caller has just deleted back to the device."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+# ---- the checks --------------------------------------------------------------------------------
+
+
+def curves(args) -> dict:
+    """v(k) of bf16 models of real shapes, k = 1..max_k."""
+    import torch
+
+    from playground.measure.verify_cost import measure_curve
+
+    dtype = torch.float32 if args.cpu_smoke else torch.bfloat16
+    out = {}
+    for shape in args.curve_shapes:
+        model = random_model(shape, dtype, args.device, args.seed)
+        curve = measure_curve(model, max_k=args.max_k)
+        out[shape] = {"step_ms": 1000 * curve.step_s,
+                      "v": {k: round(curve.v[k - 1], 3) for k in CURVE_KS if k <= args.max_k},
+                      "v_all": [round(x, 3) for x in curve.v]}
+        del model
+        free()
+    return out
+
+
+def engine_rows(target, draft, args, label: str, tree: bool = True) -> dict:
+    """AR, chain (and tree) on every prompt, alternated; pooled speed, α, c, v, identity."""
+    from playground.config import RunConfig
+    from playground.engine.sampling import expected_tokens_per_call, verify_cost
+    from playground.measure.runs import Setup, measure_prompt
+    from playground.measure.verify_cost import measure_curve
+    from playground.engine.generate import SpecConfig
+
+    run = RunConfig(gamma=args.gamma, tree_budget=args.tree_budget, tree_depth=args.tree_depth,
+                    tree_branching=args.tree_branching, tree_width=args.tree_width)
+    setup = Setup(target, draft, run, eos=(), tree=tree)
+    config = SpecConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens)
+    ids_list = prompts(target.config.vocab_size, args)
+    measure_prompt(setup, ids_list[0], replace(config, max_new_tokens=16), 1)  # warm-up: kernels, allocator
+    records = [measure_prompt(setup, ids, config, args.repeats) for ids in ids_list]
+    curve = measure_curve(target, max_k=max(args.gamma + 1, args.tree_budget + 1))
+
+    def total(key):
+        return sum(r[key] for r in records)
+
+    base_s, spec_s = total("baseline_seconds"), total("speculative_seconds")
+    alpha = total("accepted") / total("tested") if total("tested") else 0.0
+    gamma = total("drafted") / total("target_calls")
+    step_s = total("baseline_call_seconds") / total("cost_baseline_calls")
+    c = total("draft_seconds") / total("cost_drafted") / step_s if total("cost_drafted") else 0.0
+    v_chain = verify_cost(curve.v, gamma + 1)
+    row = {
+        "label": label, "alpha": alpha, "mean_gamma": gamma, "c": c, "v_chain": v_chain,
+        "verify_chain": total("verify_seconds") / total("cost_calls") / step_s,
+        "baseline_tok_s": total("baseline_new_tokens") / base_s,
+        "chain_tok_s": total("new_tokens") / spec_s,
+        "chain_speedup": (total("new_tokens") / spec_s) / (total("baseline_new_tokens") / base_s),
+        "chain_tokens_per_call": total("new_tokens") / total("target_calls"),
+        "predicted_chain_speedup": expected_tokens_per_call(alpha, gamma) / (gamma * c + v_chain),
+        "chain_identical": [r["identical"] for r in records],
+        "divergence_margins": [r["divergence_margin"] for r in records if r["identical"] is False],
+        "step_ms": 1000 * step_s, "v": {k: round(curve.v[k - 1], 3) for k in CURVE_KS if k <= len(curve.v)},
+    }
+    if tree:
+        tree_s = total("tree_seconds")
+        nodes = total("tree_nodes") / total("tree_cost_calls")
+        row.update({
+            "tree_tok_s": total("tree_new_tokens") / tree_s,
+            "tree_speedup": (total("tree_new_tokens") / tree_s) / row["baseline_tok_s"],
+            "tree_over_chain": (total("tree_new_tokens") / tree_s) / row["chain_tok_s"],
+            "tree_tokens_per_call": total("tree_new_tokens") / total("tree_target_calls"),
+            "tree_nodes_per_call": nodes,
+            "tree_v": verify_cost(curve.v, min(nodes + 1, len(curve.v))),
+            "tree_c_per_depth": (total("tree_draft_seconds") / total("tree_draft_forwards") / step_s),
+            "tree_identical": [r["tree_identical"] for r in records],
+        })
+    return row
+
+
+def engine_on_gpu(args) -> dict:
+    """Both models on the device: bf16 timing, then float32 identity."""
+    import torch
+
+    out = {}
+    for dtype in ((torch.float32,) if args.cpu_smoke else (torch.bfloat16, torch.float32)):
+        target, draft = pair_models(args.pair_shape, dtype, args.device, args)
+        out[str(dtype).replace("torch.", "")] = engine_rows(target, draft, args, f"{args.pair_shape} {dtype}")
+        del target, draft
+        free()
+    return out
+
+
+def bitsandbytes_on_gpu(args) -> dict:
+    """The app's loader (from_pretrained with BitsAndBytesConfig, device_map on the device) on a
+    saved random target; speculation with the bf16 early-exit draft, greedy."""
+    import torch
+
+    from playground.models.loading import load_model
+    from playground.models.registry import ModelSpec, Source
+    from playground.models.tiny import byte_tokenizer
+
+    dtype = torch.float32 if args.cpu_smoke else torch.bfloat16
+    name = "float32" if args.cpu_smoke else "bfloat16"
+    target, draft = pair_models(args.pair_shape, dtype, args.device, args)
+    out = {}
+    with tempfile.TemporaryDirectory(prefix="gpu-paths-") as tmp:
+        target.save_pretrained(tmp)
+        byte_tokenizer().save_pretrained(tmp)  # the loader reads a tokenizer beside the weights
+        del target
+        free()
+        spec = ModelSpec("random-target", (Source("local", tmp),))
+        for quantization in args.quantizations:
+            started = time.monotonic()
+            loaded = load_model(spec, quantization=quantization, dtype=name, device=args.device)
+            load_s = time.monotonic() - started
+            row = engine_rows(loaded.model, draft, args, f"{args.pair_shape} {quantization}", tree=False)
+            row.update(load_s=load_s, footprint_gb=loaded.footprint_bytes / 1e9,
+                       linear=type(loaded.model.model.layers[0].mlp.down_proj).__name__)
+            out[quantization] = row
+            del loaded
+            free()
+    return out
+
+
+CHECKS = (("curves", curves), ("engine", engine_on_gpu), ("bitsandbytes", bitsandbytes_on_gpu))
+
+
+def main(argv=None) -> int:
+    args = options(argv)
+    import torch
+    from transformers.utils import logging
+
+    from playground.measure.machine import environment
+
+    logging.set_verbosity_error()
+    if not args.cpu_smoke and not torch.cuda.is_available():
+        raise SystemExit("gpu_paths: no CUDA device; use --cpu-smoke to check the script on CPU")
+    report = {"environment": environment(args.device), "args": {k: v for k, v in vars(args).items()
+                                                               if isinstance(v, (int, float, str, tuple))},
+              "date": time.strftime("%Y-%m-%d")}
+    failed = 0
+    for name, check in CHECKS:
+        if name not in args.checks.split(","):
+            continue
+        started = time.monotonic()
+        try:
+            report[name] = check(args)
+        except Exception as e:  # report it and go on: one broken path must not hide the others
+            failed += 1
+            report[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
+        report[name + "_seconds"] = round(time.monotonic() - started, 1)
+        print(f"## {name} ({report[name + '_seconds']} s)\n{json.dumps(report[name], indent=1, default=str)}",
+              flush=True)
+        if args.json:
+            from playground.measure.report import atomic_write
+
+            atomic_write(args.json, json.dumps(report, indent=2, default=str) + "\n")
+    if torch.cuda.is_available():
+        print(f"# peak CUDA memory {torch.cuda.max_memory_allocated() / 1e9:.1f} GB")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,242 @@
+"""Measured points of this session, for the theory view: speedup at a γ, with the α and c behind it.
+
+A point keeps the raw sums (accepted, tested, seconds, calls), not only ratios, so points are
+pooled exactly: α = Σ accepted / Σ tested, as the bench's summary does. Pure data, no Gradio.
+
+c here is DESIGN.md's: one draft forward ÷ one *plain* target forward (the baseline's decoding
+step). The formula also assumes that verifying γ + 1 tokens costs one plain forward; on a CPU it
+costs more, so each point also records that verification cost ratio, v = verify call ÷ plain step.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured run pair (baseline and speculative) of one prompt at one setting."""
+
+    pair: str
+    drafter: str  # settings.MODEL or PROMPT_LOOKUP
+    temperature: float
+    gamma: int
+    speedup: float  # measured: speculative tok/s ÷ baseline tok/s
+    accepted: int
+    tested: int  # draft positions tested: accepted ones and each first rejection (α's denominator)
+    # Cost sums over the calls that decode only (events.costs): the first call also reads the prompt.
+    drafted: int  # tokens drafted in those calls
+    draft_seconds: float
+    verify_seconds: float  # speculative run: seconds of its target forwards
+    target_calls: int  # speculative run: target forwards
+    baseline_calls: int
+    baseline_seconds: float  # baseline run: seconds of its target forwards
+    source: str = ""  # "race", "sweep", "measure"
+    prompt: str = ""  # a short label of the prompt
+    new_tokens: int = 0  # speculative run: tokens out, over all its target calls (tokens per call)
+    all_calls: int = 0
+    # A token tree from the same draft beside the chain, when one was measured (bench tree_fields):
+    tree_shape: tuple = ()  # (budget, depth, branching, width) as configured
+    tree_new_tokens: int = 0
+    tree_calls: int = 0
+    tree_nodes: int = 0  # nodes verified over the decoding calls (tree_node_calls)
+    tree_node_calls: int = 0
+    rank_hits: tuple = ()  # acceptance by child rank (events.acceptance_by_rank)
+    rank_trials: tuple = ()
+
+    @property
+    def alpha(self) -> float:
+        return self.accepted / self.tested if self.tested else 0.0
+
+    @property
+    def c(self) -> float:
+        return cost_ratio(self.draft_seconds, self.drafted, self.baseline_seconds, self.baseline_calls)
+
+    @property
+    def verify_cost(self) -> float:
+        return cost_ratio(self.verify_seconds, self.target_calls, self.baseline_seconds, self.baseline_calls)
+
+    @property
+    def tokens_per_call(self) -> float:
+        return self.new_tokens / self.all_calls if self.all_calls else 0.0
+
+    @property
+    def tree_tokens_per_call(self) -> float:
+        return self.tree_new_tokens / self.tree_calls if self.tree_calls else 0.0
+
+    @property
+    def tree_nodes_per_call(self) -> float:
+        return self.tree_nodes / self.tree_node_calls if self.tree_node_calls else 0.0
+
+    def as_row(self) -> dict:
+        return {**asdict(self), "alpha": self.alpha, "c": self.c, "verify_cost": self.verify_cost}
+
+
+def cost_ratio(seconds: float, count: int, base_seconds: float, base_count: int) -> float:
+    """(seconds / count) ÷ (base_seconds / base_count), 0 when either side is empty."""
+    if not count or not base_count or not base_seconds:
+        return 0.0
+    return (seconds / count) / (base_seconds / base_count)
+
+
+def point_from_record(
+    record: dict, *, pair: str, drafter: str, temperature: float, gamma: int, source: str, prompt: str = "",
+    tree_shape: tuple = (),
+) -> Point:
+    """A point from one bench record (bench.measure.measure_prompt's fields, tree_fields too when
+    the record has them)."""
+    tree = {}
+    if "tree_rank_hits" in record:
+        tree = dict(tree_shape=tuple(tree_shape), tree_new_tokens=record["tree_new_tokens"],
+                    tree_calls=record["tree_target_calls"], tree_nodes=record["tree_nodes"],
+                    tree_node_calls=record["tree_cost_calls"], rank_hits=tuple(record["tree_rank_hits"]),
+                    rank_trials=tuple(record["tree_rank_trials"]))
+    return Point(
+        **tree,
+        new_tokens=record["new_tokens"],
+        all_calls=record["target_calls"],
+        pair=pair,
+        drafter=drafter,
+        temperature=float(temperature),
+        gamma=int(gamma),
+        speedup=record["speedup"],
+        accepted=record["accepted"],
+        tested=record["tested"],
+        drafted=record["cost_drafted"],
+        draft_seconds=record["draft_seconds"],
+        verify_seconds=record["verify_seconds"],
+        target_calls=record["cost_calls"],
+        baseline_calls=record["cost_baseline_calls"],
+        baseline_seconds=record["baseline_call_seconds"],
+        source=source,
+        prompt=prompt,
+    )
+
+
+def point_from_events(
+    baseline: list,
+    speculative: list,
+    *,
+    pair: str,
+    drafter: str,
+    temperature: float,
+    gamma: int,
+    source: str,
+    prompt: str = "",
+) -> Point:
+    """A point from two event lists (e.g. a finished race: RaceFrame.baseline/speculative.events)."""
+    from playground.engine.events import costs, summarize
+
+    a, s = summarize(baseline), summarize(speculative)
+    spec_cost, base_cost = costs(speculative), costs(baseline)  # decoding calls only
+    return Point(
+        pair=pair,
+        drafter=drafter,
+        temperature=float(temperature),
+        gamma=int(gamma),
+        speedup=s.tok_s / a.tok_s if a.tok_s else 0.0,
+        accepted=s.accepted,
+        tested=sum(e.n_tested for e in speculative),
+        drafted=spec_cost.drafted,
+        draft_seconds=spec_cost.draft_s,
+        verify_seconds=spec_cost.verify_s,
+        target_calls=spec_cost.calls,
+        baseline_calls=base_cost.calls,
+        baseline_seconds=base_cost.verify_s,
+        source=source,
+        prompt=prompt,
+        new_tokens=s.new_tokens,
+        all_calls=s.target_calls,
+    )
+
+
+def point_from_race(frame, prompt: str = "") -> Point | None:
+    """The Race tab's hook: a finished race (race.RaceFrame with done=True) as a point; None while it
+    runs, or when γ was adaptive (the curve's x is a fixed γ)."""
+    settings = frame.settings
+    if not frame.done or settings.adaptive or not frame.speculative.events:
+        return None
+    return point_from_events(
+        frame.baseline.events,
+        frame.speculative.events,
+        pair=settings.pair,
+        drafter=settings.drafter,
+        temperature=settings.temperature,
+        gamma=settings.gamma,
+        source="race",
+        prompt=prompt,
+    )
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """What the theory curve is drawn from: α and c over several points, and how v grows with γ."""
+
+    points: int
+    alpha: float
+    c: float
+    verify_slope: float  # k in v(γ) ≈ 1 + k·γ, least squares through (0, 1); 0 when unknown
+    rank_accept: tuple[float, ...] = ()  # measured trees: chance that the k-th child is the one kept
+
+
+def pool(points: list[Point]) -> Pooled | None:
+    """Pool α and c over points (exact sums); None when no point drafted anything."""
+    drafted = [p for p in points if p.tested]
+    if not drafted:
+        return None
+    alpha = sum(p.accepted for p in drafted) / sum(p.tested for p in drafted)
+    c = cost_ratio(
+        sum(p.draft_seconds for p in drafted),
+        sum(p.drafted for p in drafted),
+        sum(p.baseline_seconds for p in drafted),
+        sum(p.baseline_calls for p in drafted),
+    )
+    timed = [p for p in drafted if p.verify_cost > 0]
+    den = sum(p.gamma**2 for p in timed)
+    slope = sum((p.verify_cost - 1) * p.gamma for p in timed) / den if den else 0.0
+    return Pooled(len(drafted), alpha, c, max(0.0, slope), rank_acceptance(drafted))
+
+
+def rank_acceptance(points: list[Point]) -> tuple[float, ...]:
+    """Σ hits / Σ trials per child rank over the points that measured a tree."""
+    ranks = max((len(p.rank_trials) for p in points), default=0)
+    hits = [sum(p.rank_hits[k] for p in points if k < len(p.rank_hits)) for k in range(ranks)]
+    trials = [sum(p.rank_trials[k] for p in points if k < len(p.rank_trials)) for k in range(ranks)]
+    return tuple(h / t for h, t in zip(hits, trials) if t)
+
+
+class Measurements:
+    """Each session's measured points, bounded: at most `sessions` sessions (least recently used
+    dropped) and `per_session` points each (oldest dropped). Thread-safe: handlers run in threads.
+
+    Keyed by gr.Request.session_hash, so a session never sees another's points.
+    """
+
+    def __init__(self, sessions: int = 64, per_session: int = 200):
+        self.sessions, self.per_session = sessions, per_session
+        self.store: OrderedDict[str | None, list[Point]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def add(self, session: str | None, point: Point) -> None:
+        with self.lock:
+            points = self.store.setdefault(session, [])
+            self.store.move_to_end(session)
+            points.append(point)
+            del points[: -self.per_session]
+            while len(self.store) > self.sessions:
+                self.store.popitem(last=False)
+
+    def get(self, session: str | None) -> list[Point]:
+        with self.lock:
+            return list(self.store.get(session, []))
+
+    def clear(self, session: str | None) -> None:
+        with self.lock:
+            self.store.pop(session, None)
+
+
+def session_of(request) -> str | None:
+    """The session key of a gr.Request (None when a handler is called directly, as in tests)."""
+    return getattr(request, "session_hash", None)

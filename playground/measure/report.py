@@ -1,0 +1,99 @@
+"""Writing results: JSON (everything), CSV (one tidy table), all written atomically.
+
+A report is a dict: {"schema", "created", "command", "config", "models", "environment", "memory",
+"runs": [{"settings", "summary", "categories", "prompts", "skipped"}, ...]}, one run per sweep
+point; each run's summary also holds its peak memory.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import secrets
+from pathlib import Path
+
+from playground.measure.grid import SETTINGS  # the report's setting columns
+
+SCHEMA = "playground.bench/1"
+
+
+def atomic_write(path, data: str | bytes) -> None:
+    """Write to a temporary file beside `path`, then rename over it: a reader never sees half a
+    file, and an interrupted run leaves the old file (or none), not a truncated one.
+
+    The temp file is created with mode 0o666 and the kernel applies the umask, as for any new file:
+    reading the umask (os.umask sets it) would change it for every thread for a moment."""
+    path = Path(path)
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"could not create a temporary file beside {path}")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_json(report: dict, path) -> None:
+    atomic_write(path, json.dumps(clean(report), indent=2) + "\n")
+
+
+def clean(value):
+    """JSON has no NaN or infinity: report them as null rather than emit invalid JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean(v) for v in value]
+    return value
+
+
+def csv_rows(report: dict) -> list[dict]:
+    """One row per prompt and setting, then a row per category and an overall row for each setting."""
+    rows = []
+    for run in report["runs"]:
+        settings = {k: run["settings"].get(k) for k in SETTINGS}  # older reports lack the draft's
+        for record in run["prompts"]:
+            rows.append({"row": "prompt", **settings, **flatten(record)})
+        for category, summary in run["categories"].items():
+            rows.append({"row": "category", **settings, "category": category, **flatten(summary)})
+        rows.append({"row": "overall", **settings, "category": "all", **flatten(run["summary"])})
+    return rows
+
+
+NESTED = {"divergence_margin": ("baseline", "speculative")}  # dict-valued fields (or None)
+
+
+def flatten(record: dict) -> dict:
+    """Nested fields become prefixed columns: divergence_margin -> divergence_margin_baseline, ..."""
+    flat = {}
+    for key, value in record.items():
+        if key in NESTED:
+            flat.update({f"{key}_{part}": (value or {}).get(part) for part in NESTED[key]})
+        elif isinstance(value, dict):
+            flat.update({f"{key}_{part}": v for part, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def write_csv(report: dict, path) -> None:
+    rows = csv_rows(report)
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write(path, buffer.getvalue())

@@ -1,0 +1,245 @@
+"""Timing one prompt honestly: every method in the same process, same settings and seed,
+alternated over repeats, the median run reported.
+
+Tokens/s = new tokens / wall seconds of the whole call, prefill included, measured the same way
+for our engine and for transformers (clocks read after a CUDA synchronize).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable
+
+from playground.config import PROMPT_LOOKUP, TREE, RunConfig
+from playground.engine.generate import SpecConfig, clock, generate
+from playground.engine.events import StepEvent, acceptance_by_rank, costs, output_tokens, steady_events, summarize
+from playground.measure.divergence import first_divergence, margin_at
+from playground.measure.reference import hf_generate
+
+WARMUP_TOKENS = 16  # warm-up runs exercise every code path; they need not be full length
+
+
+@dataclass(frozen=True)
+class Run:
+    """One timed generation."""
+
+    tokens: list[int]
+    seconds: float
+    events: list[StepEvent] = field(default_factory=list)  # empty for transformers' runs
+
+    @property
+    def tok_s(self) -> float:
+        return len(self.tokens) / self.seconds if self.seconds else 0.0
+
+
+@dataclass
+class Setup:
+    """The models and options shared by every prompt of a benchmark run."""
+
+    target: object
+    draft: object | None
+    run: RunConfig  # its drafter knobs (kind, n-gram sizes, draft vocabulary) build each run's drafter
+    eos: tuple[int, ...]
+    pad_token_id: int | None = None
+    reference: bool = False  # also time transformers' generate() and assisted generation
+    tree: bool = False  # also time a token tree from the same draft, shaped by the run's tree knobs
+
+    @property
+    def drafter(self) -> str:
+        return self.run.drafter
+
+    @classmethod
+    def of(cls, pair, run: RunConfig, tree: bool = False, reference: bool = False) -> "Setup":
+        """The Setup of a loaded pair (loading.LoadedPair): its models, end tokens and the drafter
+        the run describes (kind, n-gram sizes, draft vocabulary, tree shape). The app's race,
+        sweep and theory measure through this, as the CLI does."""
+        from playground.models.text import eos_ids
+
+        return cls(pair.target.model, pair.draft.model, run,
+                   eos_ids(pair.tokenizer, pair.target.model, pair.draft.model), pair.tokenizer.pad_token_id,
+                   reference=reference, tree=tree)
+
+    def make_drafter(self):
+        return self.run.make_drafter(self.draft)
+
+    def make_tree_drafter(self):
+        return replace(self.run, speculation=TREE).make_drafter(self.draft)
+
+    def methods(self, config: SpecConfig) -> dict[str, Callable[[list[int]], Run]]:
+        """Each timed method as a function of the prompt ids, in the order they first run."""
+        methods = {
+            "baseline": lambda ids: engine_run(self.target, ids, config, None, self.eos),
+            "speculative": lambda ids: engine_run(self.target, ids, config, self.make_drafter(), self.eos),
+        }
+        if self.tree:
+            methods["tree"] = lambda ids: engine_run(self.target, ids, config, self.make_tree_drafter(), self.eos)
+        if self.reference:
+            lookup = self.drafter == PROMPT_LOOKUP
+            methods["hf_generate"] = lambda ids: hf_run(self, ids, config)
+            assistant = None if lookup else self.draft
+            methods["hf_assisted"] = lambda ids: hf_run(self, ids, config, assistant, lookup)
+        return methods
+
+
+def engine_run(target, ids, config: SpecConfig, drafter, eos) -> Run:
+    started = clock(target.device)
+    events = list(generate(target, ids, config, drafter, eos_token_ids=eos))
+    return Run(output_tokens(events), clock(target.device) - started, events)
+
+
+def hf_run(setup: Setup, ids, config, assistant=None, prompt_lookup=False) -> Run:
+    tokens, seconds = hf_generate(setup.target, ids, config, setup.eos, setup.pad_token_id, assistant,
+                                  prompt_lookup)
+    return Run(tokens, seconds)
+
+
+def warm_up(setup: Setup, ids: list[int], config: SpecConfig, times: int) -> None:
+    """Untimed short runs of every method: first calls pay for allocation, kernel selection, caches."""
+    short = replace(config, max_new_tokens=min(config.max_new_tokens, WARMUP_TOKENS))
+    for _ in range(times):
+        for method in setup.methods(short).values():
+            method(ids)
+
+
+Progress = Callable[[str, int, int], None]  # (method just run, runs done, runs in all)
+
+
+def time_methods(setup: Setup, ids: list[int], config: SpecConfig, repeats: int,
+                 progress: Progress | None = None) -> dict[str, list[Run]]:
+    methods = setup.methods(config)
+    return alternate({name: (lambda m=m: m(ids)) for name, m in methods.items()}, repeats, progress)
+
+
+def alternate(methods: dict[str, Callable[[], Run]], repeats: int,
+              progress: Progress | None = None) -> dict[str, list[Run]]:
+    """Run every method once per repeat, rotating the order so none always runs first (or right
+    after the same neighbour): slow drifts (clock boost, heat, a busy neighbour) hit all alike."""
+    names = list(methods)
+    runs: dict[str, list[Run]] = {name: [] for name in names}
+    for r in range(repeats):
+        shift = r % len(names)
+        for i, name in enumerate(names[shift:] + names[:shift]):
+            runs[name].append(methods[name]())
+            if progress:
+                progress(name, r * len(names) + i + 1, repeats * len(names))
+    return runs
+
+
+def median_run(runs: list[Run]) -> Run:
+    """The run with the median wall time (the lower middle for an even count: a real run)."""
+    return sorted(runs, key=lambda r: r.seconds)[(len(runs) - 1) // 2]
+
+
+def measure_prompt(setup: Setup, ids: list[int], config: SpecConfig, repeats: int,
+                   progress: Progress | None = None) -> dict:
+    """Every per-prompt field of the report, for one prompt at one setting."""
+    timed = time_methods(setup, ids, config, repeats, progress)
+    runs = {name: median_run(rs) for name, rs in timed.items()}
+    base, spec = runs["baseline"], runs["speculative"]
+    record = {"prompt_tokens": len(ids), **speed_fields(base, spec), **speculation_fields(base, spec)}
+    record.update(identity_fields(setup, ids, config, base, spec))
+    if setup.reference:
+        record.update(reference_fields(runs, config))
+    if "tree" in runs:
+        record.update(tree_fields(base, spec, runs["tree"], config))
+    return record
+
+
+def speed_fields(base: Run, spec: Run) -> dict:
+    return {
+        "new_tokens": len(spec.tokens),
+        "baseline_new_tokens": len(base.tokens),
+        "baseline_seconds": base.seconds,
+        "speculative_seconds": spec.seconds,
+        "baseline_tok_s": base.tok_s,
+        "speculative_tok_s": spec.tok_s,
+        "speedup": spec.tok_s / base.tok_s if base.tok_s else 0.0,
+        "finish": spec.events[-1].finish if spec.events else None,
+    }
+
+
+def speculation_fields(base: Run, spec: Run) -> dict:
+    """Acceptance and cost from the speculative run's events, with the raw sums the summary pools."""
+    m = summarize(spec.events, baseline=base.events)
+    spec_cost, base_cost = costs(spec.events), costs(base.events)  # decoding calls only
+    return {
+        "acceptance_rate": m.acceptance_rate,
+        "mean_accepted_tokens": m.mean_tokens_per_call,  # tokens per target call (Spec-Bench's metric)
+        "alpha": m.alpha,
+        "mean_gamma": m.mean_gamma,
+        "c": m.c,
+        "predicted_speedup": m.predicted_speedup,
+        "target_calls": m.target_calls,
+        "drafted": m.drafted,
+        "accepted": m.accepted,
+        "tested": sum(e.n_tested for e in spec.events),
+        "baseline_calls": len(base.events),
+        # per-forward costs pool these sums, over the calls that decode only (not the prompt's)
+        "draft_seconds": spec_cost.draft_s,
+        "cost_drafted": spec_cost.drafted,
+        "verify_seconds": spec_cost.verify_s,
+        "cost_calls": spec_cost.calls,
+        "baseline_call_seconds": base_cost.verify_s,
+        "cost_baseline_calls": base_cost.calls,
+    }
+
+
+def identity_fields(setup: Setup, ids, config: SpecConfig, base: Run, spec: Run) -> dict:
+    """Greedy only: did speculation reproduce the baseline? If not, where, and how close a tie."""
+    if config.temperature != 0:
+        return {"identical": None, "first_divergence": None, "divergence_margin": None}
+    position = first_divergence(base.tokens, spec.tokens)
+    if position is None:
+        return {"identical": True, "first_divergence": None, "divergence_margin": None}
+    return {"identical": False, "first_divergence": position,
+            "divergence_margin": divergence_margins(setup, ids, config, position)}
+
+
+def divergence_margins(setup: Setup, ids, config: SpecConfig, position: int) -> dict:
+    """The target's top-2 logit margin at `position` in each run, from untimed reruns with detail
+    (recording top tokens costs time, so the timed runs do not). Greedy reruns retrace the same path;
+    the budget keeps every draft up to `position` full length, so each forward has the same shape."""
+    budget = min(config.max_new_tokens, position + config.gamma + 2)
+    detailed = replace(config, detail=2, max_new_tokens=budget)
+    base = list(generate(setup.target, ids, detailed, None, eos_token_ids=setup.eos))
+    spec = list(generate(setup.target, ids, detailed, setup.make_drafter(), eos_token_ids=setup.eos))
+    return {"baseline": margin_at(base, position), "speculative": margin_at(spec, position)}
+
+
+def reference_fields(runs: dict[str, Run], config: SpecConfig) -> dict:
+    gen, assisted, base = runs["hf_generate"], runs["hf_assisted"], runs["baseline"]
+    return {
+        "hf_generate_new_tokens": len(gen.tokens),
+        "hf_generate_seconds": gen.seconds,
+        "hf_generate_tok_s": gen.tok_s,
+        "hf_assisted_new_tokens": len(assisted.tokens),
+        "hf_assisted_seconds": assisted.seconds,
+        "hf_assisted_tok_s": assisted.tok_s,
+        "hf_assisted_speedup": assisted.tok_s / gen.tok_s if gen.tok_s else 0.0,
+        # greedy: transformers' own decoding must give our baseline's tokens (a check on the baseline)
+        "hf_generate_identical": gen.tokens == base.tokens if config.temperature == 0 else None,
+    }
+
+
+def tree_fields(base: Run, chain: Run, tree: Run, config: SpecConfig) -> dict:
+    """The tree beside the chain: speed, accepted tokens per call, and the raw sums behind its
+    costs (decoding calls only): nodes verified, draft forwards (one per depth) and their seconds."""
+    steady = [e for e in steady_events(tree.events) if e.tree is not None]
+    hits, trials = acceptance_by_rank(tree.events)
+    return {
+        "tree_new_tokens": len(tree.tokens),
+        "tree_seconds": tree.seconds,
+        "tree_tok_s": tree.tok_s,
+        "tree_speedup": tree.tok_s / base.tok_s if base.tok_s else 0.0,
+        "tree_over_chain": tree.tok_s / chain.tok_s if chain.tok_s else 0.0,
+        "tree_target_calls": len(tree.events),
+        "tree_accepted": sum(e.n_accepted for e in tree.events),
+        "tree_identical": tree.tokens == base.tokens if config.temperature == 0 else None,
+        "tree_cost_calls": len(steady),
+        "tree_nodes": sum(len(e.tree.nodes) for e in steady),
+        "tree_draft_forwards": sum(e.tree.draft_forwards for e in steady),
+        "tree_draft_seconds": sum(e.draft_s for e in steady),
+        "tree_verify_seconds": sum(e.verify_s for e in steady),
+        "tree_rank_hits": hits,  # per child rank: how often the k-th candidate was the one kept...
+        "tree_rank_trials": trials,  # ...of how many reached nodes that had a k-th child
+    }

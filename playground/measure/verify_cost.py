@@ -1,0 +1,115 @@
+"""v(k): what one target forward over k new tokens costs, counted in plain decoding steps.
+
+The paper's speedup formula charges one plain step for verifying γ + 1 tokens. That holds where
+the forward waits on reading weights (bf16 on a CPU with AMX, a GPU at batch 1) and fails where it
+waits on arithmetic, or where a quantized kernel works on blocks of a few rows: there each extra
+row costs. So the cost is measured, on the loaded model: a fixed prefix is cached once, then one
+forward over k tokens is timed after it (the cache cropped back each time), k = 1..K, alternating
+k within each round so a busy neighbour slows every k alike; v(k) = median(k) / median(1).
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+from dataclasses import dataclass
+
+PREFIX_TOKENS = 200  # about a prompt's length: attention over it costs what it will in a real run
+MAX_K = 9  # γ up to 8
+REPEATS = 5
+
+
+@dataclass(frozen=True)
+class VerifyCurve:
+    """v(1..K) of one model as loaded, with the absolute step it is relative to."""
+
+    v: tuple[float, ...]  # v[k - 1] = cost(k) / cost(1); v[0] == 1
+    step_s: float  # median seconds of one forward over 1 token (a plain step)
+    key: tuple = ()  # (model, quantization, dtype, device) it was measured for
+
+    @property
+    def max_gamma(self) -> int:
+        """The largest γ whose verification (γ + 1 tokens) was measured."""
+        return len(self.v) - 1
+
+
+def forward_seconds(k: int, prefix: list[int], lm, clock) -> float:
+    """Seconds of one forward over k new tokens after `prefix` (already in lm's cache)."""
+    new = [(prefix[i % len(prefix)] + 1) % 1000 for i in range(k)]  # any ids; cost does not depend on them
+    started = clock(lm.device)
+    lm.feed(new, k)
+    seconds = clock(lm.device) - started
+    lm.rollback(len(prefix))
+    return seconds
+
+
+def measure_curve(model, max_k: int = MAX_K, repeats: int = REPEATS, prefix_tokens: int = PREFIX_TOKENS,
+                  key: tuple = (), clock=None) -> VerifyCurve:
+    """Time one forward over k = 1..max_k tokens after a cached prefix; median of `repeats` rounds
+    (after one untimed round: first calls pick kernels and grow the cache). clock(device) -> seconds
+    defaults to the engine's (synchronised on CUDA); tests pass a fake one."""
+    from playground.engine.generate import clock as engine_clock
+    from playground.engine.kvcache import CachedModel
+
+    clock = clock or engine_clock
+    if max_k < 1 or repeats < 1 or prefix_tokens < 1:
+        raise ValueError(f"max_k, repeats and prefix_tokens must be at least 1, got {max_k}, {repeats}, "
+                         f"{prefix_tokens}")
+    lm = CachedModel(model)
+    limit = getattr(model.config.get_text_config(), "max_position_embeddings", None) or prefix_tokens + max_k
+    prefix_tokens = max(1, min(prefix_tokens, limit - max_k))
+    prefix = [i % 1000 + 10 for i in range(prefix_tokens)]
+    lm.feed(prefix, 1)
+    times: dict[int, list[float]] = {k: [] for k in range(1, max_k + 1)}
+    for round_ in range(repeats + 1):
+        order = list(range(1, max_k + 1))
+        if round_ % 2:
+            order.reverse()  # neither end of the range always runs first
+        for k in order:
+            seconds = forward_seconds(k, prefix, lm, clock)
+            if round_:
+                times[k].append(seconds)
+    medians = [statistics.median(times[k]) for k in range(1, max_k + 1)]
+    return curve_from_costs(medians, key)
+
+
+def curve_from_costs(costs: list[float], key: tuple = ()) -> VerifyCurve:
+    """cost(1..K) in seconds (or any unit) -> v(k) = cost(k) / cost(1)."""
+    if not costs or costs[0] <= 0:
+        raise ValueError(f"costs: expected positive seconds for k = 1..K, got {costs!r}")
+    return VerifyCurve(tuple(c / costs[0] for c in costs), costs[0], key)
+
+
+def model_key(loaded) -> tuple:
+    """What a curve depends on: the model, how it is quantized, its dtype and device."""
+    return (loaded.name, loaded.quantization, loaded.dtype, loaded.device)
+
+
+class VerifyCurves:
+    """Curves measured in this session, one per (model, quantization, dtype, device).
+
+    Owned by whoever needs them (a UI tab, a benchmark run), not a module global."""
+
+    def __init__(self):
+        self.curves: dict[tuple, VerifyCurve] = {}
+        self.latest: dict[str, tuple] = {}  # model name -> key of its most recently measured curve
+        self.lock = threading.Lock()
+
+    def get(self, key: tuple) -> VerifyCurve | None:
+        return self.curves.get(key)
+
+    def for_model(self, name: str) -> VerifyCurve | None:
+        """The curve measured last for this model name (as last loaded: quantization, device)."""
+        key = self.latest.get(name)
+        return None if key is None else self.curves.get(key)
+
+    def measure(self, loaded, max_k: int = MAX_K, repeats: int = REPEATS) -> VerifyCurve:
+        """The cached curve of a LoadedModel, measured now if this session has none long enough."""
+        key = model_key(loaded)
+        with self.lock:
+            known = self.curves.get(key)
+            if known is None or len(known.v) < max_k:
+                known = measure_curve(loaded.model, max_k, repeats, key=key)
+                self.curves[key] = known
+            self.latest[loaded.name] = key
+            return known

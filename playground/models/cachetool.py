@@ -1,0 +1,135 @@
+"""What the model cache holds, whether it is intact, and freeing it:
+
+    python -m playground.models cache list            # every entry with its size, and the total
+    python -m playground.models cache verify [NAME]   # re-hash every byte; exit status 1 if any is damaged
+    python -m playground.models cache clear [NAME]    # remove one entry (or all) and say how much was freed
+
+An entry is a pack's GGUF (packs/NAME.gguf and its marker), a pack's kept partial download
+(packs/.NAME.gguf.parts), a converted checkpoint (checkpoints/NAME-<hash>) or a temp file a killed
+run left. NAME is an entry's name, or a GGUF's name without its hash (matching its checkpoint too).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from playground.models.cachefiles import exclusive, folder_problems, pid_alive, sha256_of, size_of
+
+
+@dataclass
+class Entry:
+    name: str  # how the user names it on the command line
+    kind: str  # GGUF | checkpoint | partial download | temp
+    paths: list[Path]  # what removing it removes
+
+    @property
+    def bytes(self) -> int:
+        return sum(size_of(p) for p in self.paths)
+
+    def matches(self, name: str) -> bool:
+        base = re.sub(r"-[0-9a-f]{12}$", "", self.name)  # a checkpoint named by its GGUF
+        return name in (self.name, base, f"{self.name}.gguf")
+
+
+def entries(root: Path) -> list[Entry]:
+    found = []
+    packs, checkpoints = root / "packs", root / "checkpoints"
+    for gguf in sorted(packs.glob("*.gguf")) if packs.is_dir() else []:
+        found.append(Entry(gguf.stem, "GGUF", [gguf, gguf.with_name(gguf.name + ".sha256")]))
+    for parts in sorted(packs.glob(".*.parts")) if packs.is_dir() else []:
+        found.append(Entry(parts.name[1:].removesuffix(".gguf.parts"), "partial download", [parts]))
+    for folder in sorted(checkpoints.iterdir()) if checkpoints.is_dir() else []:
+        if folder.is_dir() and not folder.name.startswith("."):
+            found.append(Entry(folder.name, "checkpoint", [folder]))
+    for folder in (packs, checkpoints):
+        for temp in sorted(folder.glob(".*.tmp-*")) + sorted(folder.glob(".*.bad-*")) if folder.is_dir() else []:
+            found.append(Entry(temp.name, "temp", [temp]))
+    return found
+
+
+def human(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def problems(entry: Entry) -> list[str]:
+    """Every byte checked: GGUFs against the catalog (or their marker), checkpoints against their manifest."""
+    path = entry.paths[0]
+    if entry.kind == "checkpoint":
+        return folder_problems(path, full=True)
+    if entry.kind == "GGUF":
+        from playground.models.modelpack import load_catalog, read_marker
+
+        expected = {p.file: p.sha256 for p in load_catalog().values()}.get(path.name)
+        expected = expected or (read_marker(path) or {}).get("sha256")
+        if expected is None:
+            return ["no recorded SHA-256 to check against"]
+        return [] if sha256_of(path) == expected else [f"{path.name} does not match its SHA-256"]
+    if entry.kind == "partial download":
+        bad = []
+        for wheel in sorted(path.rglob("*.whl")):
+            try:
+                with zipfile.ZipFile(wheel) as z:
+                    if z.testzip() is not None:
+                        bad.append(f"{wheel.name} is damaged")
+            except (zipfile.BadZipFile, OSError, EOFError):
+                bad.append(f"{wheel.name} is damaged")
+        return bad
+    pid = re.search(r"\.(?:tmp|bad)-(\d+)", path.name)
+    return [] if pid and pid_alive(int(pid.group(1))) else ["left by a run that is gone; clear it"]
+
+
+def chosen(root: Path, name: str | None) -> list[Entry]:
+    found = entries(root)
+    if name is None:
+        return found
+    picked = [e for e in found if e.matches(name)]
+    if not picked:
+        known = ", ".join(e.name for e in found) or "none (the cache is empty)"
+        raise ValueError(f"cache entry {name!r} not found in {root.name}; entries: {known}")
+    return picked
+
+
+def cache_list(root: Path, out) -> int:
+    found = entries(root)
+    print(f"cache {root}:", file=out)
+    for e in found:
+        print(f"  {e.name:<52} {e.kind:<16} {human(e.bytes):>11}", file=out)
+    print(f"  {len(found)} entries, {human(sum(e.bytes for e in found))} in all", file=out)
+    return 0
+
+
+def cache_verify(root: Path, name: str | None, out) -> int:
+    damaged = 0
+    for e in chosen(root, name):
+        issues = problems(e)
+        damaged += bool(issues)
+        print(f"  {e.name:<52} {'ok' if not issues else 'DAMAGED: ' + '; '.join(issues)}", file=out)
+    if damaged:
+        print(f"{damaged} damaged: the next load rebuilds them, or remove them now with "
+              "`python -m playground.models cache clear NAME`", file=out)
+    return 1 if damaged else 0
+
+
+def cache_clear(root: Path, name: str | None, out) -> int:
+    """Remove entries, each under its folder's lock so no fetch or conversion is cut in half."""
+    freed = 0
+    for e in chosen(root, name):
+        size = e.bytes
+        with exclusive(e.paths[0].parent):
+            for path in e.paths:
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        freed += size
+        print(f"  removed {e.name} ({e.kind}, {human(size)})", file=out)
+    index = root / "checkpoints" / ".gguf-hashes.json"
+    if name is None and index.is_file():
+        index.unlink()
+    print(f"freed {human(freed)}", file=out)
+    return 0

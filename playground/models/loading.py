@@ -1,0 +1,335 @@
+"""Load the models a registry names: pick a source, get a local checkpoint, apply device, dtype and
+quantization, and keep the last pair warm.
+
+Every source ends as a local transformers checkpoint before loading, because bitsandbytes only
+quantizes while loading a checkpoint: transformers refuses to combine a GGUF file with it. So a
+GGUF (local, from the hub, or from a model pack) is dequantized once into a cached safetensors
+checkpoint, and every later load takes seconds and can be quantized any way.
+
+torch and transformers are imported inside functions, so importing this module stays cheap.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import warnings
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from playground.models.checkpoints import SourceError, cache_dir, hub_checkpoint, local_checkpoint, pack_checkpoint  # noqa: F401
+from playground.config import AUTO_QUANTIZATION
+from playground.models.registry import DEVICES, DTYPES, QUANTIZATIONS, ModelSpec, PairSpec, Registry, Source
+
+BITSANDBYTES = ("nf4", "int8")  # quantized while loading a checkpoint; the others after (cpu_quant.py)
+
+Progress = Callable[[str, "float | None"], None]  # (message, fraction done or None)
+TINY_SEED = 0  # the tiny pair is the same random models everywhere, so tests and demos agree
+
+
+@dataclass
+class LoadedModel:
+    name: str  # the registry's model name
+    model: object  # a transformers causal LM, in eval mode, on `device`
+    tokenizer: object
+    spec: ModelSpec
+    device: str  # "cpu" or "cuda" (resolved from auto)
+    dtype: str  # float32 | bfloat16 | float16 (resolved from auto; the compute dtype when quantized)
+    quantization: str  # none | nf4 | int8 | int8-cpu | int4-cpu (resolved from auto)
+    footprint_bytes: int  # model.get_memory_footprint(): parameters and buffers
+    source: Source | None = None  # the source the weights came from (the first that worked)
+
+
+@dataclass
+class LoadedPair:
+    name: str
+    spec: PairSpec
+    target: LoadedModel
+    draft: LoadedModel
+    tokenizer: object  # the target's; the draft's was checked to be the same
+
+    @property
+    def random_weights(self) -> bool:
+        return self.spec.random_weights or any(m.source is not None and m.source.kind == "tiny"
+                                               for m in (self.target, self.draft))
+
+
+# ---- one model -------------------------------------------------------------------------------
+
+
+def load_model(spec: ModelSpec, *, quantization: str | None = None, dtype: str | None = None,
+               device: str | None = None, progress: Progress | None = None) -> LoadedModel:
+    """Load `spec` from the first of its sources that works. Arguments override the spec.
+
+    Settings are checked before any source is touched, so a bad setting downloads nothing.
+    """
+    report = reporter(progress)
+    quantization = check_setting("quantization", spec.quantization if quantization is None else quantization,
+                                 QUANTIZATIONS, spec.name)
+    device = resolve_device(check_setting("device", device or spec.device, DEVICES, spec.name), spec.name)
+    dtype = resolve_dtype(check_setting("dtype", dtype or spec.dtype, DTYPES, spec.name), device)
+    quantization = AUTO_QUANTIZATION[device] if quantization == "auto" else quantization
+    if quantization in BITSANDBYTES:
+        bitsandbytes_config(quantization, dtype, spec.name)  # fail now if bitsandbytes is missing
+    elif quantization != "none" and device != "cpu":
+        raise ValueError(f"quantization {quantization!r} for model {spec.name!r} runs on PyTorch's CPU "
+                         f"kernels; on {device} use nf4 or int8 (bitsandbytes) or none")
+    failures = []
+    for source in spec.sources:
+        try:
+            model, tokenizer = load_from(source, spec, device, dtype, quantization, report)
+        except Exception as e:  # this source failed: say why, then try the next
+            failures.append(f"  - {source}: {e}")
+            report(f"{spec.name}: source {source} failed, trying the next", None)
+            continue
+        report(f"{spec.name}: loaded from {source}", 1.0)
+        return LoadedModel(spec.name, model, tokenizer, spec, device, dtype, quantization,
+                           int(model.get_memory_footprint()), source)
+    raise RuntimeError(no_source_message(spec, failures))
+
+
+def no_source_message(spec: ModelSpec, failures: list[str]) -> str:
+    hint = ("it is on the hub only: connect to the hub (and log in for gated repos), or add a `local:` "
+            "source with a downloaded copy" if spec.needs_hub else
+            "fix the first reason above (network, disk space), or add a `local:` source in models.yaml")
+    reasons = "\n".join(failures)
+    return f"could not load model {spec.name!r} from any of its sources:\n{reasons}\nTo fix: {hint}."
+
+
+def check_setting(field: str, value, allowed, name: str) -> str:
+    if value not in allowed:
+        raise ValueError(f"{field} for model {name!r}: expected one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+def resolve_device(device: str, name: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(
+            f"device for model {name!r}: 'cuda' was requested but torch sees no CUDA device (torch "
+            f"{torch.__version__}, CUDA build: {torch.version.cuda or 'none'}); use device auto or cpu"
+        )
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> str:
+    """auto: bfloat16, except float16 on CUDA GPUs without bf16.
+
+    bf16 keeps float32's range (no overflow surprises) at half the bytes; decoding one token at a
+    time is bound by reading weights, so half the bytes is most of the speed. PyTorch runs bf16 on
+    every CPU (natively with AVX512-BF16/AMX, emulated otherwise), while CPU float16 is slow.
+    """
+    import torch
+
+    if dtype != "auto":
+        return dtype
+    if device == "cuda" and not torch.cuda.is_bf16_supported():
+        return "float16"
+    return "bfloat16"
+
+
+def bitsandbytes_config(quantization: str, dtype: str, name: str):
+    """BitsAndBytesConfig for nf4 (4-bit, computing in `dtype`) or int8 (LLM.int8)."""
+    try:
+        import bitsandbytes  # noqa: F401  (transformers needs it at load; check here for a clear message)
+    except Exception as e:
+        raise RuntimeError(
+            f"quantization {quantization!r} for model {name!r} needs bitsandbytes, which failed to import "
+            f"({type(e).__name__}: {e}); install it (pip install -r requirements.txt) or use "
+            "quantization none"
+        ) from e
+    import torch
+    from transformers import BitsAndBytesConfig
+
+    if quantization == "nf4":
+        return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                  bnb_4bit_compute_dtype=getattr(torch, dtype))
+    # LLM.int8 computes in float16 and warns about the cast on every matmul; once is plenty.
+    warnings.filterwarnings("ignore", message="MatMul8bitLt: inputs will be cast")
+    return BitsAndBytesConfig(load_in_8bit=True)
+
+
+def load_from(source: Source, spec: ModelSpec, device, dtype, quantization, report):
+    """(model, tokenizer) from one source; raises if this source cannot provide them."""
+    from transformers import AutoTokenizer
+
+    if source.kind == "tiny":
+        return load_tiny(source.ref, device, dtype, quantization, spec.name)
+    if source.kind == "hub":
+        path = hub_checkpoint(source, spec, report)
+    elif source.kind == "local":
+        path = local_checkpoint(Path(source.ref), report)
+    else:
+        path = pack_checkpoint(source.ref, report)
+    report(f"{spec.name}: loading ({dtype}, quantization {quantization}, {device})", None)
+    tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=spec.trust_remote_code)
+    return load_weights(path, device, dtype, quantization, spec), tokenizer
+
+
+def load_weights(path: Path, device, dtype, quantization, spec: ModelSpec):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    kwargs = {"dtype": getattr(torch, dtype), "trust_remote_code": spec.trust_remote_code}
+    if quantization in BITSANDBYTES:  # bitsandbytes quantizes while the weights load, on the target device
+        kwargs.update(quantization_config=bitsandbytes_config(quantization, dtype, spec.name),
+                      device_map={"": device})
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
+    if quantization not in BITSANDBYTES:
+        model.to(device)
+    return after_loading(model.eval(), quantization)
+
+
+def after_loading(model, quantization: str):
+    """The CPU weight-only quantizations replace the linear layers of the loaded model."""
+    if quantization not in BITSANDBYTES and quantization != "none":
+        from playground.models.cpu_quant import quantize_for_cpu
+
+        quantize_for_cpu(model, quantization)
+    return model
+
+
+def load_tiny(role: str, device, dtype, quantization, name):
+    """The tiny random pair's target or draft, built in process. Quantizing goes through a
+    throwaway checkpoint, since bitsandbytes quantizes only while loading one."""
+    import tempfile
+
+    import torch
+
+    from playground.models.tiny import tiny_pair
+
+    target, draft, tokenizer = tiny_pair(TINY_SEED)
+    model = target if role == "target" else draft
+    if quantization not in BITSANDBYTES:
+        model = model.to(device=device, dtype=getattr(torch, dtype)).eval()
+        return after_loading(model, quantization), tokenizer
+    with tempfile.TemporaryDirectory(prefix="tiny-") as tmp:
+        model.save_pretrained(tmp)
+        spec = ModelSpec(name, (Source("local", tmp),))
+        return load_weights(Path(tmp), device, dtype, quantization, spec), tokenizer
+
+
+# ---- pairs -----------------------------------------------------------------------------------
+
+
+def load_pair(registry: Registry, spec: PairSpec, *, target_quantization=None, draft_quantization=None,
+              dtype=None, device=None, progress: Progress | None = None) -> LoadedPair:
+    """Load a pair's two models and check they share a tokenizer."""
+    from playground.models.text import check_same_tokenizer
+
+    report = reporter(progress)
+    target = load_model(registry.model(spec.target), quantization=target_quantization, dtype=dtype,
+                        device=device, progress=lambda m, f: report(f"target {m}", f))
+    draft = load_model(registry.model(spec.draft), quantization=draft_quantization, dtype=dtype,
+                       device=device, progress=lambda m, f: report(f"draft {m}", f))
+    try:
+        check_same_tokenizer(target.tokenizer, draft.tokenizer, names=(spec.target, spec.draft))
+    except ValueError as e:
+        raise ValueError(f"pair {spec.name!r} in {registry.where}: {e}") from None
+    return LoadedPair(spec.name, spec, target, draft, target.tokenizer)
+
+
+class Cancelled(BaseException):
+    """Raised from a progress callback to abandon a load (a BaseException, so no `except Exception`
+    on the way mistakes it for a failed source and tries the next one)."""
+
+
+class PairCache:
+    """Loads pairs on demand; keeps the last `keep` pairs warm; switching frees the previous one.
+
+    Memory is freed only when nobody else holds the pair: callers should not keep a LoadedPair
+    (or its models) beyond the run that uses it. One that must (a paused step-through run)
+    registers with `hold`, and is told to let go when the pair is evicted. So at most `keep` pairs
+    are resident, whoever uses them. Thread-safe, since UI handlers run in threads.
+    """
+
+    def __init__(self, registry: Registry, keep: int = 1):
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"keep: expected an integer of at least 1, got {keep!r}")
+        self.registry = registry
+        self.keep = keep
+        self.pairs: OrderedDict[tuple, LoadedPair] = OrderedDict()  # least recently used first
+        self.lock = threading.RLock()
+        self.holders: dict[int, list] = {}  # id(pair) -> weak references to release callbacks
+
+    def get(self, name: str | None = None, *, target_quantization: str | None = None,
+            draft_quantization: str | None = None, dtype: str | None = None, device: str | None = None,
+            progress: Progress | None = None) -> LoadedPair:
+        spec = self.registry.pair(name)
+        knobs = {
+            "target_quantization": target_quantization or self.registry.model(spec.target).quantization,
+            "draft_quantization": draft_quantization or self.registry.model(spec.draft).quantization,
+            "dtype": dtype,
+            "device": device,
+        }
+        key = (spec.name, *knobs.values())
+        with self.lock:
+            if key in self.pairs:
+                self.pairs.move_to_end(key)
+                return self.pairs[key]
+            self.evict(self.keep - 1)  # free memory before loading the next pair, not after
+            try:
+                pair = load_pair(self.registry, spec, progress=progress, **knobs)
+            except BaseException:  # failed or cancelled half-way: give back what was loaded
+                free_memory()
+                raise
+            self.pairs[key] = pair
+            return pair
+
+    def hold(self, pair: LoadedPair, release: Callable[[], None]) -> None:
+        """Call `release` when `pair` is evicted, so a user that keeps it between jobs (a paused
+        run) drops its references and the memory really comes back. Held weakly: an abandoned
+        holder does not stay alive for this."""
+        ref = weakref.WeakMethod(release) if hasattr(release, "__self__") else weakref.ref(release)
+        with self.lock:
+            if any(p is pair for p in self.pairs.values()):
+                self.holders.setdefault(id(pair), []).append(ref)
+            else:  # already evicted (or never cached): let go at once
+                release()
+
+    def resident(self) -> list[str]:
+        """Names of the pairs the cache holds (for tests and the page)."""
+        with self.lock:
+            return [key[0] for key in self.pairs]
+
+    def clear(self) -> None:
+        with self.lock:
+            self.evict(0)
+
+    def evict(self, leave: int) -> None:
+        """Drop least recently used pairs until `leave` remain, and give their memory back."""
+        if len(self.pairs) <= leave:
+            return
+        while len(self.pairs) > leave:
+            _, pair = self.pairs.popitem(last=False)
+            for ref in self.holders.pop(id(pair), []):
+                if (release := ref()) is not None:
+                    release()
+            del pair
+        free_memory()
+
+
+def free_memory() -> None:
+    """Collect dropped models and hand freed memory back to the OS (and to CUDA)."""
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # glibc keeps freed heap pages unless asked
+    except (OSError, AttributeError):
+        pass
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def reporter(progress: Progress | None) -> Progress:
+    """Progress goes to the caller's callback (the UI); tqdm bars cover the console."""
+    return progress or (lambda message, fraction: None)

@@ -1,0 +1,278 @@
+"""models.yaml -> dataclasses: which models exist, where their weights come from, which pairs run.
+
+Pure configuration: no torch, nothing loaded. Every check names the file, the field path
+(e.g. `pairs.default.target`) and what was expected, because a typo in YAML should read like a
+form error, not a stack trace from deep inside a loader.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from playground.config import KNOBS, MODEL_QUANTIZATIONS as QUANTIZATIONS, check_value
+
+SOURCE_KINDS = ("hub", "local", "pack", "tiny")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+DEVICES = ("auto", "cpu", "cuda")
+TINY_ROLES = ("target", "draft")
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "models.yaml"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One place a model can come from."""
+
+    kind: str  # "hub" | "local" (checkpoint dir or .gguf file) | "pack" | "tiny"
+    ref: str  # hub repo id, path (absolute once loaded), model pack name, or tiny role
+    revision: str | None = None  # hub only: branch, tag or commit
+    gguf_file: str | None = None  # hub only: the GGUF file to take from a repo of GGUF files
+
+    def __str__(self) -> str:
+        options = (("revision", self.revision), ("gguf_file", self.gguf_file))
+        extra = "".join(f" {k}={v}" for k, v in options if v)
+        return f"{self.kind}:{self.ref}{extra}"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model: its sources in the order to try them, and how to load it."""
+
+    name: str
+    sources: tuple[Source, ...]  # tried in order until one loads
+    dtype: str = "auto"  # auto | float32 | bfloat16 | float16
+    quantization: str = "none"  # none | nf4 | int8 (bitsandbytes) | int8-cpu | int4-cpu (PyTorch CPU kernels)
+    device: str = "auto"  # auto | cpu | cuda
+    trust_remote_code: bool = False  # run the repo's own modelling code (hub/local only)
+    description: str = ""
+
+    @property
+    def needs_hub(self) -> bool:
+        """True when the hub is the only way to get this model."""
+        return all(s.kind == "hub" for s in self.sources)
+
+    @property
+    def random_weights(self) -> bool:
+        """True for the tiny in-process models: their output is gibberish by design."""
+        return all(s.kind == "tiny" for s in self.sources)
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """A target and the draft that speculates for it, with suggested knobs."""
+
+    name: str
+    target: str  # model name
+    draft: str  # model name
+    description: str  # one line, shown in the UI
+    gamma: int = KNOBS["gamma"].default  # suggested knobs (those marked pair_default in config.py)
+    temperature: float = KNOBS["temperature"].default
+    draft_vocab: int = KNOBS["draft_vocab"].default
+    needs_hub: bool = False  # derived: either model can only come from the hub
+    random_weights: bool = False  # derived: either model has random weights (tiny)
+
+    def suggested(self) -> dict:
+        """The knobs this pair suggests values for: where the app, the CLI and the export start."""
+        return {name: getattr(self, name) for name in PAIR_KNOBS}
+
+
+PAIR_KNOBS = tuple(k.name for k in KNOBS.values() if k.pair_default)
+assert set(PAIR_KNOBS) <= set(PairSpec.__dataclass_fields__), "each pair_default knob is a PairSpec field"
+
+
+@dataclass(frozen=True)
+class Registry:
+    models: dict[str, ModelSpec]
+    pairs: dict[str, PairSpec]
+    default_pair: str
+    path: str  # the file this was read from
+    shown: str = ""  # the file as the user named it (models.yaml by default), for error messages
+
+    @property
+    def where(self) -> str:
+        """How messages name this file: never a server-side absolute path the user did not give."""
+        return self.shown or Path(self.path).name
+
+    def pair(self, name: str | None) -> PairSpec:
+        """The named pair; None gives the default."""
+        name = self.default_pair if name is None else name
+        if name not in self.pairs:
+            raise ValueError(f"{self.where}: unknown pair {name!r}; known pairs: {', '.join(self.pairs)}")
+        return self.pairs[name]
+
+    def model(self, name: str) -> ModelSpec:
+        if name not in self.models:
+            raise ValueError(f"{self.where}: unknown model {name!r}; known models: {', '.join(self.models)}")
+        return self.models[name]
+
+
+def load_registry(path: str | os.PathLike | None = None) -> Registry:
+    """Read and check models.yaml. None: $PLAYGROUND_CONFIG, else the repository's models.yaml."""
+    given = path or os.environ.get("PLAYGROUND_CONFIG")
+    path = Path(given or DEFAULT_CONFIG)
+    shown = str(given) if given else path.name  # the shipped file is "models.yaml", not where it lies
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise ValueError(f"{shown}: cannot read the model registry ({e.strerror or e})") from e
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ValueError(f"{shown}: not valid YAML: {e}") from e
+    return parse_registry(data, path, shown)
+
+
+def parse_registry(data, path: Path, shown: str | None = None) -> Registry:
+    shown = shown or path.name
+    check = Checker(shown)
+    check.mapping("", data, required=("default_pair", "models", "pairs"), optional=())
+    check.mapping("models", data["models"], nonempty=True)
+    check.mapping("pairs", data["pairs"], nonempty=True)
+    models = {name: parse_model(check, name, entry, path.parent) for name, entry in data["models"].items()}
+    pairs = {name: parse_pair(check, name, entry, models) for name, entry in data["pairs"].items()}
+    default = check.string("default_pair", data["default_pair"])
+    if default not in pairs:
+        check.fail("default_pair", f"the name of a pair (one of: {', '.join(pairs)})", default)
+    return Registry(models, pairs, default, str(path), shown)
+
+
+def parse_model(check: Checker, name, entry, base: Path) -> ModelSpec:
+    where = f"models.{name}"
+    check.mapping(where, entry, required=("sources",),
+                  optional=("dtype", "quantization", "device", "trust_remote_code", "description"))
+    sources = entry["sources"]
+    if not isinstance(sources, list) or not sources:
+        check.fail(f"{where}.sources", "a non-empty list of sources", sources)
+    return ModelSpec(
+        name=check.string(f"{where} (name)", name),
+        sources=tuple(parse_source(check, f"{where}.sources[{i}]", s, base) for i, s in enumerate(sources)),
+        dtype=check.choice(f"{where}.dtype", entry.get("dtype", "auto"), DTYPES),
+        quantization=check.choice(f"{where}.quantization", entry.get("quantization", "none"), QUANTIZATIONS),
+        device=check.choice(f"{where}.device", entry.get("device", "auto"), DEVICES),
+        trust_remote_code=check.boolean(f"{where}.trust_remote_code", entry.get("trust_remote_code", False)),
+        description=check.string(f"{where}.description", entry.get("description", ""), empty_ok=True),
+    )
+
+
+def parse_source(check: Checker, where: str, entry, base: Path) -> Source:
+    """A source is a mapping with exactly one kind key (hub/local/pack/tiny) and its options."""
+    check.mapping(where, entry, optional=SOURCE_KINDS + ("revision", "gguf_file"))
+    kinds = [k for k in SOURCE_KINDS if k in entry]
+    if len(kinds) != 1:
+        check.fail(where, f"exactly one of {', '.join(SOURCE_KINDS)}", entry)
+    kind = kinds[0]
+    ref = check.string(f"{where}.{kind}", entry[kind])
+    for option in ("revision", "gguf_file"):
+        if option in entry and kind != "hub":
+            check.fail(f"{where}.{option}", f"no {option} (only hub sources take one)", entry[option])
+    if kind == "local":
+        ref = str((base / Path(ref).expanduser()).resolve())  # relative to the config file, not the cwd
+    if kind == "tiny" and ref not in TINY_ROLES:
+        check.fail(f"{where}.tiny", f"one of {', '.join(TINY_ROLES)}", ref)
+    if kind == "pack":
+        check_pack_name(check, f"{where}.pack", ref)
+    revision = check.string(f"{where}.revision", entry["revision"]) if "revision" in entry else None
+    gguf_file = check.string(f"{where}.gguf_file", entry["gguf_file"]) if "gguf_file" in entry else None
+    return Source(kind, ref, revision, gguf_file)
+
+
+def check_pack_name(check: Checker, where: str, name: str) -> None:
+    from playground.models.modelpack import load_catalog  # plain JSON, no torch
+
+    known = load_catalog()
+    if name not in known:
+        check.fail(where, f"a model pack listed in playground/model_packs.json ({', '.join(known)})", name)
+
+
+def parse_pair(check: Checker, name, entry, models: dict[str, ModelSpec]) -> PairSpec:
+    where = f"pairs.{name}"
+    check.mapping(where, entry, required=("target", "draft", "description"),
+                  optional=(*PAIR_KNOBS, "needs_hub", "random_weights"))
+    target, draft = (check.string(f"{where}.{role}", entry[role]) for role in ("target", "draft"))
+    for role, model in (("target", target), ("draft", draft)):
+        if model not in models:
+            expected = f"the name of a model in 'models' (one of: {', '.join(models)})"
+            check.fail(f"{where}.{role}", expected, model)
+    description = check.string(f"{where}.description", entry["description"])
+    if "\n" in description.strip():
+        check.fail(f"{where}.description", "one line", description)
+    pair = PairSpec(
+        name=check.string(f"{where} (name)", name),
+        target=target,
+        draft=draft,
+        description=description.strip(),
+        **{n: check.knob(f"{where}.{n}", KNOBS[n], entry[n]) for n in PAIR_KNOBS if n in entry},
+        needs_hub=models[target].needs_hub or models[draft].needs_hub,
+        random_weights=models[target].random_weights or models[draft].random_weights,
+    )
+    for flag in ("needs_hub", "random_weights"):  # optional in YAML as a label; must agree with the models
+        if flag in entry and check.boolean(f"{where}.{flag}", entry[flag]) != getattr(pair, flag):
+            derived = getattr(pair, flag)
+            check.fail(f"{where}.{flag}", f"{derived} (derived from the pair's models)", entry[flag])
+    return pair
+
+
+class Checker:
+    """Type checks that raise ValueError('<file>: <field path>: expected <what>, got <value>')."""
+
+    def __init__(self, file: str):
+        self.file = file
+
+    def fail(self, where: str, expected: str, got) -> None:
+        shown = repr(got) if len(repr(got)) <= 80 else repr(got)[:77] + "..."
+        raise ValueError(f"{self.file}: {where or '(top level)'}: expected {expected}, got {shown}")
+
+    def mapping(self, where, value, required=(), optional=None, nonempty=False) -> None:
+        """A mapping with string keys; with `optional` given, no keys beyond required + optional."""
+        if not isinstance(value, dict) or (nonempty and not value):
+            self.fail(where, "a non-empty mapping" if nonempty else "a mapping", value)
+        for key in value:
+            if not isinstance(key, str):
+                self.fail(where, "string keys", key)
+        for key in required:
+            if key not in value:
+                self.fail(f"{where}.{key}".lstrip("."), "a value (the field is required)", None)
+        if optional is not None:
+            allowed = tuple(required) + tuple(optional)
+            for key in value:
+                if key not in allowed:
+                    expected = f"no such field (allowed: {', '.join(allowed)})"
+                    self.fail(f"{where}.{key}".lstrip("."), expected, key)
+
+    def string(self, where, value, empty_ok=False) -> str:
+        if not isinstance(value, str) or (not empty_ok and not value.strip()):
+            self.fail(where, "a string" if empty_ok else "a non-empty string", value)
+        return value
+
+    def choice(self, where, value, allowed) -> str:
+        if value not in allowed or not isinstance(value, str):
+            self.fail(where, f"one of {', '.join(allowed)}", value)
+        return value
+
+    def boolean(self, where, value) -> bool:
+        if not isinstance(value, bool):
+            self.fail(where, "true or false", value)
+        return value
+
+    def integer(self, where, value, low, high) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            self.fail(where, f"an integer from {low} to {high}", value)
+        return value
+
+    def knob(self, where, k, value):
+        """A suggested knob value, held to the run configuration's own range for that knob."""
+        try:
+            check_value(k, value)
+        except ValueError:
+            kind = "an integer" if k.kind is int else "a number"
+            self.fail(where, f"{kind} in [{k.low}, {k.high}]" if not k.choices else f"one of {k.choices}", value)
+        return value
+
+    def number(self, where, value, low, high) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            self.fail(where, f"a number from {low} to {high}", value)
+        return float(value)
