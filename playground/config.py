@@ -1,9 +1,9 @@
 """One run configuration: every knob of a run, declared once with its default, range and help.
 
-The engine's SpecConfig checks its fields here, the drafter factory reads the drafter knobs, the
+The engine's SpecConfig checks its fields here, the drafter factory (engine/factory.py) reads the drafter knobs, the
 benchmark's flags, the app's controls and its API parameters, the sweep axes, the export and the
 report columns are all derived from this record: nothing else writes a knob's default or range.
-Plain Python, no torch: the page and `--help` import it.
+Plain Python, no torch, and a leaf: it imports nothing of playground, so every layer may import it.
 """
 
 from __future__ import annotations
@@ -126,25 +126,6 @@ class RunConfig:
         """Build from raw page or API values: a whole float becomes an int where an int is expected
         (sliders send 4.0), an int a float where a float is; anything else is left to the checks."""
         return cls(**{name: coerce(KNOBS[name], value) for name, value in values.items()})
-
-    def spec_config(self, **engine_only):
-        """The engine's SpecConfig (its decoding fields), plus engine-only options (detail, stop_strings)."""
-        from playground.engine.generate import SpecConfig  # torch: imported when a run starts, not with the page
-
-        return SpecConfig(**{k.name: getattr(self, k.name) for k in group("decoding")}, **engine_only)
-
-    def make_drafter(self, draft_model):
-        """The one drafter factory: a fresh drafter for one run (a model drafter owns a KV cache)."""
-        from playground.engine.drafters import ModelDrafter, PromptLookupDrafter
-
-        if self.drafter == PROMPT_LOOKUP:
-            return PromptLookupDrafter(self.ngram_min, self.ngram_max)
-        if self.speculation == TREE:
-            from playground.engine.tree_drafter import TreeDrafter
-
-            return TreeDrafter(draft_model, self.tree_budget, self.tree_depth, self.tree_branching,
-                               draft_vocab=self.draft_vocab or None, width=self.tree_width)
-        return ModelDrafter(draft_model, draft_vocab=self.draft_vocab or None)
 
     def quantization(self) -> dict:
         """Keyword arguments for PairCache.get: None keeps the registry's own setting."""

@@ -402,13 +402,13 @@ def test_a_sweep_compares_drafts_and_each_cell_builds_the_drafter_it_names(tmp_p
     """Drafts compared for one target (issue 12): n-gram sizes of prompt lookup, then draft
     vocabularies of the draft model and the drafter kind. What is asserted is the drafter each
     timed run actually built, and that the report, the table and the figure name each draft."""
+    from playground.engine import factory
     from playground.measure import charts
-    from playground.config import RunConfig
     from playground.engine.drafters import ModelDrafter, PromptLookupDrafter
 
     built = []
-    make = RunConfig.make_drafter
-    monkeypatch.setattr(RunConfig, "make_drafter", lambda self, draft: built.append(make(self, draft)) or built[-1])
+    make = factory.make_drafter
+    monkeypatch.setattr(factory, "make_drafter", lambda run, draft: built.append(make(run, draft)) or built[-1])
 
     out = tmp_path / "ngram.json"
     argv = SMALL_RUN + ["--drafter", "prompt_lookup", "--sweep", "ngram_max=2,3", "--json", str(out)]

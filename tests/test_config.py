@@ -49,13 +49,14 @@ def test_bounds_that_are_other_fields():
 
 
 def test_spec_config_is_the_decoding_group_with_the_same_defaults_and_checks():
+    from playground.engine import factory
     spec_fields = {f.name: f.default for f in dataclasses.fields(SpecConfig)}
     for k in group("decoding"):
         assert spec_fields[k.name] == k.default, k.name
         if k.kind in (int, float):
             with pytest.raises(ValueError, match=rf"^{k.name} must be"):
                 SpecConfig(**{k.name: outside(k)[1]})
-    assert RunConfig(gamma=7, temperature=0.5).spec_config() == SpecConfig(gamma=7, temperature=0.5)
+    assert factory.spec_config(RunConfig(gamma=7, temperature=0.5)) == SpecConfig(gamma=7, temperature=0.5)
     # a report's settings: the decoding knobs, then what shapes the draft (what a sweep compares)
     drafting = [k.name for k in group("drafter")] + ["draft_quantization"]
     assert list(settings_of(RunConfig())) == [k.name for k in group("decoding")] + drafting
@@ -86,11 +87,12 @@ def test_cli_errors_name_the_flag_and_range(capsys):
 
 
 def test_cli_builds_the_drafter_the_flags_describe():
+    from playground.engine import factory
     args = build_parser().parse_args(["--pair", "tiny", "--drafter", PROMPT_LOOKUP, "--ngram-min", "2",
                                       "--ngram-max", "5", "--draft-vocab", "100"])
     args.argv = []
     run = make_plan(args).cells[0]
-    drafter = run.make_drafter(None)
+    drafter = factory.make_drafter(run, None)
     assert (drafter.min_ngram, drafter.max_ngram) == (2, 5)
     assert run.draft_vocab == 100
 

@@ -1,46 +1,143 @@
-"""The source's shape, as DESIGN.md states it: each tab is a room of its own (no tab imports
-another; shared widgets, examples and helpers live in modules every tab may use), and the
-measurement and math a tab shows live below the UI, not in a view module."""
+"""The source's shape, as docs/design.md states it: folders are the layers and data flows one way.
+
+    config  →  engine, models  →  measure  →  app (shared, then one folder per tab)
+
+config imports nothing of playground; engine and models import config and never each other;
+measure imports the engine and models; the app imports everything below it. Inside the app a tab
+imports app/shared and the layers below, never another tab; only app/demo.py builds the tabs.
+Commands (`cli.py`, `__main__.py`, playground/bench.py) sit on top of the layer they serve and may
+import any layer but the app. The test walks every import in every module, at module level or
+inside a function, and fails on an upward import or a cycle between modules' top-level imports.
+"""
+
+from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-UI = Path(__file__).parents[1] / "playground" / "ui"
+PACKAGE = Path(__file__).parents[1] / "playground"
+RANK = {"config": 0, "engine": 1, "models": 1, "measure": 2, "app": 3}
 
 
-def imported(path: Path) -> set[str]:
-    """The playground.ui modules a file imports (relative imports, any depth in the file)."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == 1:
-            if node.module:
-                names.add(node.module.split(".")[0])
-            else:
-                names.update(alias.name for alias in node.names)
-    return names
+def module_name(path: Path, root: Path = PACKAGE) -> str:
+    parts = ["playground", *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def test_no_tab_imports_another_and_only_the_app_imports_tabs():
-    for path in UI.glob("*.py"):
-        tabs = {name for name in imported(path) if name.startswith("tab_")}
-        if path.name == "__init__.py":
-            continue  # the app: builds every tab and wires what one hands to another
-        assert not tabs, f"{path.name} imports {sorted(tabs)}"
+def imports(path: Path, root: Path = PACKAGE) -> list[tuple[str, bool]]:
+    """(module imported, at module level?) for every playground import in the file."""
+    name = module_name(path, root)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    tree = ast.parse(path.read_text())
+    top = {id(node) for node in tree.body}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            if base.split(".")[0] == "playground":
+                found += [(f"{base}.{a.name}", id(node) in top) for a in node.names] if not node.module or \
+                    (root / Path(*base.split(".")[1:])).is_dir() else [(base, id(node) in top)]
+        elif isinstance(node, ast.Import):
+            found += [(a.name, id(node) in top) for a in node.names if a.name.split(".")[0] == "playground"]
+    return found
 
 
-def test_the_check_can_fail():
-    """The walk sees a tab importing another, at module level or inside a function."""
-    import tempfile
+def layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in RANK else None
 
-    with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "tab_x.py"
-        path.write_text("def f():\n    from .tab_race import EXAMPLES\n    from . import tab_sweep\n")
-        assert {"tab_race", "tab_sweep"} <= imported(path)
+
+def is_command(module: str) -> bool:
+    return module == "playground.bench" or module.split(".")[-1] in ("cli", "__main__")
+
+
+def tab(module: str) -> str | None:
+    """The tab folder of an app module (None for app/shared, app/demo and the package)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 3 and parts[1] == "app" and parts[2] != "shared" else None
+
+
+def problems(root: Path = PACKAGE) -> list[str]:
+    """Every upward import, tab-to-tab import and top-level import cycle under root."""
+    found, graph = [], {}
+    for path in sorted(root.rglob("*.py")):
+        me = module_name(path, root)
+        graph[me] = set()
+        for other, at_top in imports(path, root):
+            if other.startswith(me + ".") or other == "playground":
+                continue
+            if at_top:
+                graph[me].add(other)
+            mine, theirs = layer(me), layer(other)
+            if is_command(me):
+                if theirs == "app" and mine != "app":
+                    found.append(f"{me} (a command) imports the app: {other}")
+            elif mine and theirs and RANK[theirs] > RANK[mine]:
+                found.append(f"{me} ({mine}) imports upward: {other} ({theirs})")
+            elif mine and theirs and mine != theirs and RANK[theirs] == RANK[mine]:
+                found.append(f"{me} ({mine}) imports its sibling layer: {other} ({theirs})")
+            elif mine is None and me != "playground" and theirs is not None and not is_command(me):
+                found.append(f"{me} sits outside the layers and imports {other}")
+            if tab(me) and tab(other) and tab(me) != tab(other):
+                found.append(f"{me} (tab {tab(me)}) imports another tab: {other}")
+            if tab(other) and me.startswith("playground.app.") and not tab(me) and me != "playground.app.demo":
+                found.append(f"{me} imports a tab ({other}); only app/demo.py builds the tabs")
+    return found + cycles(graph)
+
+
+def cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Cycles among modules' top-level imports (a function-level import is lazy, so it may close one
+    only when it also crosses no layer, which problems() checks on its own)."""
+    found, state = [], {}
+
+    def visit(node, trail):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            nxt = nxt if nxt in graph else nxt.rsplit(".", 1)[0]
+            if state.get(nxt) == "open":
+                found.append(" → ".join(trail[trail.index(nxt):] + [nxt]) if nxt in trail else nxt)
+            elif nxt in graph and nxt not in state:
+                visit(nxt, trail + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return [f"import cycle: {c}" for c in found]
+
+
+def test_every_import_flows_down_the_layers_and_no_tab_imports_another():
+    assert problems() == []
+
+
+def test_the_walk_fails_on_an_upward_import_a_tab_import_and_a_cycle(tmp_path):
+    """The check can fail: a fake tree with each fault, at module level and inside a function."""
+    files = {
+        "config.py": "def f():\n    from playground.engine import generate\n",
+        "engine/__init__.py": "", "engine/a.py": "from playground.engine import b\n",
+        "engine/b.py": "from playground.engine.a import x\n",
+        "models/__init__.py": "", "models/load.py": "from playground.engine.a import x\n",
+        "measure/__init__.py": "", "measure/runs.py": "from ..app.shared import flow\n",
+        "app/__init__.py": "", "app/shared/__init__.py": "", "app/shared/flow.py": "",
+        "app/race/__init__.py": "", "app/race/tab.py": "def g():\n    from playground.app.lab import tab\n",
+        "app/lab/__init__.py": "", "app/lab/tab.py": "",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = "\n".join(problems(tmp_path))
+    assert "playground.config (config) imports upward: playground.engine.generate" in found
+    assert "playground.measure.runs (measure) imports upward: playground.app.shared.flow" in found
+    assert "playground.models.load (models) imports its sibling layer" in found
+    assert "playground.app.race.tab (tab race) imports another tab: playground.app.lab.tab" in found
+    assert "import cycle: playground.engine.a → playground.engine.b → playground.engine.a" in found
 
 
 def test_ui_modules_do_not_measure_or_time_on_their_own():
-    """Threads for a measurement, timing and the speedup formulas come from bench/ and sampling.py."""
-    for path in UI.glob("*.py"):
+    """Threads for a measurement, timing and the speedup formula come from measure/ and the engine."""
+    for path in (PACKAGE / "app").rglob("*.py"):
         text = path.read_text()
         assert "set_num_threads" not in text, path.name
         assert "def expected_speedup" not in text and "def sloped_speedup" not in text, path.name

@@ -140,14 +140,16 @@ def test_two_clients_share_the_queue_and_each_gets_its_own_result(url):
     second = client(url).submit(*args("second", max_new_tokens=17), api_name="/race")
     first_done = second_started = None
     deadline = time.monotonic() + 120
-    while not (first.done() and second.done()):  # watch when each is served
+    while True:  # watch when each is served; record before leaving, so the last poll counts too
         assert time.monotonic() < deadline
-        now = time.monotonic()
+        now, both = time.monotonic(), first.done() and second.done()
         if first_done is None and first.done():
             first_done = now
         frames = [o for o in second.outputs() if isinstance(o[1], str) and "tokens" in o[1]]
         if second_started is None and (frames or second.done()):
             second_started = now
+        if both:
+            break
         time.sleep(0.01)
     a, b = first.result(), second.result()
     assert tokens_shown(a[1]) == 120 and tokens_shown(b[1]) == 17  # each its own

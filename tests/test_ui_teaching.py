@@ -610,10 +610,11 @@ def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx):
 
 
 def test_sweep_tree_rows_sweep_the_depth_and_reproduce_greedy_output(ctx):
+    from playground.engine import factory
     from playground.engine.tree_drafter import TreeDrafter
 
     plan = sweep.make_plan(**plan_args(), builtin={"Code": "x"})
-    built = sweep.cell_settings(plan, sweep.TREE_ROW, 3).make_drafter(ctx.cache.get("tiny").draft.model)
+    built = factory.make_drafter(sweep.cell_settings(plan, sweep.TREE_ROW, 3), ctx.cache.get("tiny").draft.model)
     assert isinstance(built, TreeDrafter) and built.depth == 3
     outputs = list(sweep_handler(ctx)("tiny", "2,3", [MODEL, sweep.TREE_ROW], "0", ["Code"], [], 1, 12, 1, 0, "",
                                       SimpleNamespace(session_hash="trees")))
@@ -627,12 +628,13 @@ def test_sweep_tree_rows_sweep_the_depth_and_reproduce_greedy_output(ctx):
 def test_sweep_compares_drafts_and_each_row_builds_the_drafter_it_names(ctx, monkeypatch):
     """Draft settings as rows (issue 12): n-gram sizes and draft vocabularies, in the benchmark's
     --sweep grammar. Asserted on the drafters the timed runs actually built."""
-    from playground.config import PROMPT_LOOKUP, RunConfig
+    from playground.engine import factory
+    from playground.config import PROMPT_LOOKUP
     from playground.engine.drafters import ModelDrafter, PromptLookupDrafter
 
     built = []
-    make = RunConfig.make_drafter
-    monkeypatch.setattr(RunConfig, "make_drafter", lambda self, draft: built.append(make(self, draft)) or built[-1])
+    make = factory.make_drafter
+    monkeypatch.setattr(factory, "make_drafter", lambda run, draft: built.append(make(run, draft)) or built[-1])
     outputs = list(sweep_handler(ctx)("tiny", "2", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0,
                                       "draft_vocab=100,120 ngram_max=2,3", SimpleNamespace(session_hash="drafts")))
     table, speedup, *_, fastest = outputs[-1]

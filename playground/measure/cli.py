@@ -270,6 +270,7 @@ def tree_shape(args) -> dict | None:
 
 def run_setting(setup, encoded, cell, args, device, name: str) -> dict:
     """One point of the grid: warm up, then measure every prompt that fits the context."""
+    from playground.engine import factory
     from tqdm import tqdm
 
     from playground.measure.machine import peak_memory, reset_peak_memory
@@ -277,7 +278,7 @@ def run_setting(setup, encoded, cell, args, device, name: str) -> dict:
     from playground.measure.runs import measure_prompt, warm_up
     from playground.measure.summary import by_category, summarize_records
 
-    config = cell.spec_config()
+    config = factory.spec_config(cell)
     reasons = [context_problem(setup.target, ids, config) for _, ids in encoded]
     fitting = [item for item, reason in zip(encoded, reasons) if reason is None]
     skipped = [{"id": p.id, "category": p.category, "reason": reason}
@@ -363,10 +364,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def check_drafters(parser, plan: Plan, pair) -> None:
     """Each cell's draft vocabulary against the loaded draft, before anything is timed."""
+    from playground.engine import factory
     for cell in plan.cells:
         if cell.draft_vocab:
             try:
-                cell.make_drafter(pair.draft.model)
+                factory.make_drafter(cell, pair.draft.model)
             except ValueError as error:
                 flag = "--sweep" if len({c.draft_vocab for c in plan.cells}) > 1 else "--draft-vocab"
                 parser.error(f"argument {flag}: {error}")

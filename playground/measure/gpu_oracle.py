@@ -187,7 +187,8 @@ def oracle_row(target, prompt, recording, gamma: int, args, hf_tok_s) -> Row:
 
 def draft_rows(target, draft, prompt, gamma: int, args) -> list[Row]:
     """The random draft (alpha ~ 0): the price of c with nothing accepted, ours and transformers'."""
-    from playground.engine.drafters import ModelDrafter
+    from playground.config import RunConfig
+    from playground.engine import factory
     from playground.engine.generate import SpecConfig
     from playground.engine.events import summarize
     from playground.measure.runs import Run, engine_run
@@ -195,7 +196,7 @@ def draft_rows(target, draft, prompt, gamma: int, args) -> list[Row]:
 
     config = SpecConfig(gamma=gamma, max_new_tokens=args.max_new_tokens)
     methods = {"ar": lambda: engine_run(target, prompt, config, None, ()),
-               "draft": lambda: engine_run(target, prompt, config, ModelDrafter(draft), ())}
+               "draft": lambda: engine_run(target, prompt, config, factory.model_drafter(RunConfig(), draft), ())}
     if not args.no_reference:
         methods["hf"] = lambda: Run(*hf_generate(target, prompt, config, ()))
         methods["hf_assisted"] = lambda: Run(*hf_generate(target, prompt, config, (), assistant=draft))
@@ -235,7 +236,8 @@ def all_rows(target, draft, prompt, args, start: float) -> list[Row]:
 def warm_up(target, draft, prompt, args) -> None:
     """First calls pay for the CUDA context, cuBLAS handles and kernel selection: keep them out of
     the timings."""
-    from playground.engine.drafters import ModelDrafter
+    from playground.config import RunConfig
+    from playground.engine import factory
     from playground.engine.generate import SpecConfig
     from playground.measure.runs import engine_run
     from playground.measure.oracle import OracleDrafter
@@ -244,7 +246,7 @@ def warm_up(target, draft, prompt, args) -> None:
     config = SpecConfig(gamma=max(args.gammas), max_new_tokens=8)
     engine_run(target, prompt, config, None, ())
     engine_run(target, prompt, config, OracleDrafter(prompt), ())
-    engine_run(target, prompt, config, ModelDrafter(draft), ())
+    engine_run(target, prompt, config, factory.model_drafter(RunConfig(), draft), ())
     if not args.no_reference:
         hf_generate(target, prompt, config, ())
         hf_generate(target, prompt, config, (), assistant=draft)

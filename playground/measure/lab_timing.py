@@ -28,8 +28,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from playground.engine.drafters import ModelDrafter
-    from playground.engine.generate import SpecConfig
+    from playground.engine import factory
     from playground.measure.lab import fast_lab, losslessness_lab
     from playground.models.loading import PairCache
     from playground.models.registry import load_registry
@@ -40,11 +39,11 @@ def main(argv: list[str] | None = None) -> None:
 
     from playground.config import RunConfig
 
-    quantizations = RunConfig(target_quantization=args.target_quantization,
-                              draft_quantization=args.draft_quantization).quantization()
-    pair = PairCache(load_registry()).get(args.pair, **quantizations)
+    run = RunConfig(pair=args.pair, gamma=1, max_new_tokens=1, temperature=args.temperature, seed=args.seed,
+                    target_quantization=args.target_quantization, draft_quantization=args.draft_quantization)
+    pair = PairCache(load_registry()).get(args.pair, **run.quantization())
     ids = encode_prompt(pair.tokenizer, args.prompt)
-    config = SpecConfig(gamma=1, max_new_tokens=1, temperature=args.temperature, seed=args.seed)
+    config = factory.spec_config(run)
     # The first forward after loading pays one-time costs (weights paged in, kernels chosen); the
     # fast mode runs twice so its cold and warm times are both visible.
     modes = [("fast (cold)", fast_lab, args.draws), ("fast", fast_lab, args.draws)] + ([("slow", losslessness_lab, args.slow_draws)] if args.slow_draws else [])
@@ -52,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
         marks: list[float] = []
         started = time.perf_counter()
         report = (lambda *_, marks=marks: marks.append(time.perf_counter())) if name.startswith("fast") else None
-        result = lab(pair.target.model, ModelDrafter(pair.draft.model), ids, config, draws, report)
+        result = lab(pair.target.model, factory.model_drafter(run, pair.draft.model), ids, config, draws, report)
         seconds = time.perf_counter() - started
         if marks:  # the first report comes after p and q (two forwards) and the first 100 draws
             print(f"{name}: p, q and the first 100 draws in {marks[0] - started:.1f} s, "

@@ -59,6 +59,7 @@ def breakdown(name: str, events, wall: float) -> str:
 
 
 def main(argv=None) -> int:
+    from playground.engine import factory
     args = options(argv)
     from dataclasses import replace
 
@@ -75,7 +76,7 @@ def main(argv=None) -> int:
         run = RunConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, draft_vocab=args.draft_vocab,
                         tree_budget=args.tree_budget, tree_depth=args.tree_depth,
                         tree_branching=args.tree_branching, tree_width=args.tree_width)
-        config = run.spec_config()
+        config = factory.spec_config(run)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -85,8 +86,8 @@ def main(argv=None) -> int:
     ids = encode_prompt(pair.tokenizer, args.prompt)
     eos = eos_ids(pair.tokenizer, target, draft)
     try:
-        drafters = [run.make_drafter(draft) for _ in range(2)]  # the one drafter factory
-        trees = [replace(run, speculation=TREE).make_drafter(draft) for _ in range(2)] if args.tree else []
+        drafters = [factory.make_drafter(run, draft) for _ in range(2)]  # the one drafter factory
+        trees = [factory.make_drafter(replace(run, speculation=TREE), draft) for _ in range(2)] if args.tree else []
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from playground.config import PROMPT_LOOKUP, TREE, RunConfig
+from playground.engine import factory
 from playground.engine.generate import SpecConfig, clock, generate
 from playground.engine.events import StepEvent, acceptance_by_rank, costs, output_tokens, steady_events, summarize
 from playground.measure.divergence import first_divergence, margin_at
@@ -60,10 +61,10 @@ class Setup:
                    reference=reference, tree=tree)
 
     def make_drafter(self):
-        return self.run.make_drafter(self.draft)
+        return factory.make_drafter(self.run, self.draft)
 
     def make_tree_drafter(self):
-        return replace(self.run, speculation=TREE).make_drafter(self.draft)
+        return factory.make_drafter(replace(self.run, speculation=TREE), self.draft)
 
     def methods(self, config: SpecConfig) -> dict[str, Callable[[list[int]], Run]]:
         """Each timed method as a function of the prompt ids, in the order they first run."""

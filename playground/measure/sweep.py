@@ -233,6 +233,7 @@ def make_plan(
 def run_sweep(pair, plan: Plan, report) -> list[dict]:
     """Measure every cell (in lockstep with the page); report("run", what, done, total) after each
     run and report("cell", row, done, total) after each cell. Returns the rows."""
+    from playground.engine import factory
     from dataclasses import replace
 
     from playground.measure.machine import spare_a_core
@@ -246,7 +247,7 @@ def run_sweep(pair, plan: Plan, report) -> list[dict]:
         for drafter, temperature, gamma, draft in plan.cells:
             settings = cell_settings(plan, drafter, gamma, draft, temperature)
             setup = Setup.of(pair, settings)
-            config = replace(settings.spec_config(), gamma=gamma)  # a tree row drafts γ levels deep
+            config = replace(factory.spec_config(settings), gamma=gamma)  # a tree row drafts γ levels deep
             fitting = [(p, ids) for p, ids in encoded if context_problem(setup.target, ids, config) is None]
             if not fitting:
                 raise ValueError(

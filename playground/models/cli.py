@@ -106,6 +106,7 @@ def fetch_pair(registry: Registry, args) -> int:
 
 
 def generate_text(registry: Registry, args) -> int:
+    from playground.engine import factory
     from playground.config import RunConfig
     from playground.engine.generate import generate
     from playground.engine.events import output_tokens, summarize
@@ -114,7 +115,7 @@ def generate_text(registry: Registry, args) -> int:
     pair = load_chosen(registry, args)
     ids = encode_prompt(pair.tokenizer, args.prompt)
     run = RunConfig(pair=pair.spec.name, max_new_tokens=args.max_new_tokens, **pair.spec.suggested())
-    events = list(generate(pair.target.model, ids, run.spec_config(), run.make_drafter(pair.draft.model),
+    events = list(generate(pair.target.model, ids, factory.spec_config(run), factory.make_drafter(run, pair.draft.model),
                            eos_token_ids=eos_ids(pair.tokenizer, pair.target.model)))
     print(pair.tokenizer.decode(output_tokens(events), skip_special_tokens=True))
     m = summarize(events)

@@ -82,9 +82,10 @@ def export_handler(ctx: AppContext):
 
 def snippets(ctx: AppContext, knobs: list) -> tuple:
     """(notes HTML, vllm serve, vLLM Python, llama-server, transformers); a bad knob is said in the notes."""
+    from playground.engine import factory
     try:
         settings = RunConfig.from_values(dict(zip(RunConfig.names(), knobs, strict=True)))
-        settings.spec_config()
+        factory.spec_config(settings)
         s = export.from_settings(ctx.registry, settings)
     except ValueError as e:
         return (f'<p style="color:#b42318">⚠ {html.escape(str(e))}</p>', *(gr.skip(),) * 4)

@@ -181,19 +181,19 @@ def token_label(loaded):
 
 def drawing(loaded, prompt: str, settings, n: int, progress):
     """Run lab.losslessness_lab in lockstep, streaming progress; returns its LabResult."""
-    from playground.engine.drafters import ModelDrafter
+    from playground.engine import factory
     from playground.measure.lab import losslessness_lab
     from playground.models.text import encode_prompt
 
     ids = encode_prompt(loaded.tokenizer, prompt)
-    config = settings.spec_config()
+    config = factory.spec_config(settings)
 
     def work(report):
         def each_draw(done: int, total: int) -> None:
             report(done, total, final=done == total)
 
         return losslessness_lab(
-            loaded.target.model, ModelDrafter(loaded.draft.model), ids, config, n, each_draw
+            loaded.target.model, factory.model_drafter(settings, loaded.draft.model), ids, config, n, each_draw
         )
 
     def show(done: int, total: int) -> tuple:
@@ -281,17 +281,17 @@ def fast_handler(ctx: AppContext):
 
 def fast_drawing(loaded, prompt: str, settings, n: int, note: str):
     """Run lab.fast_lab in lockstep; every checkpoint redraws all four outputs."""
-    from playground.engine.drafters import ModelDrafter
+    from playground.engine import factory
     from playground.measure.lab import fast_lab
     from playground.models.text import encode_prompt
 
     ids = encode_prompt(loaded.tokenizer, prompt)
-    config = settings.spec_config()
+    config = factory.spec_config(settings)
     label = token_label(loaded)
     history: list[tuple[int, float, float]] = []  # (N, speculative distance, direct distance)
 
     def work(report):
-        return fast_lab(loaded.target.model, ModelDrafter(loaded.draft.model), ids, config, n, report)
+        return fast_lab(loaded.target.model, factory.model_drafter(settings, loaded.draft.model), ids, config, n, report)
 
     def show(result) -> tuple:
         history.append((result.draws, result.speculative_vs_p.total_variation, result.direct_vs_p.total_variation))

@@ -170,23 +170,24 @@ def running(message: str, fraction: float | None) -> tuple:
 
 def generation(loaded, ids, settings, prompt, report) -> dict:
     """Steps 1 and 2: one speculative generation through the bench's engine_run; its events."""
+    from playground.engine import factory
     from playground.measure.runs import engine_run
     from playground.models.text import eos_ids
 
     report(f"Generating {settings.max_new_tokens} tokens at γ = {settings.gamma}…", None)
     eos = eos_ids(loaded.tokenizer, loaded.target.model, loaded.draft.model)
-    run = engine_run(loaded.target.model, ids, settings.spec_config(), settings.make_drafter(loaded.draft.model), eos)
+    run = engine_run(loaded.target.model, ids, factory.spec_config(settings), factory.make_drafter(settings, loaded.draft.model), eos)
     return {"events": run.events}
 
 
 def lab_draws(loaded, ids, settings, prompt, report) -> dict:
     """Step 3: the fast losslessness lab on the prompt's first token."""
-    from playground.engine.drafters import ModelDrafter
+    from playground.engine import factory
     from playground.measure.lab import fast_lab
 
     report(f"Drawing {LAB_DRAWS:,} first tokens…", None)
-    config = settings.spec_config()
-    last = fast_lab(loaded.target.model, ModelDrafter(loaded.draft.model), ids, config, LAB_DRAWS,
+    config = factory.spec_config(settings)
+    last = fast_lab(loaded.target.model, factory.model_drafter(settings, loaded.draft.model), ids, config, LAB_DRAWS,
                     lambda r: report(f"Drawn {r.draws:,} of {LAB_DRAWS:,}", r.draws / LAB_DRAWS))
     return {"lab": last}
 

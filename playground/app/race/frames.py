@@ -105,16 +105,17 @@ def race_frames(
 
     Raises ValueError, naming the field, for bad settings or a prompt that does not fit.
     """
+    from playground.engine import factory
     from playground.measure.machine import spare_a_core
     from playground.measure.runs import Setup, warm_up
     from playground.engine.generate import check_inputs, generate
     from playground.models.text import encode_prompt, eos_ids
 
     tokenizer = pair.tokenizer
-    config = settings.spec_config()
+    config = factory.spec_config(settings)
     ids = encode_prompt(tokenizer, prompt, system=system or None)
     eos = eos_ids(tokenizer, pair.target.model, pair.draft.model)
-    drafter = settings.make_drafter(pair.draft.model)
+    drafter = factory.make_drafter(settings, pair.draft.model)
     check_inputs(pair.target.model, ids, config, drafter, tokenizer)  # fail before the page is cleared
     with spare_a_core():
         # the benchmark's warm-up, kept short (the last 8 prompt tokens, 3 new): the first calls of

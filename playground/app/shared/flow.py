@@ -105,8 +105,9 @@ def in_order(knobs: dict) -> list:
 
 def read_settings(values: dict) -> RunConfig:
     """RunConfig from page values, checked as far as the engine would (ValueError names the field)."""
+    from playground.engine import factory
     settings = RunConfig.from_values(values)
-    settings.spec_config()
+    factory.spec_config(settings)
     return settings
 
 

@@ -191,10 +191,11 @@ def measure(
     """Warm up, then time baseline and speculative runs alternated (bench.measure), as one point.
 
     report(done, total, what) is called after each run (the lockstep worker's callback)."""
+    from playground.engine import factory
     from playground.measure.runs import Setup, measure_prompt, warm_up
     from playground.measure.machine import spare_a_core
 
-    config = settings.spec_config()
+    config = factory.spec_config(settings)
     setup = Setup.of(pair, settings, tree=settings.drafter == MODEL)  # a tree's length beside the chain's
     total = (3 if setup.tree else 2) * repeats + 1
     with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
