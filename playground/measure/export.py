@@ -153,14 +153,23 @@ def vllm_serve(s: ExportSettings) -> str:
     return "\n".join(lines) + "\n"
 
 
+PLAIN = "plain"  # a deployment with no --speculative-config: the baseline a served race compares to
+
+
+def vllm_serve_args(s: ExportSettings, method: str | None = None) -> list[str]:
+    """`vllm serve`'s arguments (the model first) for `method` ('draft_model', 'ngram', or PLAIN for
+    no speculation). The one builder: the exported text and the launcher that runs it both use it."""
+    args = [s.target.checkpoint("target")]
+    if method != PLAIN:
+        args += ["--speculative-config", json.dumps(vllm_config(s, method))]
+    return args + ["--generation-config", "vllm",
+                   "--override-generation-config", json.dumps(vllm_sampling(s))]
+
+
 def serve_command(s: ExportSettings, method: str) -> str:
-    spec = json.dumps(vllm_config(s, method))
-    return (
-        f"vllm serve {shlex.quote(s.target.checkpoint('target'))} \\\n"
-        f"  --speculative-config {shlex.quote(spec)} \\\n"
-        f"  --generation-config vllm \\\n"
-        f"  --override-generation-config {shlex.quote(json.dumps(vllm_sampling(s)))}"
-    )
+    model, *flags = vllm_serve_args(s, method)
+    pairs = [f"{flag} {shlex.quote(value)}" for flag, value in zip(flags[::2], flags[1::2])]
+    return " \\\n  ".join([f"vllm serve {shlex.quote(model)}", *pairs])
 
 
 def vllm_python(s: ExportSettings) -> str:

@@ -1,0 +1,38 @@
+"""`python -m playground.serve`: served engines from the command line.
+
+  python -m playground.serve setup vllm [--venv DIR] [--force]   create vLLM's own venv
+  python -m playground.serve status                               where it is, whether it is ready
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from playground.measure.served import environment
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m playground.serve", description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    setup = sub.add_parser("setup", help="create a served engine's environment")
+    setup.add_argument("engine", choices=["vllm"])
+    setup.add_argument("--venv", type=Path, default=None, help="where (default: <cache>/vllm-venv)")
+    setup.add_argument("--force", action="store_true", help="make it anew even if it is ready")
+    sub.add_parser("status", help="where vLLM's environment is and whether it is ready")
+    args = ap.parse_args(argv)
+    if args.cmd == "setup":
+        try:
+            environment.setup_vllm(args.venv, force=args.force)
+        except RuntimeError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        return 0
+    venv = environment.default_venv()
+    print(f"vLLM venv: {venv} ({'ready' if environment.is_ready(venv) else 'not set up'})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
