@@ -5,6 +5,7 @@ Handlers are called directly on the tiny pair."""
 from __future__ import annotations
 
 import html
+from types import SimpleNamespace
 
 import gradio as gr
 import pytest
@@ -13,8 +14,9 @@ from playground.engine.events import BONUS, RESAMPLED, StepEvent, TreeNode, Tree
 from playground.app.stepthrough import tree_view
 from playground.app.shared.context import build_context
 from playground.config import PROMPT_LOOKUP, TREE, RunConfig
-from playground.app.race.tab import race_handler
-from playground.app.stepthrough.tab import step_handler
+from playground.app.race import tab as tab_race
+from playground.app.shared.flow import outputs
+from playground.app.stepthrough import tab as tab_stepthrough
 
 
 @pytest.fixture(scope="module")
@@ -22,6 +24,17 @@ def ctx():
     ctx = build_context()
     ctx.frame_every = 0.0
     return ctx
+
+
+@pytest.fixture(scope="module")
+def views(ctx):
+    """The Race and Step-through tabs' outputs, as the tabs build them."""
+    with gr.Blocks():
+        return SimpleNamespace(race=tab_race.build(ctx)["view"], step=tab_stepthrough.build(ctx)["view"])
+
+
+def step_handler(ctx, views):
+    return tab_stepthrough.step_handler(ctx, views.step)
 
 
 def knobs(**changes) -> list:
@@ -62,13 +75,13 @@ def test_tree_stages_list_every_tried_node_and_the_bonus():
     assert "u ≥: reject" in html.unescape(page) and "a bonus token" in page
 
 
-def test_step_through_draws_the_tree_of_each_step(ctx):
-    handler, seen = step_handler(ctx), set()
+def test_step_through_draws_the_tree_of_each_step(ctx, views):
+    handler, seen = step_handler(ctx, views), set()
     for seed in range(2, 6):  # a run may end early at an end-of-text token; then another seed
         stepper = None
         while not (stepper and stepper.finished) and not {RESAMPLED, BONUS} <= seen:
-            *_, (stepper, text, stages, figure, status) = handler("Once upon a time", "", stepper,
-                                                                   *knobs(temperature=1.0, seed=seed))
+            *_, last = handler("Once upon a time", "", stepper, *knobs(temperature=1.0, seed=seed))
+            stepper, text, stages, figure, status = (last[c] for c in outputs(views.step))
             event = stepper.history[-1]
             assert event.tree is not None and "verified a tree" in stages
             assert figure.layout.title.text.startswith(f"Draft tree: {len(event.tree.nodes)} nodes")
@@ -77,9 +90,9 @@ def test_step_through_draws_the_tree_of_each_step(ctx):
     assert {RESAMPLED, BONUS} <= seen, seen
 
 
-def test_greedy_tree_race_matches_the_baseline(ctx):
-    *_, last = race_handler(ctx)("def fibonacci(n):", "", *knobs())
-    assert "identical to the baseline" in last[5] and "Done" in last[-1]
+def test_greedy_tree_race_matches_the_baseline(ctx, views):
+    *_, last = tab_race.race_handler(ctx, views.race)("def fibonacci(n):", "", *knobs())
+    assert "identical to the baseline" in last[views.race.stats] and "Done" in last[views.race.status]
 
 
 @pytest.mark.parametrize("changes, message", [
@@ -88,7 +101,7 @@ def test_greedy_tree_race_matches_the_baseline(ctx):
     ({"tree_budget": 0}, "tree_budget must be an integer in [1, 256], got 0"),
     ({"tree_depth": 300}, "tree_depth must be an integer in [1, 64], got 300"),
 ])
-def test_bad_tree_knobs_are_messages_naming_the_field(ctx, changes, message):
+def test_bad_tree_knobs_are_messages_naming_the_field(ctx, views, changes, message):
     with pytest.raises(gr.Error) as raised:
-        list(step_handler(ctx)("hi", "", None, *knobs(**changes)))
+        list(step_handler(ctx, views)("hi", "", None, *knobs(**changes)))
     assert message in raised.value.message

@@ -7,6 +7,15 @@ import pytest
 
 from playground.measure.explorer import PRESETS, TOKENS
 from playground.app.explorer import tab as tab_explorer
+from playground.app.shared.flow import outputs
+
+
+@pytest.fixture(scope="module")
+def sample():
+    """The Sample handler on the tab's own view (its dicts are keyed by the view's components)."""
+    with gr.Blocks():
+        view = tab_explorer.build(None)["view"]
+    return tab_explorer.sample_handler(view), view
 
 
 def test_a_preset_sets_every_slider_and_redraws_every_view():
@@ -24,17 +33,24 @@ def test_redraw_names_the_bad_slider():
         tab_explorer.redraw(*weights)
 
 
-def test_sampling_streams_the_histogram_and_ends_with_the_verdict():
+def test_sampling_streams_the_histogram_and_ends_with_the_verdict(sample):
+    handler, view = sample
     preset = PRESETS["draft misses a token the target likes"]
-    frames = list(tab_explorer.sample_handler(*preset.p, *preset.q, 4000, 3))
+    frames = list(handler(*preset.p, *preset.q, 4000, 2**63 - 1))  # any seed the seed knob allows
     assert len(frames) > 2  # the histogram grows on screen
-    figure, note, status = frames[-1]
+    figure, note, status = (frames[-1][c] for c in outputs(view))
     assert sum(figure.data[0].y) == pytest.approx(1.0)
     assert "No detectable difference from p" in note and "Done: 4,000 draws" in status
 
 
 @pytest.mark.parametrize("draws", [0, 10**6, 2.5])
-def test_sampling_refuses_bad_draw_counts(draws):
+def test_sampling_refuses_bad_draw_counts(sample, draws):
     preset = PRESETS["identical"]
     with pytest.raises(gr.Error, match="N draws must be a whole number"):
-        list(tab_explorer.sample_handler(*preset.p, *preset.q, draws, 0))
+        list(sample[0](*preset.p, *preset.q, draws, 0))
+
+
+def test_sampling_refuses_a_seed_outside_the_seed_knob(sample):
+    preset = PRESETS["identical"]
+    with pytest.raises(gr.Error, match=r"seed must be a whole number in \[0, 9223372036854775807\], got -1"):
+        list(sample[0](*preset.p, *preset.q, 100, -1))

@@ -15,7 +15,9 @@ from playground.app.shared import plots, render
 from playground.app.shared.context import build_context
 from playground.app.race.frames import interleave
 from playground.config import PROMPT_LOOKUP, RunConfig
-from playground.app.race.tab import N_OUTPUTS, race_handler
+from playground.app.race import tab as tab_race
+from playground.app.race.tab import race_handler
+from playground.app.shared.flow import outputs as outputs_of
 
 FATES = {ACCEPTED, REJECTED, RESAMPLED, BONUS}
 
@@ -180,29 +182,38 @@ def ctx():
     return ctx
 
 
+@pytest.fixture(scope="module")
+def view(ctx):
+    """The Race tab's outputs, as the tab builds them (the handler's dicts are keyed by these)."""
+    with gr.Blocks():
+        return tab_race.build(ctx)["view"]
+
+
 def knobs(**changes) -> list:
     settings = RunConfig(pair="tiny", max_new_tokens=40)
     values = {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
     return [values[n] for n in RunConfig.names()]
 
 
-def frames(outputs) -> list[tuple]:
+def frames(outputs, view) -> list[dict]:
     """The outputs that redraw the race (not status-only updates)."""
-    return [o for o in outputs if isinstance(o[0], str)]
+    return [o for o in outputs if view.baseline in o]
 
 
 def classes(page: str) -> set[str]:
     return set(re.findall(r'class="tok (\w+)"', page))
 
 
-def test_race_streams_coloured_text_plots_and_stats(ctx):
-    outputs = list(race_handler(ctx)("def fibonacci(n):", "", *knobs(gamma=4)))
-    assert all(len(o) == N_OUTPUTS for o in outputs)
-    shown = frames(outputs)
+def test_race_streams_coloured_text_plots_and_stats(ctx, view):
+    outputs = list(race_handler(ctx, view)("def fibonacci(n):", "", *knobs(gamma=4)))
+    every = set(outputs_of(view))
+    assert all(set(o) <= every and view.status in o for o in outputs)  # keyed by the view's components
+    shown = frames(outputs, view)
     assert len(shown) >= 5, "the race should stream, not arrive in one piece"
-    counts = [int(re.search(r"(\d+) tokens", f[1]).group(1)) for f in shown]
+    assert all(set(o) == every for o in shown)  # a frame redraws everything
+    counts = [int(re.search(r"(\d+) tokens", f[view.speculative]).group(1)) for f in shown]
     assert counts == sorted(counts) and counts[0] < counts[-1] == 40
-    baseline, speculative, fig_tokens, fig_speedup, fig_accept, stats, status = shown[-1]
+    baseline, speculative, fig_tokens, fig_speedup, fig_accept, stats, status = (shown[-1][c] for c in outputs_of(view))
     assert classes(baseline) - {render.SPECIAL} == {TARGET}
     assert FATES <= classes(speculative), classes(speculative)
     assert len(fig_tokens.data) == 2 and len(fig_speedup.data[0].x) > 0 and len(fig_accept.data[0].y) > 0
@@ -210,20 +221,20 @@ def test_race_streams_coloured_text_plots_and_stats(ctx):
     assert "Done" in status and "Random-weight pair" in status
 
 
-def test_sampled_race_says_texts_differ_by_chance(ctx):
-    *_, last = race_handler(ctx)("Once upon a time", "", *knobs(temperature=0.9, top_p=0.9, seed=3))
-    assert "sampled (temperature 0.9)" in last[5]
+def test_sampled_race_says_texts_differ_by_chance(ctx, view):
+    *_, last = race_handler(ctx, view)("Once upon a time", "", *knobs(temperature=0.9, top_p=0.9, seed=3))
+    assert "sampled (temperature 0.9)" in last[view.stats]
 
 
-def test_draft_vocabulary_knob_reaches_the_drafter(ctx):
-    *_, last = race_handler(ctx)("def fibonacci(n):", "", *knobs(gamma=4, draft_vocab=120))
-    assert "identical to the baseline" in last[5] and "Done" in last[-1]
+def test_draft_vocabulary_knob_reaches_the_drafter(ctx, view):
+    *_, last = race_handler(ctx, view)("def fibonacci(n):", "", *knobs(gamma=4, draft_vocab=120))
+    assert "identical to the baseline" in last[view.stats] and "Done" in last[view.status]
 
 
-def test_prompt_lookup_race_runs(ctx):
+def test_prompt_lookup_race_runs(ctx, view):
     prompt = "x = [1, 2, 3]\ny = [1, 2, 3]\nz = [1, 2, 3]\n" * 3
-    *_, last = race_handler(ctx)(prompt, "be brief", *knobs(drafter=PROMPT_LOOKUP, gamma=6, ngram_max=4))
-    assert "prompt lookup proposes" in last[1] and "identical to the baseline" in last[5]
+    *_, last = race_handler(ctx, view)(prompt, "be brief", *knobs(drafter=PROMPT_LOOKUP, gamma=6, ngram_max=4))
+    assert "prompt lookup proposes" in last[view.speculative] and "identical to the baseline" in last[view.stats]
 
 
 @pytest.mark.parametrize(
@@ -243,36 +254,37 @@ def test_prompt_lookup_race_runs(ctx):
         ("x" * 2000, {"max_new_tokens": 100}, "max_new_tokens must be at most"),
     ],
 )
-def test_bad_input_is_a_message_naming_the_field(ctx, prompt, changes, message):
-    handler = race_handler(ctx)
+def test_bad_input_is_a_message_naming_the_field(ctx, view, prompt, changes, message):
+    handler = race_handler(ctx, view)
     outputs = []
     with pytest.raises(gr.Error) as raised:
         for o in handler(prompt, "", *knobs(**changes)):
             outputs.append(o)
     assert message in raised.value.message
-    status = html.unescape(outputs[-1][-1])
+    assert list(outputs[-1]) == [view.status]  # only the status box changes
+    status = html.unescape(outputs[-1][view.status])
     assert message in status and "Traceback" not in status  # also in the status box
     *_, last = handler("still serving", "", *knobs(max_new_tokens=4))
-    assert "Done" in last[-1]
+    assert "Done" in last[view.status]
 
 
-def test_loading_progress_is_streamed_to_the_status_box():
+def test_loading_progress_is_streamed_to_the_status_box(view):
     fresh = build_context()  # nothing loaded yet
-    outputs = list(race_handler(fresh)("hi", "", *knobs(max_new_tokens=3)))
-    loading = [o[-1] for o in outputs if "Loading" in o[-1]]
+    outputs = list(race_handler(fresh, view)("hi", "", *knobs(max_new_tokens=3)))
+    loading = [o[view.status] for o in outputs if "Loading" in o[view.status]]
     assert loading and "tiny-target" in " ".join(loading)
 
 
-def test_closing_the_handler_stops_the_race(ctx):
-    handler = race_handler(ctx)("hello", "", *knobs(max_new_tokens=400))
+def test_closing_the_handler_stops_the_race(ctx, view):
+    handler = race_handler(ctx, view)("hello", "", *knobs(max_new_tokens=400))
     shown = []
     for o in handler:
-        if isinstance(o[0], str):
+        if view.baseline in o:
             shown.append(o)
         if len(shown) == 3:
             break
     handler.close()  # Gradio's cancel; no more work, no error
-    assert int(re.search(r"(\d+) tokens", shown[-1][1]).group(1)) < 400
+    assert int(re.search(r"(\d+) tokens", shown[-1][view.speculative]).group(1)) < 400
 
 
 def test_the_race_leaves_a_core_to_the_page_and_restores_torch_threads(ctx):
@@ -290,8 +302,8 @@ def test_the_race_leaves_a_core_to_the_page_and_restores_torch_threads(ctx):
     assert torch.get_num_threads() == before
 
 
-def test_finished_race_becomes_a_point_of_its_session(ctx):
-    *_, last = race_handler(ctx)("def add(a, b):", "", *knobs(gamma=3), session="alice")
+def test_finished_race_becomes_a_point_of_its_session(ctx, view):
+    *_, last = race_handler(ctx, view)("def add(a, b):", "", *knobs(gamma=3), session="alice")
     points = ctx.measurements.get("alice")
     assert len(points) == 1 and points[0].gamma == 3 and points[0].source == "race"
     assert points[0].speedup > 0 and 0 <= points[0].alpha <= 1

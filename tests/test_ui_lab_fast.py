@@ -7,8 +7,9 @@ import html
 import gradio as gr
 import pytest
 
+from playground.app.lab import tab as tab_lab
 from playground.app.shared.context import build_context
-from playground.app.lab.tab import fast_handler
+from playground.app.shared.flow import outputs
 
 
 @pytest.fixture(scope="module")
@@ -16,11 +17,20 @@ def ctx():
     return build_context()
 
 
-def test_fast_lab_redraws_while_drawing_and_ends_with_the_verdict(ctx):
-    frames = list(fast_handler(ctx)("def", "tiny", 20_000, 1.0, 0, 1.0, 0))
-    drawing = [f for f in frames if "Drawing:" in f[3]]
+@pytest.fixture(scope="module")
+def fast_handler(ctx):
+    """The Draw fast handler on the lab's own view (its dicts are keyed by the view's components)."""
+    with gr.Blocks():
+        view = tab_lab.build(ctx)["view"]
+    return lambda ctx: tab_lab.fast_handler(ctx, view), view
+
+
+def test_fast_lab_redraws_while_drawing_and_ends_with_the_verdict(ctx, fast_handler):
+    handler, view = fast_handler
+    frames = list(handler(ctx)("def", "tiny", 20_000, 1.0, 0, 1.0, 0))
+    drawing = [f for f in frames if "Drawing:" in f[view.status]]
     assert len(drawing) > 5  # the histograms and the distance plot update as N grows
-    _, convergence, verdict, status = frames[-1]
+    _, convergence, verdict, status = (frames[-1][c] for c in outputs(view))
     assert "No detectable difference at 20000 draws" in html.unescape(verdict)
     assert "Done: 20000 draws each way" in status and "Random-weight" in status
     names = [t.name for t in convergence.data]
@@ -40,9 +50,9 @@ def test_fast_lab_redraws_while_drawing_and_ends_with_the_verdict(ctx):
         (10, {"temperature": 0}, "temperature must be above 0 for the lab"),
     ],
 )
-def test_fast_lab_bad_input_is_a_message_naming_the_field(ctx, draws, changes, message):
+def test_fast_lab_bad_input_is_a_message_naming_the_field(ctx, fast_handler, draws, changes, message):
     values = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0, **changes}
-    runs = fast_handler(ctx)("hi", "tiny", draws, *values.values())
+    runs = fast_handler[0](ctx)("hi", "tiny", draws, *values.values())
     with pytest.raises(gr.Error) as raised:
         list(runs)
     assert message in str(raised.value)

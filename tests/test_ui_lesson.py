@@ -11,7 +11,8 @@ import pytest
 from playground.app.lesson import steps as lesson
 from playground.app.shared.context import build_context
 from playground.app.lesson.steps import GAMMAS, SAME, STEPS, Progress
-from playground.app.lesson.tab import lesson_handler, progress_html, show_step
+from playground.app.lesson import tab as tab_lesson
+from playground.app.lesson.tab import progress_html, show_step
 
 PROMPT = "def add(a, b):"
 
@@ -19,6 +20,13 @@ PROMPT = "def add(a, b):"
 @pytest.fixture(scope="module")
 def ctx():
     return build_context()
+
+
+@pytest.fixture(scope="module")
+def page(ctx):
+    """The lesson's components, as the tab builds them (its handlers' dicts are keyed by these)."""
+    with gr.Blocks():
+        return tab_lesson.build(ctx)["view"]
 
 
 def test_grading_and_checking_predictions():
@@ -36,31 +44,32 @@ def test_grading_and_checking_predictions():
         lesson.check_prediction(STEPS[2], "maybe")
 
 
-def test_navigation_stays_in_range_and_keeps_results():
+def test_navigation_stays_in_range_and_keeps_results(page):
     start = Progress()
     assert start.moved(-1).step == 0 and start.moved(99).step == len(STEPS) - 1
     done = start.with_result(0, {"prediction": 2.0, "html": "<p>kept</p>", "figure": None})
-    view = show_step(done.moved(1).moved(-1))
-    assert view[0].step == 0 and view[7] == "<p>kept</p>" and view[3]["value"] == 2.0
+    view = show_step(page, done.moved(1).moved(-1))
+    assert view[page.state].step == 0 and view[page.result] == "<p>kept</p>" and view[page.prediction]["value"] == 2.0
     assert "✓ 1." in progress_html(done)
-    third = show_step(start.moved(2))
-    assert third[3]["visible"] is False and third[4]["visible"] is True  # a verdict, not a number
+    third = show_step(page, start.moved(2))
+    assert third[page.prediction]["visible"] is False and third[page.choice]["visible"] is True  # a verdict
+    assert show_step(page, start.moved(3))[page.gamma]["visible"] is True  # γ is asked in step 4 only
 
 
-def run_step(ctx, progress, prediction=None, choice=None, gamma=4):
-    frames = list(lesson_handler(ctx)(progress, PROMPT, "tiny", prediction, choice, gamma))
-    result, figure, _, new, status = frames[-1]
-    assert "Measured." in status, status
-    return result, figure, new
+def run_step(ctx, page, progress, prediction=None, choice=None, gamma=4):
+    frames = list(tab_lesson.lesson_handler(ctx, page)(progress, PROMPT, "tiny", prediction, choice, gamma))
+    last = frames[-1]
+    assert "Measured." in last[page.status], last[page.status]
+    return last[page.result], last[page.plot], last[page.state]
 
 
-def test_walk_the_whole_lesson_on_the_tiny_pair(ctx):
+def test_walk_the_whole_lesson_on_the_tiny_pair(ctx, page):
     progress = Progress()
     predictions = [dict(prediction=2.5), dict(prediction=0.5), dict(choice=SAME), dict(prediction=1.5, gamma=3),
                    dict(prediction=4)]
     for i, prediction in enumerate(predictions):
         assert progress.step == i
-        result, figure, progress = run_step(ctx, progress, **prediction)
+        result, figure, progress = run_step(ctx, page, progress, **prediction)
         text = html.unescape(result)
         assert "your prediction" in text or "your γ" in text
         assert ("measured" in text or "the lab found" in text or "fastest measured γ" in text)
@@ -73,8 +82,8 @@ def test_walk_the_whole_lesson_on_the_tiny_pair(ctx):
     assert len(ctx.measurements.get(None)) == 1 + len(GAMMAS)  # timings reach the Theory tab
 
 
-def test_a_bad_prediction_is_a_message_naming_the_field(ctx):
-    runs = lesson_handler(ctx)(Progress(), PROMPT, "tiny", 42, None, 4)
+def test_a_bad_prediction_is_a_message_naming_the_field(ctx, page):
+    runs = tab_lesson.lesson_handler(ctx, page)(Progress(), PROMPT, "tiny", 42, None, 4)
     with pytest.raises(gr.Error) as raised:
         list(runs)
     assert "prediction must be in [1, 5], got 42" in str(raised.value)

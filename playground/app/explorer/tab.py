@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import html
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import gradio as gr
 import numpy as np
 import plotly.graph_objects as go
 
+from playground.config import KNOBS
 from playground.measure import explorer
 from playground.measure.stats import goodness_of_fit
+from playground.app.shared import controls
 from playground.app.shared.context import SERIAL
-from playground.app.shared.flow import fail, status_html, whole
+from playground.app.shared.flow import fail, outputs, status_html, whole
 from playground.app.shared.plots import (
     DROP_COLOR,
     KEEP_COLOR,
@@ -41,7 +44,16 @@ CSS = """
 """
 
 
-def build(ctx) -> None:  # ctx unused: the explorer needs no model
+@dataclass(frozen=True)
+class SampleView:
+    """What Sample redraws; field order is the API's result order."""
+
+    plot: gr.Plot  # the histogram of the draws against p
+    note: gr.HTML  # the verdict in words
+    status: gr.HTML
+
+
+def build(ctx) -> dict:  # ctx unused: the explorer needs no model
     gr.Markdown(
         "Set the **target's p** and the **draft's q** over six tokens and watch one verification: the draft "
         "proposes a token from q, the target keeps it with probability min(1, p/q), and after a rejection "
@@ -60,7 +72,7 @@ def build(ctx) -> None:  # ctx unused: the explorer needs no model
             with gr.Row():
                 draws = gr.Number(DEFAULT_DRAWS, minimum=1, maximum=explorer.MAX_DRAWS, precision=0,
                                   label=f"N draws (1 to {explorer.MAX_DRAWS:,})", elem_id="ex-draws")
-                seed = gr.Number(0, minimum=0, precision=0, label="Seed", elem_id="ex-seed")
+                seed = controls.control("seed", elem_id="ex-sample-seed")  # ex-seed is the Export tab's
             sample = gr.Button(f"Sample {DEFAULT_DRAWS:,}", variant="primary", elem_id="ex-sample")
             status = gr.HTML(status_html("Runs the engine's speculative_verify with γ = 1, once per draw."),
                              elem_id="ex-status")
@@ -76,8 +88,10 @@ def build(ctx) -> None:  # ctx unused: the explorer needs no model
           api_name="explorer_redraw")
     draws.change(lambda n: gr.update(value=sample_label(n)), draws, sample, api_visibility="private")
     # Drawing uses the CPU for a few seconds: it queues with the model jobs so no race is timed meanwhile.
-    sample.click(sample_handler, [*weights, draws, seed], [views[-2], views[-1], status], api_name="explorer_sample",
+    view = SampleView(views[-2], views[-1], status)
+    sample.click(sample_handler(view), [*weights, draws, seed], outputs(view), api_name="explorer_sample",
                  show_progress="hidden", **SERIAL)
+    return {"view": view}
 
 
 def weight(label: str, value: float, elem_id: str) -> gr.Slider:
@@ -121,25 +135,30 @@ def views_for(p_weights, q_weights) -> tuple:
     )
 
 
-def sample_handler(*values) -> Iterator[tuple]:
+def sample_handler(view: SampleView):
     """Draw through speculative_verify, redrawing the histogram every 500 draws."""
-    n_tokens = len(TOKENS)
-    try:
-        p = explorer.distribution("p", values[:n_tokens])
-        q = explorer.distribution("q", values[n_tokens: 2 * n_tokens])
-        draws = whole("N draws", values[-2], 1, explorer.MAX_DRAWS)
-        seed = whole("Seed", values[-1], 0, 2**31 - 1)
-    except ValueError as e:
-        yield from fail(3, 2, str(e))
-    for counts, kept in explorer.stream_real(p, q, draws, seed, every=max(500, draws // 20)):
-        done = int(counts.sum())
-        fit = goodness_of_fit(counts, p)
-        yield (
-            sample_figure(p, counts),
-            sample_note(p, fit, kept),
-            status_html(f"Drawn {done:,} of {draws:,}" if done < draws else f"Done: {draws:,} draws.",
-                        done / draws if done < draws else None),
-        )
+    seeds = KNOBS["seed"]
+
+    def sample(*values) -> Iterator[dict]:
+        n_tokens = len(TOKENS)
+        try:
+            p = explorer.distribution("p", values[:n_tokens])
+            q = explorer.distribution("q", values[n_tokens: 2 * n_tokens])
+            draws = whole("N draws", values[-2], 1, explorer.MAX_DRAWS)
+            seed = whole("seed", values[-1], seeds.low, seeds.high)
+        except ValueError as e:
+            yield from fail(view.status, str(e))
+        for counts, kept in explorer.stream_real(p, q, draws, seed, every=max(500, draws // 20)):
+            done = int(counts.sum())
+            fit = goodness_of_fit(counts, p)
+            yield {
+                view.plot: sample_figure(p, counts),
+                view.note: sample_note(p, fit, kept),
+                view.status: status_html(f"Drawn {done:,} of {draws:,}" if done < draws else f"Done: {draws:,} draws.",
+                                         done / draws if done < draws else None),
+            }
+
+    return sample
 
 
 # -- figures -------------------------------------------------------------------------------------

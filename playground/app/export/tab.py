@@ -6,6 +6,7 @@ a model here, so the snippets redraw on every change without queueing.
 from __future__ import annotations
 
 import html
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -13,14 +14,26 @@ from playground.config import RunConfig
 from playground.measure import export
 from playground.app.shared import controls
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import in_order
+from playground.app.shared.flow import in_order, outputs
 
 TITLE = "Export"
-SNIPPET_BOXES = (  # (tab, [(language, label, elem_id)]) in the order snippets() returns them
-    ("vLLM", [("shell", "vllm serve", "ex-vllm-serve"), ("python", "vLLM in Python", "ex-vllm-python")]),
-    ("llama.cpp", [("shell", "llama-server", "ex-llamacpp")]),
-    ("transformers", [("python", "generate(assistant_model=…)", "ex-transformers")]),
+SNIPPET_BOXES = (  # (tab, [(the view's field, language, label, elem_id)])
+    ("vLLM", [("vllm_serve", "shell", "vllm serve", "ex-vllm-serve"),
+              ("vllm_python", "python", "vLLM in Python", "ex-vllm-python")]),
+    ("llama.cpp", [("llama_server", "shell", "llama-server", "ex-llamacpp")]),
+    ("transformers", [("transformers", "python", "generate(assistant_model=…)", "ex-transformers")]),
 )
+
+
+@dataclass(frozen=True)
+class ExportView:
+    """The notes and one box per snippet; field order is the API's result order."""
+
+    notes: gr.HTML
+    vllm_serve: gr.Code
+    vllm_python: gr.Code
+    llama_server: gr.Code
+    transformers: gr.Code
 
 
 def build(ctx: AppContext) -> dict:
@@ -35,28 +48,27 @@ def build(ctx: AppContext) -> dict:
                 component.elem_id = f"ex-{name}"
         with gr.Column(scale=3):
             first = snippets(ctx, default_values(ctx))
-            notes = gr.HTML(first[0], elem_id="ex-notes")
-            codes = []
+            shown = {"notes": gr.HTML(first["notes"], elem_id="ex-notes")}
             with gr.Tabs():
                 for tab, boxes in SNIPPET_BOXES:
                     with gr.Tab(tab):
-                        for language, label, elem_id in boxes:
-                            text = first[1 + len(codes)]
-                            codes.append(gr.Code(text, language=language, label=label, wrap_lines=True,
-                                                 elem_id=elem_id))
-    outputs = [notes, *codes]
-    handler = export_handler(ctx)
+                        for field, language, label, elem_id in boxes:
+                            shown[field] = gr.Code(first[field], language=language, label=label, wrap_lines=True,
+                                                   elem_id=elem_id)
+    view = ExportView(**shown)
+    handler = export_handler(ctx, view)
     for component in knobs.values():
         component.change(
-            handler, list(knobs.values()), outputs, queue=False, preprocess=False, api_visibility="private"
+            handler, list(knobs.values()), outputs(view), queue=False, preprocess=False, api_visibility="private"
         )
-    def export_event(**values) -> tuple:  # the API takes the knobs by name
+
+    def export_event(**values) -> dict:  # the API takes the knobs by name
         return handler(*in_order(values))
 
     gr.Button("Refresh snippets", size="sm", elem_id="ex-refresh").click(
-        export_event, None, outputs, inputs_kwargs=knobs, queue=False, preprocess=False, api_name="export"
+        export_event, None, outputs(view), inputs_kwargs=knobs, queue=False, preprocess=False, api_name="export"
     )
-    return {"knobs": knobs}
+    return {"knobs": knobs, "view": view}
 
 
 def take(run: dict | None) -> list:
@@ -73,29 +85,33 @@ def default_values(ctx: AppContext) -> list:
     return [getattr(defaults, n) for n in RunConfig.names()]
 
 
-def export_handler(ctx: AppContext):
-    def handler(*knobs) -> tuple:
-        return snippets(ctx, list(knobs))
+def export_handler(ctx: AppContext, view: ExportView):
+    """The snippets for the knobs' values; a bad knob is said in the notes, the snippets stay."""
+
+    def handler(*knobs) -> dict:
+        try:
+            texts = snippets(ctx, list(knobs))
+        except ValueError as e:
+            return {view.notes: f'<p style="color:#b42318">⚠ {html.escape(str(e))}</p>'}
+        return {getattr(view, field): text for field, text in texts.items()}
 
     return handler
 
 
-def snippets(ctx: AppContext, knobs: list) -> tuple:
-    """(notes HTML, vllm serve, vLLM Python, llama-server, transformers); a bad knob is said in the notes."""
+def snippets(ctx: AppContext, knobs: list) -> dict[str, str]:
+    """The notes HTML and each snippet, by ExportView field; ValueError names a bad knob."""
     from playground.engine import factory
-    try:
-        settings = RunConfig.from_values(dict(zip(RunConfig.names(), knobs, strict=True)))
-        factory.spec_config(settings)
-        s = export.from_settings(ctx.registry, settings)
-    except ValueError as e:
-        return (f'<p style="color:#b42318">⚠ {html.escape(str(e))}</p>', *(gr.skip(),) * 4)
-    return (
-        notes_html(s),
-        export.vllm_serve(s),
-        export.vllm_python(s),
-        export.llamacpp_server(s),
-        export.transformers_snippet(s).code,
-    )
+
+    settings = RunConfig.from_values(dict(zip(RunConfig.names(), knobs, strict=True)))
+    factory.spec_config(settings)
+    s = export.from_settings(ctx.registry, settings)
+    return {
+        "notes": notes_html(s),
+        "vllm_serve": export.vllm_serve(s),
+        "vllm_python": export.vllm_python(s),
+        "llama_server": export.llamacpp_server(s),
+        "transformers": export.transformers_snippet(s).code,
+    }
 
 
 def notes_html(s: export.ExportSettings) -> str:

@@ -8,14 +8,16 @@ from __future__ import annotations
 import html
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import gradio as gr
 import plotly.graph_objects as go
 
+from playground.app.shared import controls
 from playground.app.shared import histograms as lab_plots
 from playground.app.shared import plots
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import check_prompt, fail, load_pair, model_job, read_settings, status_html, whole
+from playground.app.shared.flow import check_prompt, fail, load_pair, model_job, outputs, read_settings, status_html, whole
 from playground.app.shared.lockstep import streamed
 from playground.app.shared.plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR
 from playground.app.shared.render import visible
@@ -23,7 +25,6 @@ from playground.app.shared.render import visible
 TITLE = "Losslessness lab"
 log = logging.getLogger(__name__)
 
-N_OUTPUTS, STATUS = 3, 2  # figure, verdict, status
 MAX_DRAWS = 20_000  # a page-level cap: ~1 h on a CPU with the default pair; lab.py allows more
 FAST_DRAWS = 20_000
 MAX_FAST_DRAWS = 100_000  # lab.MAX_DRAWS: a few seconds in the fast mode
@@ -49,8 +50,21 @@ CSS = """
 """
 
 
-def build(ctx: AppContext) -> None:
-    spec = ctx.registry.pair(ctx.default_pair)
+@dataclass(frozen=True)
+class LabView:
+    """What the lab redraws; field order is the fast lab's API result order."""
+
+    figure: gr.Plot  # the two histograms against the exact p
+    convergence: gr.Plot  # the fast lab's distance to p against N
+    verdict: gr.HTML
+    status: gr.HTML
+
+    def slow(self) -> list:
+        """What the slow lab redraws (it has no convergence plot), in its API result order."""
+        return [self.figure, self.verdict, self.status]
+
+
+def build(ctx: AppContext) -> dict:
     gr.Markdown(
         "Does speculative sampling really produce the target's own distribution? Draw the **first new "
         "token** many times through the real speculative step (draft, verify, accept or resample) and as "
@@ -65,7 +79,7 @@ def build(ctx: AppContext) -> None:
                 stop = gr.Button("Stop", variant="stop", scale=1, elem_id="lab-stop")
             status = gr.HTML(status_html(MODES_NOTE), elem_id="lab-status")
         with gr.Column(scale=2):
-            pair = gr.Dropdown(ctx.pair_choices(), value=spec.name, label="Model pair", elem_id="lab-pair")
+            pair = controls.pair_control(ctx, "lab-pair")
             with gr.Row():
                 fast_draws = gr.Number(
                     FAST_DRAWS,
@@ -84,15 +98,12 @@ def build(ctx: AppContext) -> None:
                     elem_id="lab-draws",
                 )
             with gr.Row():
-                temperature = gr.Slider(
-                    0.05, 2, value=1.0, step=0.05, label="Temperature", elem_id="lab-temperature"
-                )
-                seed = gr.Number(0, minimum=0, precision=0, label="Seed", elem_id="lab-seed")
+                # 0 left out, and 1 to start: at temperature 0 every draw is the same token (nothing to test)
+                temperature = controls.control("temperature", 1.0, low_open=True, elem_id="lab-temperature")
+                seed = controls.control("seed", elem_id="lab-seed")
             with gr.Row():
-                top_k = gr.Slider(
-                    0, 200, value=0, step=1, precision=0, label="Top-k (0 is off)", elem_id="lab-top-k"
-                )
-                top_p = gr.Slider(0.01, 1, value=1, step=0.01, label="Top-p (1 is off)", elem_id="lab-top-p")
+                top_k = controls.control("top_k", elem_id="lab-top-k")
+                top_p = controls.control("top_p", elem_id="lab-top-p")
     with gr.Row():
         figure = gr.Plot(
             plots.empty_figure("The two histograms appear here."),
@@ -108,13 +119,16 @@ def build(ctx: AppContext) -> None:
         elem_id="lab-convergence",
     )
     knobs = [temperature, top_k, top_p, seed]
-    model_job(run, lab_handler(ctx), [prompt, pair, draws, *knobs], [figure, verdict, status], status,
+    view = LabView(figure, convergence, verdict, status)
+    controls.describe_pair(ctx, pair)
+    model_job(run, lab_handler(ctx, view), [prompt, pair, draws, *knobs], view.slow(), status,
               "lab", stop=stop, stop_api="lab_stop")
-    model_job(fast, fast_handler(ctx), [prompt, pair, fast_draws, *knobs], [figure, convergence, verdict, status],
+    model_job(fast, fast_handler(ctx, view), [prompt, pair, fast_draws, *knobs], outputs(view),
               status, "lab_fast", stop=stop, stop_api="lab_fast_stop")
+    return {"view": view}
 
 
-def lab_handler(ctx: AppContext):
+def lab_handler(ctx: AppContext, view: LabView):
     """Run the lab with a progress bar; Stop ends it at the next draw."""
 
     def lab(
@@ -126,30 +140,30 @@ def lab_handler(ctx: AppContext):
         top_p: float,
         seed: int,
         progress=gr.Progress(),
-    ) -> Iterator[tuple]:
+    ) -> Iterator[dict]:
         try:
             n, settings = lab_inputs(prompt, pair, ("N draws", draws, MAX_DRAWS), temperature, top_k, top_p, seed)
         except ValueError as e:
-            yield from fail(N_OUTPUTS, STATUS, str(e))
-        loaded = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
+            yield from fail(view.status, str(e))
+        loaded = yield from load_pair(ctx, settings, view.status)
         try:
-            result = yield from drawing(loaded, prompt, settings, n, progress)
+            result = yield from drawing(view, loaded, prompt, settings, n, progress)
         except ValueError as e:
-            yield from fail(N_OUTPUTS, STATUS, str(e))
+            yield from fail(view.status, str(e))
         except Exception as e:
             log.exception("lab failed")
-            yield from fail(N_OUTPUTS, STATUS, f"The lab failed: {type(e).__name__}: {e}")
+            yield from fail(view.status, f"The lab failed: {type(e).__name__}: {e}")
         label = token_label(loaded)
         note = (
             "\nRandom-weight pair: the tokens are gibberish, the statistics are real."
             if loaded.random_weights
             else ""
         )
-        yield (
-            lab_plots.lab_figure(result, label),
-            verdict_html(result),
-            status_html(f"Done: {result.draws} draws each way.{note}"),
-        )
+        yield {
+            view.figure: lab_plots.lab_figure(result, label),
+            view.verdict: verdict_html(result),
+            view.status: status_html(f"Done: {result.draws} draws each way.{note}"),
+        }
 
     return lab
 
@@ -179,7 +193,7 @@ def token_label(loaded):
     return lambda t: visible(loaded.tokenizer.decode([t], skip_special_tokens=False))
 
 
-def drawing(loaded, prompt: str, settings, n: int, progress):
+def drawing(view: LabView, loaded, prompt: str, settings, n: int, progress):
     """Run lab.losslessness_lab in lockstep, streaming progress; returns its LabResult."""
     from playground.engine import factory
     from playground.measure.lab import losslessness_lab
@@ -196,9 +210,9 @@ def drawing(loaded, prompt: str, settings, n: int, progress):
             loaded.target.model, factory.model_drafter(settings, loaded.draft.model), ids, config, n, each_draw
         )
 
-    def show(done: int, total: int) -> tuple:
+    def show(done: int, total: int) -> dict:
         progress((done, total), desc="drawing")
-        return (gr.skip(), gr.skip(), status_html(f"Drawing: {done} of {total}", done / total))
+        return {view.status: status_html(f"Drawing: {done} of {total}", done / total)}
 
     return (yield from streamed(work, show, every=0.25))
 
@@ -253,33 +267,30 @@ def intro_html() -> str:
 
 # -- fast mode ---------------------------------------------------------------------------------------
 
-FAST_OUTPUTS, FAST_STATUS = 4, 3  # histograms, convergence, verdict, status
-
-
-def fast_handler(ctx: AppContext):
+def fast_handler(ctx: AppContext, view: LabView):
     """The fast lab, redrawn at every checkpoint: the histograms fill in, the distance to p falls."""
 
     def lab_fast(prompt: str, pair: str, draws: int, temperature: float, top_k: int, top_p: float,
-                 seed: int) -> Iterator[tuple]:
+                 seed: int) -> Iterator[dict]:
         try:
             name = "N fast draws"
             n, settings = lab_inputs(prompt, pair, (name, draws, MAX_FAST_DRAWS), temperature, top_k, top_p, seed)
         except ValueError as e:
-            yield from fail(FAST_OUTPUTS, FAST_STATUS, str(e))
-        loaded = yield from load_pair(ctx, settings, FAST_OUTPUTS, FAST_STATUS)
+            yield from fail(view.status, str(e))
+        loaded = yield from load_pair(ctx, settings, view.status)
         note = "\nRandom-weight pair: the tokens are gibberish, the statistics are real." if loaded.random_weights else ""
         try:
-            yield from fast_drawing(loaded, prompt, settings, n, note)
+            yield from fast_drawing(view, loaded, prompt, settings, n, note)
         except ValueError as e:
-            yield from fail(FAST_OUTPUTS, FAST_STATUS, str(e))
+            yield from fail(view.status, str(e))
         except Exception as e:
             log.exception("fast lab failed")
-            yield from fail(FAST_OUTPUTS, FAST_STATUS, f"The lab failed: {type(e).__name__}: {e}")
+            yield from fail(view.status, f"The lab failed: {type(e).__name__}: {e}")
 
     return lab_fast
 
 
-def fast_drawing(loaded, prompt: str, settings, n: int, note: str):
+def fast_drawing(view: LabView, loaded, prompt: str, settings, n: int, note: str):
     """Run lab.fast_lab in lockstep; every checkpoint redraws all four outputs."""
     from playground.engine import factory
     from playground.measure.lab import fast_lab
@@ -293,16 +304,16 @@ def fast_drawing(loaded, prompt: str, settings, n: int, note: str):
     def work(report):
         return fast_lab(loaded.target.model, factory.model_drafter(settings, loaded.draft.model), ids, config, n, report)
 
-    def show(result) -> tuple:
+    def show(result) -> dict:
         history.append((result.draws, result.speculative_vs_p.total_variation, result.direct_vs_p.total_variation))
         finished = result.draws == n
         message = f"Done: {n} draws each way (p and q computed once).{note}" if finished else f"Drawing: {result.draws} of {n}"
-        return (
-            lab_plots.lab_figure(result, label),
-            convergence_figure(history),
-            verdict_html(result),
-            status_html(message, None if finished else result.draws / n),
-        )
+        return {
+            view.figure: lab_plots.lab_figure(result, label),
+            view.convergence: convergence_figure(history),
+            view.verdict: verdict_html(result),
+            view.status: status_html(message, None if finished else result.draws / n),
+        }
 
     return (yield from streamed(work, show))
 

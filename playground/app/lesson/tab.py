@@ -3,8 +3,8 @@ verdict), presses Measure, and sees the prediction beside the measurement. Progr
 gr.State, so it is kept per browser session.
 
 Measurements reuse the app's own layers: a generation through the bench's engine_run (steps 1,
-2), the fast lab (step 3), and theory.measure, i.e. bench.measure's alternated warm timing
-(steps 4, 5); those points also reach this session's Theory tab.
+2), the fast lab (step 3), and measure/theory.py's measure_point, i.e. bench.measure's alternated
+warm timing (steps 4, 5); those points also reach this session's Theory tab.
 """
 
 from __future__ import annotations
@@ -12,20 +12,22 @@ from __future__ import annotations
 import html
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import gradio as gr
 import plotly.graph_objects as go
 
 from playground.engine.sampling import expected_speedup, expected_tokens_per_call
+from playground.app.shared import controls
 from playground.app.shared import histograms as lab_plots
 from playground.app.lesson import steps as lesson
 from playground.app.shared import plots
-from playground.app.theory import explain as theory
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import check_prompt, fail, load_pair, model_job, read_settings, status_html
+from playground.app.shared.flow import check_prompt, fail, load_pair, model_job, outputs, read_settings, status_html
 from playground.app.lesson.steps import CHOICE, SAME, STEPS, Progress
 from playground.app.shared.lockstep import streamed
 from playground.measure.points import session_of
+from playground.measure.theory import measure_point
 from playground.app.shared.plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR
 
 TITLE = "Lesson"
@@ -36,8 +38,8 @@ TEMPERATURE = 0.7  # sampled, so acceptance is the probabilistic min(1, p/q) of 
 TOKENS = 32  # new tokens per generation or timed run: seconds on a CPU, enough steps to count
 LAB_DRAWS = 5_000
 ALARM = 1e-3  # the lab's threshold for a significant difference
-N_OUTPUTS, STATUS = 5, 4  # result, plot, progress bar, state, status
 HEIGHT = 300
+EMPTY = "The measurement appears here."
 
 CSS = """
 .lesson { font-size: 14px; line-height: 1.5; }
@@ -55,36 +57,56 @@ CSS = """
 """
 
 
-def build(ctx: AppContext) -> None:
-    spec = ctx.registry.pair(ctx.default_pair)
+@dataclass(frozen=True)
+class LessonPage:
+    """What moving between steps redraws; field order is the order of the navigation's outputs."""
+
+    state: gr.State  # this session's Progress
+    bar: gr.HTML  # the five steps, the current one marked
+    text: gr.Markdown  # the step's explanation and experiment
+    prediction: gr.Number  # a number to predict, or
+    choice: gr.Radio  # a verdict to choose
+    gamma: gr.Slider  # step 4's γ
+    run: gr.Button
+    result: gr.HTML  # the prediction beside the measurement
+    plot: gr.Plot
+    status: gr.HTML
+
+    def measured(self) -> list:
+        """What a measurement redraws, in the API's result order."""
+        return [self.result, self.plot, self.bar, self.state, self.status]
+
+
+def build(ctx: AppContext) -> dict:
     state = gr.State(Progress())
     bar = gr.HTML(progress_html(Progress()), css_template=CSS, elem_id="lesson-progress")
     with gr.Row():
         with gr.Column(scale=3):
             text = gr.Markdown(step_markdown(0), elem_id="lesson-text")
             prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, elem_id="lesson-prompt")
-            pair = gr.Dropdown(ctx.pair_choices(), value=spec.name, label="Model pair", elem_id="lesson-pair")
+            pair = controls.pair_control(ctx, "lesson-pair")
         with gr.Column(scale=2):
             prediction = gr.Number(None, label=STEPS[0].question, elem_id="lesson-prediction")
             choice = gr.Radio(list(STEPS[2].choices), label=STEPS[2].question, visible=False,
                               elem_id="lesson-choice")
-            gamma = gr.Slider(1, 8, value=4, step=1, precision=0, label="γ (tokens drafted per target call)",
-                              visible=False, elem_id="lesson-gamma")
+            gamma = controls.control("gamma", visible=False, elem_id="lesson-gamma")
             run = gr.Button(STEPS[0].button, variant="primary", elem_id="lesson-run")
             stop = gr.Button("Stop", variant="stop", size="sm", elem_id="lesson-stop")
             status = gr.HTML(status_html("Predict first, then measure."), elem_id="lesson-status")
     with gr.Row():
         result = gr.HTML(css_template=CSS, elem_id="lesson-result")
-        plot = gr.Plot(plots.empty_figure("The measurement appears here.", HEIGHT), show_label=False,
+        plot = gr.Plot(plots.empty_figure(EMPTY, HEIGHT), show_label=False,
                        elem_id="lesson-plot")
     with gr.Row():
         back = gr.Button("← Back", elem_id="lesson-back")
         forward = gr.Button("Next step →", elem_id="lesson-next")
-    views = [state, bar, text, prediction, choice, gamma, run, result, plot, status]
-    back.click(lambda s: show_step(s.moved(-1)), state, views, api_name="lesson_back")
-    forward.click(lambda s: show_step(s.moved(1)), state, views, api_name="lesson_next")
-    model_job(run, lesson_handler(ctx), [state, prompt, pair, prediction, choice, gamma],
-              [result, plot, bar, state, status], status, "lesson", stop=stop, stop_api="lesson_stop")
+    page = LessonPage(state, bar, text, prediction, choice, gamma, run, result, plot, status)
+    back.click(lambda s: show_step(page, s.moved(-1)), state, outputs(page), api_name="lesson_back")
+    forward.click(lambda s: show_step(page, s.moved(1)), state, outputs(page), api_name="lesson_next")
+    controls.describe_pair(ctx, pair)
+    model_job(run, lesson_handler(ctx, page), [state, prompt, pair, prediction, choice, gamma],
+              page.measured(), status, "lesson", stop=stop, stop_api="lesson_stop")
+    return {"view": page}
 
 
 # -- navigation ----------------------------------------------------------------------------------
@@ -106,33 +128,34 @@ def progress_html(progress: Progress) -> str:
     return f'<div class="lesson"><div class="steps">{"".join(marks)}</div>{done}</div>'
 
 
-def show_step(progress: Progress) -> tuple:
+def show_step(page: LessonPage, progress: Progress) -> dict:
     """Everything that changes with the step; a finished step shows its result again."""
     i, step = progress.step, STEPS[progress.step]
     kept = progress.results.get(i)
     number = step.kind != CHOICE
-    return (
-        progress,
-        progress_html(progress),
-        step_markdown(i),
-        gr.update(label=step.question, visible=number, value=kept["prediction"] if kept and number else None),
-        gr.update(visible=not number, value=kept["prediction"] if kept and not number else None),
-        gr.update(visible=i == 3),
-        gr.update(value=step.button),
-        kept["html"] if kept else "",
-        kept["figure"] if kept else plots.empty_figure("The measurement appears here.", HEIGHT),
-        status_html("Measured earlier in this session." if kept else "Predict first, then measure."),
-    )
+    return {
+        page.state: progress,
+        page.bar: progress_html(progress),
+        page.text: step_markdown(i),
+        page.prediction: gr.update(label=step.question, visible=number,
+                                   value=kept["prediction"] if kept and number else None),
+        page.choice: gr.update(visible=not number, value=kept["prediction"] if kept and not number else None),
+        page.gamma: gr.update(visible=i == 3),
+        page.run: gr.update(value=step.button),
+        page.result: kept["html"] if kept else "",
+        page.plot: kept["figure"] if kept else plots.empty_figure(EMPTY, HEIGHT),
+        page.status: status_html("Measured earlier in this session." if kept else "Predict first, then measure."),
+    }
 
 
 # -- measuring -----------------------------------------------------------------------------------
 
 
-def lesson_handler(ctx: AppContext):
+def lesson_handler(ctx: AppContext, page: LessonPage):
     """Check the prediction, run the step's experiment, show both side by side."""
 
     def measure(progress: Progress, prompt: str, pair: str, prediction, choice, gamma,
-                request: gr.Request = None) -> Iterator[tuple]:
+                request: gr.Request = None) -> Iterator[dict]:
         progress = progress if isinstance(progress, Progress) else Progress()
         i, step = progress.step, STEPS[progress.step]
         try:
@@ -141,31 +164,28 @@ def lesson_handler(ctx: AppContext):
             settings = read_settings({"pair": pair, "gamma": gamma if i == 3 else 4, "temperature": TEMPERATURE,
                                       "max_new_tokens": TOKENS})
         except ValueError as e:
-            yield from fail(N_OUTPUTS, STATUS, str(e))
-        loaded = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
+            yield from fail(page.status, str(e))
+        loaded = yield from load_pair(ctx, settings, page.status)
         try:
             from playground.models.text import encode_prompt
 
             ids = encode_prompt(loaded.tokenizer, prompt)
             outcome = yield from streamed(lambda report: EXPERIMENTS[i](loaded, ids, settings, prompt, report),
-                                          lambda message, fraction: running(message, fraction))
+                                          lambda message, fraction: {page.status: status_html(message, fraction)})
         except ValueError as e:
-            yield from fail(N_OUTPUTS, STATUS, str(e))
+            yield from fail(page.status, str(e))
         except Exception as e:
             log.exception("lesson step %d failed", i + 1)
-            yield from fail(N_OUTPUTS, STATUS, f"The measurement failed: {type(e).__name__}: {e}")
+            yield from fail(page.status, f"The measurement failed: {type(e).__name__}: {e}")
         for point in outcome.get("points", ()):
             ctx.measurements.add(session_of(request), point)  # the Theory tab shows them too
         shown = VIEWS[i](predicted, outcome, loaded)
         progress = progress.with_result(i, {"prediction": predicted, **shown})
         nxt = " Press “Next step →”." if i + 1 < len(STEPS) else ""
-        yield shown["html"], shown["figure"], progress_html(progress), progress, status_html(f"Measured.{nxt}")
+        yield {page.result: shown["html"], page.plot: shown["figure"], page.bar: progress_html(progress),
+               page.state: progress, page.status: status_html(f"Measured.{nxt}")}
 
     return measure
-
-
-def running(message: str, fraction: float | None) -> tuple:
-    return (*(gr.skip(),) * 4, status_html(message, fraction))
 
 
 def generation(loaded, ids, settings, prompt, report) -> dict:
@@ -194,8 +214,8 @@ def lab_draws(loaded, ids, settings, prompt, report) -> dict:
 
 def timed(loaded, ids, settings, prompt, report) -> dict:
     """Step 4: baseline and speculative runs at the chosen γ, warm and alternated (bench.measure)."""
-    point = theory.measure(loaded, ids, settings, 1, lambda d, t, what: report(f"Timing: ran {what} ({d}/{t})", d / t),
-                           "lesson", prompt[:40])
+    point = measure_point(loaded, ids, settings, 1, lambda d, t, what: report(f"Timing: ran {what} ({d}/{t})", d / t),
+                          "lesson", prompt[:40])
     return {"points": [point]}
 
 
@@ -208,7 +228,7 @@ def timed_gammas(loaded, ids, settings, prompt, report) -> dict:
         def each(d, t, what, k=k, g=g):
             report(f"γ = {g}: ran {what} ({d}/{t})", (k + d / t) / len(lesson.GAMMAS))
 
-        points.append(theory.measure(loaded, ids, replace(settings, gamma=g), 1, each, "lesson", prompt[:40]))
+        points.append(measure_point(loaded, ids, replace(settings, gamma=g), 1, each, "lesson", prompt[:40]))
     return {"points": points}
 
 
@@ -304,8 +324,9 @@ def speedup_view(predicted: float, outcome: dict, loaded) -> dict:
 
 
 def lesson_formula(alpha: float, gamma: int, c: float, v: float) -> float:
-    """DESIGN.md's expected speedup with the measured verification cost v: tokens per call ÷ (γc + v)."""
-    return expected_tokens_per_call(alpha, gamma) / (gamma * c + v)
+    """The expected speedup (docs/design.md) with the measured verification cost v: the engine's one
+    formula, tokens per call ÷ (γc + v)."""
+    return expected_speedup(alpha, gamma, c, v)
 
 
 def gamma_view(predicted: float, outcome: dict, loaded) -> dict:

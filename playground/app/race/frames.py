@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from playground.config import RunConfig
 from playground.engine.events import StepEvent
-from playground.app.shared.render import Span, SpanBuilder
+from playground.app.shared.render import Span
+from playground.app.shared.track import RunTrack, new_track
 
 BASELINE, SPECULATIVE = "autoregressive", "speculative"
 TIMING_NOTE = (
@@ -31,27 +32,6 @@ TIMING_NOTE = (
     "page so drawing "
     "never stalls the models."
 )
-
-
-@dataclass
-class RunTrack:
-    """One run as seen so far: its events and the spans of its text."""
-
-    name: str
-    spans: SpanBuilder
-    events: list[StepEvent] = field(default_factory=list)
-    tokens: list[int] = field(default_factory=list)
-    finished: bool = False
-
-    @property
-    def clock(self) -> float:
-        return sum(e.seconds for e in self.events)
-
-    def add(self, event: StepEvent) -> None:
-        self.events.append(event)
-        self.tokens.extend(event.emitted)
-        self.spans.add(event)
-        self.finished = event.finish is not None
 
 
 @dataclass
@@ -147,12 +127,3 @@ def race_frames(
     frame.done = True
     yield frame
 
-
-def new_track(name: str, tokenizer, greedy: bool) -> RunTrack:
-    from playground.models.text import TokenPieces
-
-    pieces = TokenPieces(tokenizer)
-    alone = lambda token: tokenizer.decode([token], skip_special_tokens=False)  # noqa: E731
-    return RunTrack(
-        name, SpanBuilder(pieces.add, alone, special=set(tokenizer.all_special_ids), greedy=greedy)
-    )

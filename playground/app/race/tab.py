@@ -1,13 +1,15 @@
 """The Race tab: layout first, then the wiring to one typed generator handler.
 
-The handler yields a full set of outputs per frame: both runs' coloured text, three plots,
-the stats panel and a status line. Rendering and plotting are pure functions of the events.
+The handler yields one dict per frame, keyed by the view's components: both runs' coloured
+text, three plots, the stats panel and a status line. Rendering and plotting are pure functions
+of the events.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -19,19 +21,30 @@ from playground.app.shared import render
 from playground.app.race import summary
 from playground.app.shared.context import AppContext
 from playground.app.shared.examples import RACE as EXAMPLES
-from playground.app.shared.flow import (check_prompt, fail, in_order, load_pair, model_job, read_settings, status_html,
-                   status_only)
+from playground.app.shared.flow import (check_prompt, fail, in_order, load_pair, model_job, outputs, read_settings,
+                                        status_html)
 from playground.measure.points import point_from_race, session_of
 from playground.app.race.frames import BASELINE, SPECULATIVE, TIMING_NOTE, RaceFrame, race_frames
 
 TITLE = "Race"
 log = logging.getLogger(__name__)
 
-N_OUTPUTS = 7  # baseline text, speculative text, three plots, stats, status
-STATUS = N_OUTPUTS - 1
 
 
-def build(ctx: AppContext) -> None:
+@dataclass(frozen=True)
+class RaceView:
+    """What a race redraws; field order is the API's result order."""
+
+    baseline: gr.HTML  # the autoregressive run's coloured text
+    speculative: gr.HTML
+    tokens: gr.Plot  # tokens over time
+    speedup: gr.Plot  # the running speedup
+    accept: gr.Plot  # acceptance by draft position
+    stats: gr.HTML
+    status: gr.HTML
+
+
+def build(ctx: AppContext) -> dict:
     with gr.Row():
         with gr.Column(scale=3):
             prompt = controls.prompt_box()
@@ -79,70 +92,70 @@ def build(ctx: AppContext) -> None:
         speedup_plot = gr.Plot(label="running speedup", show_label=False)
         accept_plot = gr.Plot(label="acceptance by draft position", show_label=False)
 
-    outputs = [baseline_text, spec_text, tokens_plot, speedup_plot, accept_plot, stats, status]
+    view = RaceView(baseline_text, spec_text, tokens_plot, speedup_plot, accept_plot, stats, status)
     # preprocess=False: raw values reach RunConfig, whose errors name the field (see controls.py).
-    handler = race_handler(ctx)
+    handler = race_handler(ctx, view)
 
-    def race_event(request: gr.Request, prompt: str, system: str, **knobs) -> Iterator[tuple]:
+    def race_event(request: gr.Request, prompt: str, system: str, **knobs) -> Iterator[dict]:
         # Gradio passes the session only to a parameter typed gr.Request; finished races become
         # points on this session's theory view.
         yield from handler(prompt, system, *in_order(knobs), session=session_of(request))
 
-    model_job(run, race_event, [prompt, system], outputs, status, "race", stop=stop, stop_api="stop", knobs=knobs,
-              stops=ctx.stops)
+    model_job(run, race_event, [prompt, system], outputs(view), status, "race", stop=stop, stop_api="stop",
+              knobs=knobs, stops=ctx.stops)
     controls.follow_pair(ctx, knobs)
+    return {"view": view}
 
 
-def race_handler(ctx: AppContext):
-    """The Run handler, bound to this app's context (its pair cache) by closure."""
+def race_handler(ctx: AppContext, view: RaceView):
+    """The Run handler, bound to this app's context (its pair cache) and view by closure."""
 
-    def race(prompt: str, system: str, *knobs, session: str | None = None) -> Iterator[tuple]:
+    def race(prompt: str, system: str, *knobs, session: str | None = None) -> Iterator[dict]:
         try:
             settings = read_settings(dict(zip(RunConfig.names(), knobs, strict=True)))
             check_prompt(prompt)  # a bad knob or prompt fails before anything loads
             if system:
                 check_prompt(system, "system prompt", empty_ok=True)
         except ValueError as e:
-            yield from fail(N_OUTPUTS, STATUS, str(e))
-        pair = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
+            yield from fail(view.status, str(e))
+        pair = yield from load_pair(ctx, settings, view.status)
         flag = ctx.stops.begin(session)  # Stop raises it; the race checks it after each step
         try:
             for frame in race_frames(pair, prompt, system, settings, every=ctx.frame_every, stopped=flag.is_set):
                 if flag.is_set():  # stopped: a cut-short race is neither shown as finished nor measured,
                     # and its last output says so (Gradio re-sends a finished job's last output)
-                    yield status_only(N_OUTPUTS, STATUS, status_html("Stopped."))
+                    yield {view.status: status_html("Stopped.")}
                     return
                 if (point := point_from_race(frame, prompt[:40])) is not None:
                     ctx.measurements.add(session, point)
-                yield view(frame, pair.random_weights)
+                yield shown(view, frame, pair.random_weights)
         except ValueError as e:  # the prompt or settings do not fit the model (context length…)
-            yield from fail(N_OUTPUTS, STATUS, str(e))
+            yield from fail(view.status, str(e))
         except Exception as e:
             log.exception("race failed")
-            yield from fail(N_OUTPUTS, STATUS, f"Generation failed: {type(e).__name__}: {e}")
+            yield from fail(view.status, f"Generation failed: {type(e).__name__}: {e}")
         finally:
             ctx.stops.end(session, flag)
 
     return race
 
 
-def view(frame: RaceFrame, random_weights: bool) -> tuple:
-    """All outputs for one frame of the race."""
+def shown(view: RaceView, frame: RaceFrame, random_weights: bool) -> dict:
+    """Every output of the view for one frame of the race."""
     base, spec = frame.baseline, frame.speculative
     a_spans, s_spans = frame.spans
-    stats_panel = summary.stats_html(frame)
     metrics = summarize(spec.events, baseline=base.events)
-    return (
-        render.render_run(run_title(BASELINE), run_meta(base), a_spans),
-        render.render_run(run_title(SPECULATIVE, frame.settings.drafter), run_meta(spec), s_spans),
-        plots.tokens_over_time(base.events, spec.events),
-        plots.running_speedup(
+    return {
+        view.baseline: render.render_run(run_title(BASELINE), run_meta(base), a_spans),
+        view.speculative: render.render_run(run_title(SPECULATIVE, frame.settings.drafter), run_meta(spec), s_spans),
+        view.tokens: plots.tokens_over_time(base.events, spec.events),
+        view.speedup: plots.running_speedup(
             base.events, spec.events, metrics.predicted_speedup if metrics.drafted else None
         ),
-        plots.acceptance_by_position_figure(spec.events, metrics.alpha if metrics.drafted else None),
-        stats_panel,
-        status_html(status_line(frame, random_weights)),
-    )
+        view.accept: plots.acceptance_by_position_figure(spec.events, metrics.alpha if metrics.drafted else None),
+        view.stats: summary.stats_html(frame),
+        view.status: status_html(status_line(frame, random_weights)),
+    }
 
 
 def run_title(name: str, drafter: str | None = None) -> str:

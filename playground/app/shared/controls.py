@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground.config import DRAFTER_LABELS, KNOBS, RunConfig
+from playground.config import DRAFTER_LABELS, KNOBS, PROMPT_LOOKUP, TREE, RunConfig
 from playground.models.registry import PAIR_KNOBS
 from playground.app.shared.context import AppContext
 
@@ -40,9 +40,7 @@ def settings_controls(ctx: AppContext) -> tuple[dict[str, gr.components.Componen
     """
     spec = ctx.registry.pair(ctx.default_pair)
     c: dict[str, gr.components.Component] = {}
-    c["pair"] = gr.Dropdown(
-        ctx.pair_choices(), value=spec.name, label=KNOBS["pair"].label, info=spec.description
-    )
+    c["pair"] = pair_control(ctx)
     c["drafter"] = control("drafter")
     c["gamma"] = control("gamma", spec.gamma)
     tree_controls(c)
@@ -65,17 +63,36 @@ def settings_controls(ctx: AppContext) -> tuple[dict[str, gr.components.Componen
         with gr.Row():
             c["target_quantization"] = control("target_quantization")
             c["draft_quantization"] = control("draft_quantization")
+        for name in RunConfig.names():  # a knob placed nowhere above still gets its control, here
+            if name not in c:
+                c[name] = control(name)
     for name, component in c.items():  # stable handles for browser tests and custom CSS
         component.elem_id = component.elem_id or name
+    show_what_applies(c)
     return {name: c[name] for name in RunConfig.names()}, more
 
 
-def control(name: str, value=None) -> gr.components.Component:
+def pair_control(ctx: AppContext, elem_id: str = "pair") -> gr.Dropdown:
+    """The model pair: the registry's pairs, the page's default selected, its description below.
+    Every tab that picks a pair uses this one control."""
+    spec = ctx.registry.pair(ctx.default_pair)
+    return gr.Dropdown(ctx.pair_choices(), value=spec.name, label=KNOBS["pair"].label, info=spec.description,
+                       elem_id=elem_id)
+
+
+def describe_pair(ctx: AppContext, pair: gr.Dropdown) -> None:
+    """Wire a pair_control() alone (no knobs to suggest) to show the chosen pair's description."""
+    pair.change(lambda name: gr.update(info=ctx.registry.pair(name).description), pair, pair,
+                queue=False, api_visibility="private", show_progress="hidden")
+
+
+def control(name: str, value=None, *, low_open: bool | None = None, **component) -> gr.components.Component:
     """The control for one knob, built from its declaration (label, help, default, range); `value`
-    is the pair's suggestion where models.yaml makes one."""
+    is the pair's suggestion where models.yaml makes one. `low_open=True` leaves out the low end
+    where a tab cannot use it (it says why); `component` passes on elem_id, visible and the like."""
     k = KNOBS[name]
     value = k.default if value is None else value
-    common = dict(label=k.label, info=k.help, elem_id=name)
+    common = dict(label=k.label, info=k.help, elem_id=name) | component
     if k.kind is bool:
         return gr.Checkbox(value, **common)
     if k.choices:
@@ -85,9 +102,44 @@ def control(name: str, value=None) -> gr.components.Component:
     low = k.low if isinstance(k.low, (int, float)) else KNOBS[k.low].low
     if k.high - low > 10**4:  # a huge range: a number box, not a slider
         return gr.Number(value, minimum=low, maximum=k.high, precision=0 if k.kind is int else None, **common)
-    if k.low_open:
-        low = k.step  # the slider's first allowed position
-    return slider(name, low, k.high, value, step=k.step, **common)
+    if k.low_open if low_open is None else low_open:
+        low = low + k.step  # the slider's first allowed position
+    return slider(common.pop("elem_id"), low, k.high, value, step=k.step, **common)
+
+
+# Controls that apply only for one value of another: (the knob that decides, that value, the controls).
+# The rest are hidden, so the page never offers a knob the run would ignore.
+CONDITIONAL = (
+    ("speculation", TREE, ("tree_budget", "tree_depth", "tree_branching", "tree_width")),
+    ("drafter", PROMPT_LOOKUP, ("ngram_min", "ngram_max")),
+    ("adaptive", True, ("gamma_min", "gamma_max")),
+)
+
+
+def applying(c: dict, decider: str, value) -> dict:
+    """{control: visibility update} for the controls that `decider` at `value` shows or hides."""
+    when, names = next((when, names) for d, when, names in CONDITIONAL if d == decider)
+    return {c[name]: gr.update(visible=value == when) for name in names}
+
+
+def show_what_applies(c: dict) -> None:
+    """Hide what does not apply now, and again whenever a deciding knob changes (also when another
+    tab or an example sets it) and when the page loads (a reload keeps no hidden state)."""
+    for decider, when, names in CONDITIONAL:
+        for name in names:
+            c[name].visible = c[decider].value == when
+        c[decider].change(lambda value, d=decider: applying(c, d, value), c[decider],
+                          [c[name] for name in names], queue=False, api_visibility="private",
+                          show_progress="hidden")
+    page = gr.context.Context.root_block
+    if page is not None:
+        deciders = [d for d, _, _ in CONDITIONAL]
+
+        def on_load(*values) -> dict:
+            return {k: v for d, value in zip(deciders, values) for k, v in applying(c, d, value).items()}
+
+        page.load(on_load, [c[d] for d in deciders], [c[n] for _, _, names in CONDITIONAL for n in names],
+                  queue=False, api_visibility="private", show_progress="hidden")
 
 
 def tree_controls(c: dict) -> None:

@@ -2,8 +2,10 @@
 progress, turn an error into a message in the page (never a traceback), and wire its Run and
 Stop buttons.
 
-Handlers yield one tuple per redraw; `n` is the number of outputs and `at` the index of the
-status box among them. Everything but the status box is left as it is (gr.skip()).
+Handlers yield one dict per redraw, keyed by the components it changes (Gradio leaves the
+others as they are), so no handler counts output positions. A tab's outputs are a small
+dataclass of components (its view); `outputs(view)` lists them in field order, which is the
+order the API returns them in.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import html
 import logging
 import re
 from collections.abc import Iterator
+from dataclasses import fields
 
 import gradio as gr
 
@@ -28,10 +31,9 @@ def status_html(message: str, fraction: float | None = None, error: bool = False
     return f'<div style="color:{color};font-size:13px;white-space:pre-wrap">{html.escape(message)}{bar}</div>'
 
 
-def status_only(n: int, at: int, status: str) -> tuple:
-    out = [gr.skip()] * n
-    out[at] = status
-    return tuple(out)
+def outputs(view) -> list:
+    """A view's components in field order: the event's outputs, and the API's result order."""
+    return [getattr(view, f.name) for f in fields(view)]
 
 
 def model_job(button, handler, inputs, outputs, status, api_name: str, stop=None, stop_api: str | None = None,
@@ -66,33 +68,35 @@ def public(message: str) -> str:
     return ABSOLUTE_PATH.sub(lambda m: m.group(1), message)
 
 
-def fail(n: int, at: int, message: str):
-    """Show the error in the status box, then raise it as a Gradio error: `yield from fail(...)`
-    ends the handler, and the app keeps serving. Server-side paths are reduced to file names."""
+def fail(status, message: str):
+    """Show the error in the status box (a component), then raise it as a Gradio error:
+    `yield from fail(...)` ends the handler, and the app keeps serving. Server-side paths are
+    reduced to file names."""
     message = public(message)
-    yield status_only(n, at, status_html(f"⚠ {message}", error=True))
+    yield {status: status_html(f"⚠ {message}", error=True)}
     raise gr.Error(message, print_exception=False)
 
 
-def loading(progress: Iterator[Loading], n: int, at: int):
+def loading(progress: Iterator[Loading], status):
     """Stream load progress to the status box; returns what the loader returns (the pair)."""
     while True:
         try:
             report = next(progress)
         except StopIteration as done:
             return done.value
-        yield status_only(n, at, status_html(f"Loading: {report.message}", report.fraction))
+        yield {status: status_html(f"Loading: {report.message}", report.fraction)}
 
 
-def load_pair(ctx, settings: RunConfig, n: int, at: int):
-    """`pair = yield from load_pair(...)`: the settings' pair, or a message in the page."""
+def load_pair(ctx, settings: RunConfig, status):
+    """`pair = yield from load_pair(ctx, settings, view.status)`: the settings' pair, or a message
+    in the status box."""
     try:
-        return (yield from loading(ctx.load(settings), n, at))
+        return (yield from loading(ctx.load(settings), status))
     except ValueError as e:
-        yield from fail(n, at, str(e))
+        yield from fail(status, str(e))
     except Exception as e:  # offline, disk full, no source: say so, keep serving
         log.exception("loading pair %s failed", settings.pair)
-        yield from fail(n, at, f"Could not load pair {settings.pair!r}: {e}")
+        yield from fail(status, f"Could not load pair {settings.pair!r}: {e}")
 
 
 def in_order(knobs: dict) -> list:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from playground.config import RunConfig
 from playground.engine.events import StepEvent
-from playground.app.race.frames import RunTrack, new_track
+from playground.app.shared.track import RunTrack, new_track
 from playground.app.shared.render import visible
 
 DETAIL = 20  # top tokens the engine records per distribution; the page draws fewer

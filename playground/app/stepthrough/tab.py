@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import gradio as gr
 
@@ -20,18 +21,30 @@ from playground.app.stepthrough import view as step_view
 from playground.app.stepthrough import tree_view
 from playground.app.shared.context import SERIAL, AppContext
 from playground.app.shared.examples import STEP_THROUGH as EXAMPLES
-from playground.app.shared.flow import check_prompt, fail, in_order, load_pair, model_job, read_settings, status_html
+from playground.app.shared.flow import (check_prompt, fail, in_order, load_pair, model_job, outputs, read_settings,
+                                        status_html)
 from playground.app.stepthrough.run import Stepper, close_stepper, start, stepper_key
 
 TITLE = "Step-through"
 log = logging.getLogger(__name__)
 
-N_OUTPUTS, STATUS = 5, 4  # stepper state, text, stages, figure, status
 SESSION_TTL_S = 1800  # a paused run (and the models it holds) is dropped after this long unused
 PLACEHOLDER = "The new text appears here, token by token, coloured by fate."
+FIRST_FIGURE = "The bar charts of q and p appear after the first step."
 
 
-def build(ctx: AppContext) -> None:
+@dataclass(frozen=True)
+class StepView:
+    """What a step redraws; field order is the API's result order."""
+
+    stepper: gr.State  # this session's paused run (a Stepper)
+    text: gr.HTML  # the text so far, coloured by fate
+    stages: gr.HTML  # draft, verify, residual or bonus, each explained beside its numbers
+    figure: gr.Plot  # q and p per tested position, or the drawn tree
+    status: gr.HTML
+
+
+def build(ctx: AppContext) -> dict:
     gr.Markdown(
         "Run speculative sampling **one step at a time**: the draft model guesses, the target checks every "
         "guess in one pass, keeps some, and adds a token of its own. "
@@ -79,42 +92,43 @@ def build(ctx: AppContext) -> None:
             )
         with gr.Column(scale=6):
             figure = gr.Plot(
-                plots.empty_figure("The bar charts of q and p appear after the first step."),
+                plots.empty_figure(FIRST_FIGURE),
                 show_label=False,
                 elem_id="st-plot",
             )
     stepper = gr.State(None, time_to_live=SESSION_TTL_S, delete_callback=close_stepper)
 
-    outputs = [stepper, text, stages, figure, status]
-    handler = step_handler(ctx)
+    view = StepView(stepper, text, stages, figure, status)
+    handler = step_handler(ctx, view)
 
-    def step_event(prompt: str, so_far: str, stepper: Stepper | None, **knobs) -> Iterator[tuple]:
+    def step_event(prompt: str, so_far: str, stepper: Stepper | None, **knobs) -> Iterator[dict]:
         yield from handler(prompt, so_far, stepper, *in_order(knobs))
 
-    model_job(step, step_event, [prompt, so_far, stepper], outputs, status, "step", knobs=knobs)
-    reset.click(reset_handler, [stepper], outputs, api_name="step_reset", **SERIAL)
+    model_job(step, step_event, [prompt, so_far, stepper], outputs(view), status, "step", knobs=knobs)
+    reset.click(reset_handler(view), [stepper], outputs(view), api_name="step_reset", **SERIAL)
     controls.follow_pair(ctx, knobs)
+    return {"view": view}
 
 
-def step_handler(ctx: AppContext):
-    """The Next step handler, bound to this app's context (its pair cache) by closure."""
+def step_handler(ctx: AppContext, view: StepView):
+    """The Next step handler, bound to this app's context (its pair cache) and view by closure."""
 
-    def step(prompt: str, so_far: str, stepper: Stepper | None, *knobs) -> Iterator[tuple]:
+    def step(prompt: str, so_far: str, stepper: Stepper | None, *knobs) -> Iterator[dict]:
         try:
             settings = read_settings(dict(zip(RunConfig.names(), knobs, strict=True)))
             check_prompt(prompt)
             if so_far:
                 check_prompt(so_far, "text so far", empty_ok=True)
         except ValueError as e:
-            yield from fail(N_OUTPUTS, STATUS, str(e))
-        pair = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
+            yield from fail(view.status, str(e))
+        pair = yield from load_pair(ctx, settings, view.status)
         note = ""
         key = stepper_key(prompt, so_far, settings)
         if isinstance(stepper, Stepper) and stepper.released and stepper.key == key:
             try:  # its models were freed for another pair while it was paused: reload, replay, go on
                 stepper.resume(pair)
             except Exception as e:
-                yield from fail(N_OUTPUTS, STATUS, f"Could not resume the paused run: {e}")
+                yield from fail(view.status, f"Could not resume the paused run: {e}")
             ctx.cache.hold(pair, stepper.release)
             note = "The models were freed while this run was paused (another pair needed them); reloaded. "
         if (
@@ -128,23 +142,23 @@ def step_handler(ctx: AppContext):
             try:
                 stepper = start(pair, prompt, so_far or "", settings)
             except ValueError as e:  # the prompt does not fit the context, a bad n-gram range…
-                yield from fail(N_OUTPUTS, STATUS, str(e))
+                yield from fail(view.status, str(e))
             ctx.cache.hold(pair, stepper.release)  # paused, it lets go when the pair is evicted
         try:
             event = stepper.step()
         except Exception as e:
             log.exception("step failed")
-            yield from fail(N_OUTPUTS, STATUS, f"Generation failed: {type(e).__name__}: {e}")
+            yield from fail(view.status, f"Generation failed: {type(e).__name__}: {e}")
         if event is None:
             done = "The run has finished. Press Back to start (or change the prompt) to go again."
-            yield (stepper, gr.skip(), gr.skip(), gr.skip(), status_html(done))
+            yield {view.stepper: stepper, view.status: status_html(done)}
             return
-        yield view(stepper, event, pair.random_weights, note)
+        yield shown(view, stepper, event, pair.random_weights, note)
 
     return step
 
 
-def view(stepper: Stepper, event, random_weights: bool, note: str = "") -> tuple:
+def shown(view: StepView, stepper: Stepper, event, random_weights: bool, note: str = "") -> dict:
     steps = len(stepper.history)
     tokens = len(stepper.track.tokens)
     line = (
@@ -154,12 +168,14 @@ def view(stepper: Stepper, event, random_weights: bool, note: str = "") -> tuple
     line += " The run has finished." if stepper.finished else " Press Next step for the next one."
     if random_weights:
         line += "\nRandom-weight pair: the text is gibberish, the mechanics are real."
-    return (
-        stepper,
-        step_view.text_html(stepper.context, stepper.track.spans.spans, PLACEHOLDER),
-        *step_panels(event, stepper, steps),
-        status_html(line),
-    )
+    stages, figure = step_panels(event, stepper, steps)
+    return {
+        view.stepper: stepper,
+        view.text: step_view.text_html(stepper.context, stepper.track.spans.spans, PLACEHOLDER),
+        view.stages: stages,
+        view.figure: figure,
+        view.status: status_html(line),
+    }
 
 
 def step_panels(event, stepper: Stepper, steps: int) -> tuple:
@@ -171,12 +187,17 @@ def step_panels(event, stepper: Stepper, steps: int) -> tuple:
             step_plots.step_figure(event, stepper.label, stepper.greedy))
 
 
-def reset_handler(stepper: Stepper | None) -> tuple:
-    close_stepper(stepper)
-    return (
-        None,
-        step_view.text_html("", [], PLACEHOLDER),
-        step_view.intro_html(),
-        plots.empty_figure("The bar charts of q and p appear after the first step."),
-        status_html("Back at the start. Press Next step to run the first step."),
-    )
+def reset_handler(view: StepView):
+    """Back to start: close the paused run and show the page as it opened."""
+
+    def reset(stepper: Stepper | None) -> dict:
+        close_stepper(stepper)
+        return {
+            view.stepper: None,
+            view.text: step_view.text_html("", [], PLACEHOLDER),
+            view.stages: step_view.intro_html(),
+            view.figure: plots.empty_figure(FIRST_FIGURE),
+            view.status: status_html("Back at the start. Press Next step to run the first step."),
+        }
+
+    return reset

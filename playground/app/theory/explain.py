@@ -1,17 +1,18 @@
-"""Theory against measurement: the formula's curve from the measured α and c, and a short
-measurement through the bench's own code (warm-up, alternated baseline and speculative runs).
+"""Theory against measurement, in words: the γ the formula recommends from the measured α, c and
+v, and what each of them means. The measuring itself is measure/theory.py's.
 
-Pure functions and one measurement function; no Gradio.
+Pure functions; no Gradio.
 """
 
 from __future__ import annotations
 
 import html
 
-from playground.config import MODEL, RunConfig
+from playground.config import KNOBS
 from playground.engine.sampling import best_gamma, expected_speedup, gamma_ceiling, sloped_speedup
-from playground.measure.points import Point, Pooled, point_from_record, pool
-from playground.app.theory.plots import MAX_GAMMA
+from playground.measure.points import Point, Pooled
+
+MAX_GAMMA = KNOBS["gamma"].high  # the recommended γ is one a run may take: any the γ knob allows
 
 
 CSS = """
@@ -34,13 +35,6 @@ ASSUMPTIONS = (
     "here v is measured. The formula also assumes that every guess is kept with the same chance α, "
     "independently of the others, and that nothing else costs time."
 )
-
-
-def matching(points: list[Point], pair: str, drafter: str, temperature: float) -> list[Point]:
-    """The points of this pair, drafter and temperature: α depends on all three, c on the first two."""
-    return [
-        p for p in points if p.pair == pair and p.drafter == drafter and p.temperature == float(temperature)
-    ]
 
 
 def recommended(pooled: Pooled | None, curve=None) -> int | None:
@@ -184,40 +178,3 @@ def points_table(points: list[Point]) -> list[list]:
 
 POINT_COLUMNS = ["source", "prompt", "γ", "drafter", "temperature", "speedup ×", "α", "c", "v"]
 
-
-def measure(
-    pair, ids: list[int], settings: RunConfig, repeats: int, report, source: str, prompt: str
-) -> Point:
-    """Warm up, then time baseline and speculative runs alternated (bench.measure), as one point.
-
-    report(done, total, what) is called after each run (the lockstep worker's callback)."""
-    from playground.engine import factory
-    from playground.measure.runs import Setup, measure_prompt, warm_up
-    from playground.measure.machine import spare_a_core
-
-    config = factory.spec_config(settings)
-    setup = Setup.of(pair, settings, tree=settings.drafter == MODEL)  # a tree's length beside the chain's
-    total = (3 if setup.tree else 2) * repeats + 1
-    with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
-        warm_up(setup, ids, config, 1)
-        report(1, total, "warm-up")
-        record = measure_prompt(
-            setup, ids, config, repeats, lambda method, done, _: report(1 + done, total, method)
-        )
-    return point_from_record(
-        record,
-        pair=settings.pair,
-        drafter=settings.drafter,
-        temperature=settings.temperature,
-        gamma=settings.gamma,
-        source=source,
-        prompt=prompt,
-        tree_shape=(settings.tree_budget, settings.tree_depth, settings.tree_branching, settings.tree_width),
-    )
-
-
-def pooled_for(
-    points: list[Point], pair: str, drafter: str, temperature: float
-) -> tuple[list[Point], Pooled | None]:
-    chosen = matching(points, pair, drafter, temperature)
-    return chosen, pool(chosen)

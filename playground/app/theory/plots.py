@@ -4,10 +4,24 @@ measured points on it, and a tree's expected length beside a chain's."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
-from playground.engine.sampling import expected_speedup, sloped_speedup
-from playground.app.shared.plots import BASELINE_COLOR, KEEP_COLOR, SPEC_COLOR, THEORY_COLOR, empty_figure, figure, line, plot_text
 
-MAX_GAMMA = 16
+from playground.config import KNOBS
+from playground.engine.sampling import expected_speedup, sloped_speedup
+from playground.app.shared.plots import (BASELINE_COLOR, KEEP_COLOR, SPEC_COLOR, THEORY_COLOR, empty_figure, figure,
+                                         line, plot_text)
+
+
+def gamma_axis(points, best: int | None, curve=None) -> int:
+    """The last γ drawn. The γ knob allows up to KNOBS["gamma"].high, but for any α a real draft
+    reaches the curve rises and peaks far below that, and drawing the whole range would squash its
+    shape into the left edge. So the axis runs to the adaptive schedule's default ceiling (γ max),
+    and beyond it only as far as the recommended γ, a measured point or the measured v(k) need."""
+    shown = [KNOBS["gamma_max"].default, *(p.gamma for p in points)]
+    if best is not None:
+        shown.append(best + 1)
+    if curve is not None:
+        shown.append(curve.max_gamma)
+    return min(KNOBS["gamma"].high, max(shown))
 
 
 def theory_figure(points, pooled, best: int | None, curve=None) -> go.Figure:
@@ -15,7 +29,8 @@ def theory_figure(points, pooled, best: int | None, curve=None) -> go.Figure:
     (the measured v(k) when there is one, else the slope fitted to the points), the measured points,
     and v(γ+1) itself on a right-hand axis, so a jump in the verification cost lines up with the
     γ where the speedup bends."""
-    gammas = list(range(MAX_GAMMA + 1))
+    last = gamma_axis(points, best, curve)
+    gammas = list(range(last + 1))
     traces, guides = [], [(1.0, "no gain", BASELINE_COLOR, "dot")]
     if pooled is None:
         for alpha in (0.5, 0.7, 0.9):  # what the curve looks like, until there is a measurement
@@ -86,7 +101,7 @@ def theory_figure(points, pooled, best: int | None, curve=None) -> go.Figure:
         y_range=[0, 1.15 * max(tops)],
         x_dtick=1,
     )
-    fig.update_xaxes(range=[-0.5, MAX_GAMMA + 0.5])
+    fig.update_xaxes(range=[-0.5, last + 0.5])
     if curve is not None:
         top = max(2.0, 1.15 * max(curve.v))
         fig.update_layout(

@@ -9,27 +9,45 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import gradio as gr
 
-from playground.config import DRAFTER_LABELS, DRAFTERS, MODEL
+from playground.config import KNOBS
+from playground.app.shared import controls
 from playground.app.theory import explain as theory
 from playground.app.theory import plots as theory_plots
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import check_prompt, fail, load_pair, model_job, read_settings, status_html, whole
+from playground.app.shared.flow import (check_prompt, fail, load_pair, model_job, outputs, read_settings,
+                                        status_html, whole)
 from playground.app.shared.lockstep import streamed
 from playground.measure.points import session_of
+from playground.measure.theory import measure_point, pooled_for
 
 TITLE = "Theory vs measurement"
 log = logging.getLogger(__name__)
 
-N_OUTPUTS, STATUS = 5, 4  # figure, explanation, points table, chain-or-tree figure, status
-MAX_MEASURE_TOKENS = 256
+# A measurement here is a warm-up and two or three timed runs while the page waits: a page-level cap on
+# the run's length (within the max_new_tokens knob's range) keeps it to seconds on a CPU.
+MAX_MEASURE_TOKENS = min(256, KNOBS["max_new_tokens"].high)
 VERIFY_K = 9  # v(k) measured for k = 1..9 tokens: γ up to 8
 DEFAULT_PROMPT = "Write a Python function that returns the n-th Fibonacci number."
 
 
-def build(ctx: AppContext) -> None:
+
+
+@dataclass(frozen=True)
+class TheoryView:
+    """What the tab redraws; field order is the API's result order."""
+
+    plot: gr.Plot  # the formula's curve and the measured points
+    explain: gr.HTML  # the recommended γ, α, c and v in words
+    table: gr.Dataframe  # this session's measured points
+    tree: gr.Plot  # a chain's length against a tree's
+    status: gr.HTML
+
+
+def build(ctx: AppContext) -> dict:
     from playground.measure.verify_cost import VerifyCurves
 
     spec = ctx.registry.pair(ctx.default_pair)
@@ -46,19 +64,15 @@ def build(ctx: AppContext) -> None:
                 theory.explain_html([], None, spec.name), css_template=theory.CSS, elem_id="th-explain"
             )
     with gr.Row():
-        pair = gr.Dropdown(ctx.pair_choices(), value=spec.name, label="Model pair", elem_id="th-pair")
-        drafter = gr.Radio([(DRAFTER_LABELS[d], d) for d in DRAFTERS], value=MODEL, label="Drafter", elem_id="th-drafter")
-        temperature = gr.Slider(
-            0, 2, value=spec.temperature, step=0.05, label="Temperature", elem_id="th-temperature"
-        )
+        pair = controls.pair_control(ctx, "th-pair")
+        drafter = controls.control("drafter", elem_id="th-drafter")
+        temperature = controls.control("temperature", spec.temperature, elem_id="th-temperature")
     with gr.Row():
         prompt = gr.Textbox(
             DEFAULT_PROMPT, label="Prompt to measure on", lines=2, scale=3, elem_id="th-prompt"
         )
         with gr.Column(scale=2):
-            gamma = gr.Slider(
-                1, 16, value=spec.gamma, step=1, precision=0, label="γ of the measurement", elem_id="th-gamma"
-            )
+            gamma = controls.control("gamma", spec.gamma, elem_id="th-gamma")
             tokens = gr.Slider(
                 8,
                 MAX_MEASURE_TOKENS,
@@ -88,31 +102,35 @@ def build(ctx: AppContext) -> None:
     )
     tree_plot = gr.Plot(theory_plots.tree_length_figure([], None), show_label=False, elem_id="th-tree")
 
-    view = [pair, drafter, temperature]
-    outputs = [plot, explain, table, tree_plot, status]
-    redraw = redraw_handler(ctx, curves)
-    for control in view:
-        control.change(redraw, view, outputs[:STATUS], queue=False, api_visibility="private")
-    model_job(measure, measure_handler(ctx, curves), [prompt, *view, gamma, tokens], outputs, status,
+    chosen = [pair, drafter, temperature]
+    view = TheoryView(plot, explain, table, tree_plot, status)
+    figures = [view.plot, view.explain, view.table, view.tree]  # what a redraw changes (not the status)
+    redraw = redraw_handler(ctx, view, curves)
+    controls.describe_pair(ctx, pair)
+    for control in chosen:
+        control.change(redraw, chosen, figures, queue=False, api_visibility="private")
+    model_job(measure, measure_handler(ctx, view, curves), [prompt, *chosen, gamma, tokens], outputs(view), status,
               "measure", stop=stop, stop_api="measure_stop")
-    clear.click(clear_handler(ctx, curves), view, outputs[:STATUS], queue=False, api_visibility="private")
+    clear.click(clear_handler(ctx, view, curves), chosen, figures, queue=False, api_visibility="private")
     tab = gr.context.Context.block  # the enclosing gr.Tab: redraw when it is opened (points may be new)
     if isinstance(tab, gr.Tab):
-        tab.select(redraw, view, outputs[:STATUS], queue=False, api_visibility="private")
+        tab.select(redraw, chosen, figures, queue=False, api_visibility="private")
+    return {"view": view}
 
 
-def draw(ctx: AppContext, session, pair: str, drafter: str, temperature: float, curves=None) -> tuple:
+def draw(ctx: AppContext, view: TheoryView, session, pair: str, drafter: str, temperature: float,
+         curves=None) -> dict:
     """Figure, explanation and table from this session's points of the chosen pair, drafter, T,
     and the pair's target's measured v(k) when this app has measured it."""
-    points, pooled = theory.pooled_for(ctx.measurements.get(session), pair, drafter, temperature)
+    points, pooled = pooled_for(ctx.measurements.get(session), pair, drafter, temperature)
     what = f"{pair}, {drafter}, temperature {float(temperature):g}"
     curve = target_curve(ctx, curves, pair)
-    return (
-        theory_plots.theory_figure(points, pooled, theory.recommended(pooled, curve), curve),
-        theory.explain_html(points, pooled, what, curve),
-        theory.points_table(points),
-        theory_plots.tree_length_figure(points, pooled),
-    )
+    return {
+        view.plot: theory_plots.theory_figure(points, pooled, theory.recommended(pooled, curve), curve),
+        view.explain: theory.explain_html(points, pooled, what, curve),
+        view.table: theory.points_table(points),
+        view.tree: theory_plots.tree_length_figure(points, pooled),
+    }
 
 
 def target_curve(ctx: AppContext, curves, pair: str):
@@ -121,22 +139,22 @@ def target_curve(ctx: AppContext, curves, pair: str):
     return curves.for_model(ctx.registry.pair(pair).target)
 
 
-def redraw_handler(ctx: AppContext, curves=None):
-    def redraw(pair: str, drafter: str, temperature: float, request: gr.Request = None) -> tuple:
-        return draw(ctx, session_of(request), pair, drafter, temperature, curves)
+def redraw_handler(ctx: AppContext, view: TheoryView, curves=None):
+    def redraw(pair: str, drafter: str, temperature: float, request: gr.Request = None) -> dict:
+        return draw(ctx, view, session_of(request), pair, drafter, temperature, curves)
 
     return redraw
 
 
-def clear_handler(ctx: AppContext, curves=None):
-    def clear(pair: str, drafter: str, temperature: float, request: gr.Request = None) -> tuple:
+def clear_handler(ctx: AppContext, view: TheoryView, curves=None):
+    def clear(pair: str, drafter: str, temperature: float, request: gr.Request = None) -> dict:
         ctx.measurements.clear(session_of(request))
-        return draw(ctx, session_of(request), pair, drafter, temperature, curves)
+        return draw(ctx, view, session_of(request), pair, drafter, temperature, curves)
 
     return clear
 
 
-def measure_handler(ctx: AppContext, curves=None):
+def measure_handler(ctx: AppContext, view: TheoryView, curves=None):
     """Measure one point now: warm-up, then baseline and speculative runs alternated (the bench's code)."""
 
     def measure(
@@ -148,7 +166,7 @@ def measure_handler(ctx: AppContext, curves=None):
         tokens: int,
         request: gr.Request = None,
         progress=gr.Progress(),
-    ) -> Iterator[tuple]:
+    ) -> Iterator[dict]:
         try:
             check_prompt(prompt)
             tokens = whole("new tokens per run", tokens, 1, MAX_MEASURE_TOKENS)
@@ -162,15 +180,15 @@ def measure_handler(ctx: AppContext, curves=None):
                 }
             )
         except ValueError as e:
-            yield from fail(N_OUTPUTS, STATUS, str(e))
-        loaded = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
+            yield from fail(view.status, str(e))
+        loaded = yield from load_pair(ctx, settings, view.status)
         try:
             from playground.models.text import encode_prompt
 
             ids = encode_prompt(loaded.tokenizer, prompt)
 
             def work(report):
-                point = theory.measure(loaded, ids, settings, 1, report, "measure", short(prompt))
+                point = measure_point(loaded, ids, settings, 1, report, "measure", short(prompt))
                 if curves is not None:  # v(k) of this target, once per app run (a few seconds)
                     from playground.measure.machine import spare_a_core
 
@@ -179,27 +197,24 @@ def measure_handler(ctx: AppContext, curves=None):
                     report(3, 3, "v(k) of the target")
                 return point
 
-            def show(done: int, total: int, what: str) -> tuple:
+            def show(done: int, total: int, what: str) -> dict:
                 progress((done, total), desc=f"ran {what}")
-                return (
-                    *(gr.skip(),) * STATUS,
-                    status_html(f"Measuring: ran {what} ({done}/{total})", done / total),
-                )
+                return {view.status: status_html(f"Measuring: ran {what} ({done}/{total})", done / total)}
 
             point = yield from streamed(work, show)
         except ValueError as e:
-            yield from fail(N_OUTPUTS, STATUS, str(e))
+            yield from fail(view.status, str(e))
         except Exception as e:
             log.exception("measurement failed")
-            yield from fail(N_OUTPUTS, STATUS, f"Measurement failed: {type(e).__name__}: {e}")
+            yield from fail(view.status, f"Measurement failed: {type(e).__name__}: {e}")
         session = session_of(request)
         ctx.measurements.add(session, point)
         done = (
             f"Measured at γ = {point.gamma}: speedup {point.speedup:.2f}×, α = {point.alpha:.2f}, "
             f"c = {point.c:.2f}, verification cost {point.verify_cost:.2f}×."
         )
-        yield (*draw(ctx, session, settings.pair, settings.drafter, settings.temperature, curves),
-               status_html(done))
+        yield {**draw(ctx, view, session, settings.pair, settings.drafter, settings.temperature, curves),
+               view.status: status_html(done)}
 
     return measure
 
