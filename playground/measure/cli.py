@@ -123,6 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
     timing.add_argument("--reference", choices=["transformers"],
                         help="also time transformers' generate() and assisted generation, "
                              "same models and settings")
+    served = p.add_argument_group("served engines (docs/benchmarks.md, 'Served engines')")
+    served.add_argument("--served", metavar="vllm|URL[,URL]",
+                        help="time vLLM instead of our engine: 'vllm' starts plain and speculative servers "
+                             "from vLLM's venv (python -m playground.serve setup vllm); URLs attach to "
+                             "running servers, the first the plain baseline")
+    served.add_argument("--served-methods", default="draft_model,ngram", metavar="M1,M2",
+                        help="speculative deployments beside the plain one (draft_model, ngram)")
+    served.add_argument("--concurrency", metavar="N1,N2,...",
+                        help="also time N simultaneous requests per deployment, e.g. 1,2,4,8")
     out = p.add_argument_group("outputs (each written atomically at the end)")
     for name, what in (("json", "everything"), ("csv", "one row per prompt, category and setting"),
                        ("html", "self-contained plotly report"),
@@ -341,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     except SettingError as error:
         parser.error(f"argument {error.flag}: {error}")
     quiet_transformers()
+    if args.served:
+        from playground.measure.served.bench import served_main
+        return served_main(parser, args, plan)
     if args.target_quantizations:
         return compare_targets(parser, args, plan)
     from playground.models.loading import PairCache
