@@ -11,7 +11,7 @@ import pytest
 
 from playground.measure import charts, cli, gpu_oracle, gpu_paths
 from playground.measure.divergence import first_divergence, margin_at, margins_by_position, top2_margin
-from playground.measure.grid import SettingError, expand, parse_sweep
+from playground.measure.sweep import Grid, SettingError, expand, parse_axes
 from playground.measure.runs import Run, Setup, identity_fields
 from playground.config import RunConfig
 from playground.measure.oracle import OracleDrafter, greedy_continuation
@@ -270,12 +270,23 @@ def test_adaptive_and_confidence_settings_reach_both_engines(tmp_path):
 
 
 def test_sweep_grid_and_errors():
-    grid = parse_sweep(["gamma=1,2", "temperature=0,0.7"])
-    base = {"gamma": 4, "temperature": 0.0, "top_k": 0, "top_p": 1.0, "seed": 0, "max_new_tokens": 8}
-    configs = expand(base, grid)
+    grid = Grid(RunConfig(max_new_tokens=8), parse_axes(["gamma=1,2", "temperature=0,0.7"]))
+    configs = expand(grid)
     assert [(c.gamma, c.temperature) for c in configs] == [(1, 0.0), (1, 0.7), (2, 0.0), (2, 0.7)]
+    assert all(c.max_new_tokens == 8 for c in configs)
+    assert parse_axes(["gamma=1-3,8,2"]) == {"gamma": [1, 2, 3, 8]}  # ranges, duplicates dropped
+    trees = expand(Grid(RunConfig(), parse_axes(["drafter=model,tree", "gamma=2,3"])))
+    assert [(c.speculation, c.tree_depth, c.gamma) for c in trees][2:] == [("tree", 2, 2), ("tree", 3, 3)]
     with pytest.raises(SettingError, match="swept twice"):
-        parse_sweep(["gamma=1", "gamma=2"])
+        parse_axes(["gamma=1", "gamma=2"])
+    with pytest.raises(SettingError, match="gamma: a range runs from low to high over at most 64 steps"):
+        parse_axes(["gamma=1-500"])
+    with pytest.raises(SettingError, match="ngram_max must be an integer in \\[4, 32\\], got 3") as raised:
+        expand(Grid(RunConfig(), parse_axes(["ngram_min=4"])))
+    assert raised.value.flag == "--ngram-max"  # the rule is broken by the flag's value (its default)
+    with pytest.raises(SettingError, match="ngram_max must be an integer in \\[4, 32\\], got 3") as raised:
+        expand(Grid(RunConfig(), parse_axes(["ngram_min=4", "ngram_max=3"])))
+    assert raised.value.flag == "--sweep"
 
 
 def test_summary_uses_medians_of_ratios_and_pooled_counts():

@@ -12,7 +12,8 @@ from gradio_client import Client
 from playground.measure import export
 from playground.measure import report
 from playground.measure.cli import build_parser, make_plan
-from playground.measure.grid import SWEEPABLE, settings_of
+from playground.measure.report import settings_of
+from playground.measure.sweep import SWEEPABLE
 from playground.config import KNOBS, PROMPT_LOOKUP, RunConfig, group
 from playground.engine.generate import SpecConfig
 from playground.app.shared import controls

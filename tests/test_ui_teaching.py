@@ -20,6 +20,7 @@ from playground.app.shared import plots
 from playground.app.stepthrough import plots as step_plots
 from playground.app.stepthrough import view as step_view
 from playground.measure import sweep
+from playground.measure.report import SCHEMA
 from playground.app.theory import explain as theory
 from playground.app.shared.context import AppContext, build_context
 from playground.app.shared.lockstep import lockstep
@@ -30,7 +31,9 @@ from playground.app.stepthrough.run import Stepper
 from playground.app.export.tab import snippets
 from playground.app.lab.tab import lab_handler
 from playground.app.stepthrough.tab import reset_handler, step_handler
-from playground.app.sweep.tab import sweep_handler
+from playground.app.sweep import form as sweep_form
+from playground.app.sweep import tab as tab_sweep
+from playground.app.sweep.tab import COLUMNS, sweep_handler
 from playground.app.theory.tab import measure_handler, redraw_handler
 
 
@@ -45,9 +48,11 @@ def knobs(**changes) -> list:
     return [values[n] for n in RunConfig.names()]
 
 
-def status_of(output: tuple) -> str:
-    """The status box: a handler's last text output (the Sweep's is followed by its fastest row)."""
-    return html.unescape(next(o for o in reversed(output) if isinstance(o, str)))
+def status_of(output) -> str:
+    """The status box: a handler's last text output (the Sweep's is followed by its fastest row);
+    of a dict keyed by components, its last text value."""
+    values = list(output.values()) if isinstance(output, dict) else list(output)
+    return html.unescape(next(o for o in reversed(values) if isinstance(o, str)))
 
 
 def raises_in_page(outputs_iter, message: str) -> list:
@@ -508,86 +513,92 @@ def test_stopping_the_lab_stops_drawing(disagreeing_ctx):
 
 
 @pytest.mark.parametrize(
-    "text, kind, expected",
+    "key, text, expected",
     [
-        ("1,2,4", int, [1, 2, 4]),
-        ("1-3, 8", int, [1, 2, 3, 8]),
-        ("2,2,1", int, [2, 1]),
-        ("0, 0.7", float, [0.0, 0.7]),
+        ("gamma", "1,2,4", [1, 2, 4]),
+        ("gamma", "1-3, 8", [1, 2, 3, 8]),
+        ("gamma", "2,2,1", [2, 1]),
+        ("temperature", "0, 0.7", [0.0, 0.7]),
     ],
 )
-def test_grid_values_parse(text, kind, expected):
-    assert sweep.parse_list("f", text, kind) == expected
+def test_grid_values_parse(key, text, expected):
+    assert sweep.parse_values(key, text) == expected
 
 
 def plan_args(**changes):
-    values = dict(
-        pair="tiny",
-        gammas_text="1,2",
-        drafters=[MODEL],
-        temperatures_text="0",
-        examples=["Code"],
-        categories=[],
-        per_category=1,
-        max_new_tokens=16,
-        repeats=1,
-        seed=0,
-    )
-    return {**values, **changes}
+    values = dict(pair="tiny", gammas="1,2", drafters=(MODEL,), temperatures="0", examples=("Code",), categories=(),
+                  per_category=1, max_new_tokens=16, repeats=1, seed=0)
+    return sweep_form.Form(**{**values, **changes})
 
 
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"gammas_text": ""}, "γ values: give at least one value"),
-        (
-            {"gammas_text": "1,x"},
-            "γ values: expected whole numbers or ranges like 1-8 separated by commas, got 'x'",
-        ),
-        ({"gammas_text": "0,2"}, "γ values: gamma must be an integer in [1, 64], got 0"),
-        ({"gammas_text": "1-500"}, "γ values: expected whole numbers"),
-        ({"temperatures_text": "-1"}, "temperatures: temperature must be in [0.0, 2.0], got -1.0"),
-        ({"drafters": []}, "drafters: choose at least one"),
-        ({"examples": [], "categories": []}, "prompts: choose at least one example or Spec-Bench category"),
-        ({"categories": ["nope"]}, "Spec-Bench categories: unknown category nope"),
-        (
-            {"categories": ["coding"], "per_category": 0},
-            "prompts per category must be a whole number in [1, 20]",
-        ),
-        ({"max_new_tokens": 0}, "max new tokens must be a whole number in [1, 4096], got 0"),
-        ({"draft_text": "beta=1"}, "draft settings: expected KEY=V1,V2,... with KEY one of ngram_min, ngram_max"),
-        ({"draft_text": "gamma=1,2"}, "draft settings: expected KEY=V1,V2,..."),
-        ({"draft_text": "draft_vocab=-1"}, "draft settings: draft_vocab must be an integer in [0, "),
-        ({"draft_text": "ngram_min=4"}, "draft settings: ngram_max must be an integer in [4, 32], got 3"),
-        (
-            {
-                "gammas_text": "1-40",
-                "temperatures_text": "0,0.5,1",
-                "categories": ["coding", "translation"],
-                "per_category": 3,
-            },
-            "more than 400",
-        ),
+        ({"gammas": ""}, "γ values: give at least one value"),
+        ({"gammas": "1,x"}, "γ values: gamma takes integers or ranges like 1-8, separated by commas, got 'x'"),
+        ({"gammas": "0,2"}, "γ values: gamma must be an integer in [1, 64], got 0"),
+        ({"gammas": "1-500"}, "γ values: gamma: a range runs from low to high over at most 64 steps"),
+        ({"temperatures": "-1"}, "temperatures: temperature must be in [0.0, 2.0], got -1.0"),
+        ({"drafters": ()}, "drafters: choose at least one"),
+        ({"drafters": ("magic",)}, "drafters: unknown 'magic'; choose from model, prompt_lookup, tree"),
+        ({"examples": (), "categories": ()}, "prompts: choose at least one example or Spec-Bench category"),
+        ({"categories": ("nope",)}, "Spec-Bench categories: unknown category nope"),
+        ({"categories": ("coding",), "per_category": 0}, "prompts per category must be a whole number in [1, 20]"),
+        ({"max_new_tokens": 0}, "max_new_tokens must be an integer in [1, 4096], got 0"),
+        ({"seed": -1}, "seed must be an integer in [0, 9223372036854775807], got -1"),  # the knob's range
+        ({"repeats": 11}, "repeats must be a whole number in [1, 10], got 11"),
+        ({"drafts": "beta=1"}, "draft settings: expected KEY=V1,V2,... with KEY one of ngram_min, ngram_max"),
+        ({"drafts": "gamma=1,2"}, "draft settings: expected KEY=V1,V2,..."),
+        ({"drafts": "draft_vocab=-1"}, "draft settings: draft_vocab must be an integer in [0, "),
+        ({"drafts": "ngram_min=4"}, "draft settings: ngram_max must be an integer in [4, 32], got 3"),
+        ({"gammas": "1-40", "temperatures": "0,0.5,1", "categories": ("coding", "translation"), "per_category": 3},
+         "grid: 120 settings × 7 prompts = 840 measurements, more than 400"),
     ],
 )
 def test_bad_grids_are_refused_naming_the_field(changes, message):
-    from playground.app.sweep.tab import BUILTIN
-
     with pytest.raises(ValueError) as raised:
-        sweep.make_plan(**plan_args(**changes), builtin=BUILTIN)
+        sweep_form.plan_of(plan_args(**changes))
     assert message in str(raised.value)
 
 
-def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx):
-    request = SimpleNamespace(session_hash="sweeper")
+def test_the_page_and_the_benchmark_plan_the_same_cells():
+    """The page's fields and the benchmark's --sweep are one grammar: the same grid, the same cells."""
+    from playground.measure import cli
+
+    page = sweep_form.plan_of(plan_args(drafters=(MODEL, PROMPT_LOOKUP), gammas="1-2", drafts="ngram_max=2,3"))
+    args = cli.build_parser().parse_args(["--pair", "tiny", "--max-new-tokens", "16", "--draft-vocab", "0",
+                                          "--sweep", "drafter=model,prompt_lookup", "temperature=0", "gamma=1-2",
+                                          "ngram_max=2,3"])
+    args.argv = []
+    assert cli.make_plan(args).cells == page.cells and len(page.cells) == 8
+
+
+@pytest.fixture(scope="module")
+def sweep_view(ctx):
+    """The Sweep tab's outputs, as the tab builds them (the handler's dicts are keyed by these)."""
+    with gr.Blocks():
+        return tab_sweep.build(ctx)["view"]
+
+
+def last_of(outputs) -> dict:
+    """Every component's latest value over a handler's redraws."""
+    final = {}
+    for o in outputs:
+        final.update(o)
+    return final
+
+
+def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx, sweep_view):
+    view, request = sweep_view, SimpleNamespace(session_hash="sweeper")
     outputs, read = [], {}
-    for o in sweep_handler(ctx)(
-        "tiny", "1,3", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0, "", request
-    ):
+    for o in sweep_handler(ctx, view)("tiny", "1,3", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0, "",
+                                      request):
         outputs.append(o)
-        if isinstance(o[3], list):  # the files, read as Gradio does: before the handler resumes
-            read = {path: Path(path).read_text() for path in o[3]}
-    table, speedup, alpha, files, status, fastest = outputs[-1]
+        if o.get(view.files):  # the files, read as Gradio does: before the handler resumes
+            read = {path: Path(path).read_text() for path in o[view.files]}
+    final = last_of(outputs)
+    table, speedup, files, status, fastest = (final[c] for c in (view.table, view.speedup, view.files,
+                                                                  view.status, view.fastest))
     assert "Done: 4 settings measured" in status and "is in the Export tab" in status
     assert [row[:4] for row in table] == [
         [MODEL, "", 0.0, 1],
@@ -595,37 +606,40 @@ def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx):
         [PROMPT_LOOKUP, "", 0.0, 1],
         [PROMPT_LOOKUP, "", 0.0, 3],
     ]
-    speeds = [row[sweep.COLUMNS.index("speculative_tok_s")] for row in table]
+    speeds = [row[COLUMNS.index("speculative_tok_s")] for row in table]
     best = table[speeds.index(max(speeds))]
     assert (fastest["drafter"], fastest["gamma"], fastest["max_new_tokens"]) == (best[0], best[3], 12)
     assert {t.name for t in speedup.data} == {"draft model, T = 0", "prompt lookup, T = 0"}
     assert sum(1 for o in outputs if "Ran " in status_of(o)) >= 8  # progress after every run
     csv_path, json_path = files
     assert not Path(csv_path).parent.exists()  # every sweep's temp folder is removed once it is sent
-    rows = list(csv.DictReader(read[csv_path].splitlines()))
+    rows = [r for r in csv.DictReader(read[csv_path].splitlines()) if r["row"] == "overall"]
     assert len(rows) == 4 and rows[0]["gamma"] == "1" and float(rows[0]["speedup"]) > 0
-    report = json.loads(read[json_path])
-    assert report["schema"] == sweep.SCHEMA and len(report["rows"]) == 4 and report["rows"][0]["records"]
+    report = json.loads(read[json_path])  # the benchmark's report: its charts and console read it too
+    assert report["schema"] == SCHEMA and len(report["runs"]) == 4 and report["runs"][0]["prompts"]
+    assert report["config"]["sweep"] == ["drafter=model,prompt_lookup", "temperature=0.0", "gamma=1,3"]
+    assert [r["summary"]["speculative_tok_s"] for r in report["runs"]] == pytest.approx(speeds, abs=1e-3)
     assert len(ctx.measurements.get("sweeper")) == 4
 
 
-def test_sweep_tree_rows_sweep_the_depth_and_reproduce_greedy_output(ctx):
+def test_sweep_tree_rows_sweep_the_depth_and_reproduce_greedy_output(ctx, sweep_view):
     from playground.engine import factory
     from playground.engine.tree_drafter import TreeDrafter
 
-    plan = sweep.make_plan(**plan_args(), builtin={"Code": "x"})
-    built = factory.make_drafter(sweep.cell_settings(plan, sweep.TREE_ROW, 3), ctx.cache.get("tiny").draft.model)
+    plan = sweep_form.plan_of(plan_args(drafters=(sweep.TREE,), gammas="3"), builtin={"Code": "x"})
+    built = factory.make_drafter(plan.cells[0], ctx.cache.get("tiny").draft.model)
     assert isinstance(built, TreeDrafter) and built.depth == 3
-    outputs = list(sweep_handler(ctx)("tiny", "2,3", [MODEL, sweep.TREE_ROW], "0", ["Code"], [], 1, 12, 1, 0, "",
-                                      SimpleNamespace(session_hash="trees")))
-    table, speedup, *_ = outputs[-1]
-    trees = [row for row in table if row[0] == sweep.TREE_ROW]
-    assert [row[3] for row in trees] == [2, 3] and all(row[sweep.COLUMNS.index("identical")] for row in trees)
-    assert all(row[sweep.COLUMNS.index("tokens_per_call")] >= 1 for row in trees)
+    view = sweep_view
+    final = last_of(sweep_handler(ctx, view)("tiny", "2,3", [MODEL, sweep.TREE], "0", ["Code"], [], 1, 12, 1, 0, "",
+                                             SimpleNamespace(session_hash="trees")))
+    table, speedup = final[view.table], final[view.speedup]
+    trees = [row for row in table if row[0] == sweep.TREE]
+    assert [row[3] for row in trees] == [2, 3] and all(row[COLUMNS.index("identical")] for row in trees)
+    assert all(row[COLUMNS.index("tokens_per_call")] >= 1 for row in trees)
     assert {t.name for t in speedup.data} == {"draft model, T = 0", "draft tree (γ = depth), T = 0"}
 
 
-def test_sweep_compares_drafts_and_each_row_builds_the_drafter_it_names(ctx, monkeypatch):
+def test_sweep_compares_drafts_and_each_row_builds_the_drafter_it_names(ctx, sweep_view, monkeypatch):
     """Draft settings as rows (issue 12): n-gram sizes and draft vocabularies, in the benchmark's
     --sweep grammar. Asserted on the drafters the timed runs actually built."""
     from playground.engine import factory
@@ -635,15 +649,17 @@ def test_sweep_compares_drafts_and_each_row_builds_the_drafter_it_names(ctx, mon
     built = []
     make = factory.make_drafter
     monkeypatch.setattr(factory, "make_drafter", lambda run, draft: built.append(make(run, draft)) or built[-1])
-    outputs = list(sweep_handler(ctx)("tiny", "2", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0,
-                                      "draft_vocab=100,120 ngram_max=2,3", SimpleNamespace(session_hash="drafts")))
-    table, speedup, *_, fastest = outputs[-1]
+    view = sweep_view
+    final = last_of(sweep_handler(ctx, view)("tiny", "2", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0,
+                                             "draft_vocab=100,120 ngram_max=2,3",
+                                             SimpleNamespace(session_hash="drafts")))
+    table, speedup, fastest = final[view.table], final[view.speedup], final[view.fastest]
     drafts = [(row[0], row[1]) for row in table]
     assert drafts == [(d, f"draft_vocab={v} ngram_max={n}") for d in (MODEL, PROMPT_LOOKUP)
                       for v in (100, 120) for n in (2, 3)]
     assert {d.lm.head_rows for d in built if isinstance(d, ModelDrafter)} == {100, 120}
     assert {(d.min_ngram, d.max_ngram) for d in built if isinstance(d, PromptLookupDrafter)} == {(1, 2), (1, 3)}
-    assert all(row[sweep.COLUMNS.index("identical")] for row in table)  # greedy: lossless for every draft
+    assert all(row[COLUMNS.index("identical")] for row in table)  # greedy: lossless for every draft
     assert "draft model, draft_vocab=100 ngram_max=2, T = 0" in {t.name for t in speedup.data}
     assert fastest["draft_vocab"] in (100, 120) and fastest["ngram_max"] in (2, 3)
 
@@ -662,13 +678,13 @@ def test_the_sweeps_fastest_row_becomes_the_export_tabs_settings():
     assert {o.elem_id for o in wire.outputs} == {f"ex-{n}" for n in RunConfig.names()}
 
 
-def test_sweep_bad_input_is_a_message_and_stop_ends_it(ctx):
+def test_sweep_bad_input_is_a_message_and_stop_ends_it(ctx, sweep_view):
     raises_in_page(
-        sweep_handler(ctx)("tiny", "", [MODEL], "0", ["Code"], [], 1, 12, 1, 0), "γ values"
+        sweep_handler(ctx, sweep_view)("tiny", "", [MODEL], "0", ["Code"], [], 1, 12, 1, 0), "γ values"
     )
     calls, hook = forward_calls(ctx.cache.get("tiny").target.model)
     before = set(threading.enumerate())
-    runs = sweep_handler(ctx)("tiny", "1-16", [MODEL], "0", ["Code"], [], 1, 64, 1, 0)
+    runs = sweep_handler(ctx, sweep_view)("tiny", "1-16", [MODEL], "0", ["Code"], [], 1, 64, 1, 0)
     for o in runs:
         if "Ran " in status_of(o):
             break

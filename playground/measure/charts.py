@@ -11,9 +11,8 @@ import itertools
 import json
 
 from playground.config import defaults
-from playground.measure.grid import DRAFT_SETTINGS, SETTINGS
-from playground.measure.grid import varying as varying_settings
-from playground.measure.report import atomic_write
+from playground.measure.report import DRAFT_SETTINGS, SETTINGS, atomic_write
+from playground.measure.report import varying as varying_settings
 
 DEFAULTS = defaults()
 

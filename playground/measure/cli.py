@@ -1,7 +1,8 @@
 """`python -m playground.bench`: time our engine (and optionally transformers) over a prompt set.
 
 Order of work: check every argument (no model loaded, nothing written), load the pair, measure
-each setting of the grid over every prompt, then write the outputs, each atomically.
+each cell of the sweep over every prompt (measure/sweep.py, as the app's Sweep tab does), then
+write the outputs, each atomically.
 """
 
 from __future__ import annotations
@@ -10,16 +11,15 @@ import argparse
 import importlib.util
 import shlex
 import sys
-import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from playground.config import KNOBS, MODEL, MODEL_QUANTIZATIONS, TREE, check_value, group, parse_text
+from playground.config import KNOBS, MODEL, MODEL_QUANTIZATIONS, TREE, RunConfig, check_value, group, parse_text
+from playground.measure import sweep
 from playground.measure.console import format_report
-from playground.measure.grid import SWEEPABLE, SettingError, expand, label, parse_sweep, settings_of, varying
 from playground.measure.prompts import DEFAULT_PROMPTS, read_jsonl, select
-from playground.measure.report import SCHEMA
+from playground.measure.sweep import SWEEPABLE, Grid, Plan, SettingError, parse_axes
 
 OUTPUTS = ("json", "csv", "html", "png")
 
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     models = p.add_argument_group("models")
     models.add_argument("--pair", help="pair name from models.yaml (default: the registry's default pair)")
     add_knob_flags(models, ("drafter", "ngram_min", "ngram_max", "draft_vocab", "target_quantization",
-                            "draft_quantization"))
+                            "draft_quantization", "runner"))
     models.add_argument("--target-quantizations", type=comma_list, metavar="Q1,Q2,...",
                         help="faster than what? time each of these target quantizations plainly and with "
                              "speculation, on the same prompts, and print one table against the fastest "
@@ -108,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     knobs = p.add_argument_group("decoding")
     add_knob_flags(knobs, [k.name for k in group("decoding")])
     knobs.add_argument("--sweep", nargs="+", metavar="KEY=V1,V2",
-                       help=f"grid over {', '.join(SWEEPABLE)}, e.g. gamma=1,2,4,8 temperature=0,0.7")
+                       help=f"grid over {', '.join(SWEEPABLE)}, e.g. gamma=1,2,4,8 temperature=0,0.7 "
+                            "(ranges like gamma=1-8; drafter=tree is the draft model's tree, gamma levels deep)")
     tree = p.add_argument_group("token tree (--speculation tree drafts trees instead of chains; --tree adds "
                                 "a tree as a third method beside the chain)")
     tree.add_argument("--tree", action="store_true",
@@ -137,17 +138,9 @@ def build_parser() -> argparse.ArgumentParser:
                        ("html", "self-contained plotly report"),
                        ("png", "speedup-vs-gamma plot (needs a gamma sweep)")):
         out.add_argument(f"--{name}", type=output_path, metavar="PATH", help=what)
+    placed = {action.dest for action in p._actions}  # a knob not placed above still gets its flag, here
+    add_knob_flags(models, [name for name in RUN_FLAGS if name not in placed])
     return p
-
-
-@dataclass
-class Plan:
-    """Everything checked before a model is loaded."""
-
-    pair: str
-    prompts: list
-    cells: list  # one RunConfig per point of the grid (a single one without --sweep)
-    command: str  # the command line, recorded in the report
 
 
 def make_plan(args) -> Plan:
@@ -168,19 +161,19 @@ def make_plan(args) -> Plan:
     except ValueError as error:
         raise SettingError("--pair", str(error)) from None
     check_target_quantizations(args)
-    grid = parse_sweep(args.sweep)
+    axes = parse_axes(args.sweep)
     take_suggestions(args, spec)
-    check_flags(args)
-    base = {name: getattr(args, name) for name in RUN_FLAGS}
-    cells = expand({**base, "pair": spec.name}, grid)
-    if args.png and len({c.gamma for c in cells}) < 2:
+    plan = sweep.make_plan(Grid(base_run(args, spec.name), axes), prompts, repeats=args.repeats,
+                           warmup=args.warmup, tree=args.tree, reference=args.reference == "transformers",
+                           command=shlex.join(["python", "-m", "playground.bench", *args.argv]))
+    if args.png and len({c.gamma for c in plan.cells}) < 2:
         raise SettingError("--png", "the speedup-vs-gamma plot needs a gamma sweep, "
                                     "e.g. --sweep gamma=1,2,4,8")
-    if args.tree and any(c.drafter != MODEL for c in cells):
+    if args.tree and any(c.drafter != MODEL for c in plan.cells):
         raise SettingError("--tree", "a tree is drafted by the draft model; drop the prompt_lookup drafter")
     if args.png and importlib.util.find_spec("kaleido") is None:
         raise SettingError("--png", "needs kaleido (pip install kaleido) and a local Chromium or Chrome")
-    return Plan(spec.name, prompts, cells, shlex.join(["python", "-m", "playground.bench", *args.argv]))
+    return plan
 
 
 RUN_FLAGS = [k.name for k in KNOBS.values() if k.name != "pair"]  # every knob has its flag
@@ -194,13 +187,11 @@ def take_suggestions(args, spec) -> None:
             setattr(args, name, value)
 
 
-def check_flags(args) -> None:
-    """The flags' cross-field rules (n-gram max >= min), checked before any sweep value is: the
-    message names the flag."""
-    from playground.config import RunConfig
-
+def base_run(args, pair: str) -> RunConfig:
+    """The flags as one run, the sweep's base; their cross-field rules (n-gram max >= min) are
+    checked before any sweep value is, so the message names the flag."""
     try:
-        RunConfig(**{name: getattr(args, name) for name in RUN_FLAGS})
+        return RunConfig(pair=pair, **{name: getattr(args, name) for name in RUN_FLAGS})
     except ValueError as error:
         raise SettingError(KNOBS[str(error).split(" ", 1)[0]].flag, str(error)) from None
 
@@ -231,43 +222,29 @@ def load_pair(args, plan: Plan, cache, cell=None):
 
 
 def run_benchmark(args, plan: Plan, cache) -> dict:
-    """Every cell of the grid on the same prompts. A cell with another draft quantization loads that
-    draft (the pair cache frees the previous pair first; nothing here holds on to it)."""
-    from playground.models.text import encode_prompt
-    from playground.measure.machine import busy_warning, cpu_clock, environment, load_average, others_cpu_share, peak_memory
+    """Every cell of the grid on the same prompts, each on the pair it names (the cache frees the
+    previous pair first when a cell's draft quantization differs)."""
+    from tqdm import tqdm
 
-    pair = load_pair(args, plan, cache)
-    encoded = [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
-    device, models = pair.target.device, describe_pair(pair)
-    del pair  # held by the cache; a cell that needs another draft lets the cache free it
-    facts = environment(device)
-    started, clock_start = time.strftime("%Y-%m-%dT%H:%M:%S%z"), cpu_clock()
-    keys = varying([{"settings": settings_of(c)} for c in plan.cells])
-    runs = [measure_cell(args, plan, cache, cell, encoded, device, label(settings_of(cell), keys))
-            for cell in plan.cells]
-    facts["others_cpu_share"] = others_cpu_share(clock_start, cpu_clock(), facts["cpu_cores_usable"] or 1)
-    if busy_warning(facts["others_cpu_share"]):
-        print(busy_warning(facts["others_cpu_share"]), file=sys.stderr)
-    return {
-        "schema": SCHEMA,
-        "created": started,
-        "command": plan.command,
-        "config": run_config(args, plan),
-        "models": models,
-        "environment": {**facts, "load_average_at_end": load_average()},
-        "memory": peak_memory(device),
-        "runs": runs,
-    }
+    from playground.measure.machine import busy_warning
+
+    with tqdm(total=plan.total_runs, unit="run", file=sys.stderr, dynamic_ncols=True) as bar:
+        report = sweep.run(plan, partial(load_pair, args, plan, cache), run_config(args, plan),
+                           partial(show_progress, bar))
+    warning = busy_warning(report["environment"]["others_cpu_share"])
+    if warning:
+        print(warning, file=sys.stderr)
+    return report
 
 
-def measure_cell(args, plan: Plan, cache, cell, encoded, device, name: str) -> dict:
-    """One cell on its own pair (the cache's, loaded if the cell's draft differs); nothing of the
-    pair outlives the call, so switching drafts never holds two in memory."""
-    from playground.measure.runs import Setup
-
-    pair = load_pair(args, plan, cache, cell)
-    setup = Setup.of(pair, cell, tree=args.tree, reference=args.reference == "transformers")
-    return {**run_setting(setup, encoded, cell, args, device, name), "draft": describe_pair(pair)["draft"]}
+def show_progress(bar, step: sweep.Progress) -> None:
+    """A prompt can take minutes on a CPU: say which run just finished, and each prompt's outcome."""
+    bar.update(step.done - bar.n)
+    if step.record is not None:
+        bar.set_postfix_str(f"{step.what}: speedup {step.record['speedup']:.2f}x, "
+                            f"alpha {step.record['alpha']:.2f}")
+    else:
+        bar.set_postfix_str(step.what)
 
 
 def tree_shape(args) -> dict | None:
@@ -277,40 +254,6 @@ def tree_shape(args) -> dict | None:
             "width": args.tree_width}
 
 
-def run_setting(setup, encoded, cell, args, device, name: str) -> dict:
-    """One point of the grid: warm up, then measure every prompt that fits the context."""
-    from playground.engine import factory
-    from tqdm import tqdm
-
-    from playground.measure.machine import peak_memory, reset_peak_memory
-    from playground.engine.generate import context_problem
-    from playground.measure.runs import measure_prompt, warm_up
-    from playground.measure.summary import by_category, summarize_records
-
-    config = factory.spec_config(cell)
-    reasons = [context_problem(setup.target, ids, config) for _, ids in encoded]
-    fitting = [item for item, reason in zip(encoded, reasons) if reason is None]
-    skipped = [{"id": p.id, "category": p.category, "reason": reason}
-               for (p, _), reason in zip(encoded, reasons) if reason is not None]
-    reset_peak_memory(device)
-    if fitting and args.warmup:
-        warm_up(setup, fitting[0][1], config, args.warmup)
-    records = []
-    with tqdm(fitting, desc=name, unit="prompt", file=sys.stderr, dynamic_ncols=True) as bar:
-        for prompt, ids in bar:
-            measured = measure_prompt(setup, ids, config, args.repeats, partial(show_run, bar, prompt.id))
-            records.append({"id": prompt.id, "category": prompt.category, **measured})
-            bar.set_postfix_str(f"last speedup {measured['speedup']:.2f}x, alpha {measured['alpha']:.2f}")
-    summary = {**summarize_records(records), "peak_memory": peak_memory(device)}
-    return {"settings": settings_of(cell), "summary": summary, "categories": by_category(records),
-            "prompts": records, "skipped": skipped}
-
-
-def show_run(bar, prompt_id: str, method: str, done: int, total: int) -> None:
-    """A prompt can take minutes on a CPU: say which run just finished."""
-    bar.set_postfix_str(f"prompt {prompt_id}: ran {method} ({done}/{total})")
-
-
 def run_config(args, plan: Plan) -> dict:
     return {"pair": plan.pair, "drafter": args.drafter, "ngram_min": args.ngram_min, "ngram_max": args.ngram_max,
             "draft_vocab": args.draft_vocab, "prompts": args.prompts,
@@ -318,14 +261,6 @@ def run_config(args, plan: Plan) -> dict:
             "limit_per_category": args.limit, "repeats": args.repeats, "warmup": args.warmup,
             "reference": args.reference, "sweep": args.sweep, "prompt_count": len(plan.prompts),
             "tree": tree_shape(args)}
-
-
-def describe_pair(pair) -> dict:
-    def model(m):
-        return {"name": m.name, "device": m.device, "dtype": m.dtype, "quantization": m.quantization,
-                "footprint_bytes": m.footprint_bytes, "source": str(m.source) if m.source else None}
-    return {"pair": pair.name, "random_weights": pair.random_weights, "target": model(pair.target),
-            "draft": model(pair.draft)}
 
 
 def write_outputs(report: dict, args) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from playground.measure.grid import label, varying
+from playground.measure.report import label, varying
 
 COLUMNS = (  # (summary key, header, width, format)
     ("prompts", "n", 4, "{:d}"),

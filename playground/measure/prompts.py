@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_PROMPTS = Path(__file__).parent / "data" / "spec_bench_questions.jsonl"
+EXAMPLE = "example"  # the category of an app's built-in example among a sweep's prompts
 
 
 @dataclass(frozen=True)
@@ -97,3 +98,8 @@ def first_per_category(prompts: list[Prompt], limit: int) -> list[Prompt]:
 def categories_of(prompts: list[Prompt]) -> list[str]:
     """Categories in order of first appearance."""
     return list(dict.fromkeys(p.category for p in prompts))
+
+
+def prompt_name(ident: str, category: str) -> str:
+    """How progress and the app name a prompt: an example by its label, a file's by category and id."""
+    return ident if category == EXAMPLE else f"{category} #{ident}"

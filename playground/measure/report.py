@@ -1,8 +1,9 @@
 """Writing results: JSON (everything), CSV (one tidy table), all written atomically.
 
 A report is a dict: {"schema", "created", "command", "config", "models", "environment", "memory",
-"runs": [{"settings", "summary", "categories", "prompts", "skipped"}, ...]}, one run per sweep
-point; each run's summary also holds its peak memory.
+"runs": [{"settings", "summary", "categories", "prompts", "skipped", "draft"}, ...]}, one run per
+cell of the sweep (measure/sweep.py writes it, for the benchmark and the Sweep tab alike); each
+run's summary also holds its peak memory.
 """
 
 from __future__ import annotations
@@ -15,9 +16,37 @@ import os
 import secrets
 from pathlib import Path
 
-from playground.measure.grid import SETTINGS  # the report's setting columns
+from playground.config import group
 
 SCHEMA = "playground.bench/1"
+# The settings a report records per run: the decoding knobs, then what shapes the draft
+DRAFT_SETTINGS = (*(k.name for k in group("drafter")), "draft_quantization")
+SETTINGS = (*(k.name for k in group("decoding")), *DRAFT_SETTINGS)
+
+
+def settings_of(run) -> dict:
+    """A run's settings as a report records them, by their run-configuration names."""
+    return {name: getattr(run, name) for name in SETTINGS}
+
+
+def varying(runs: list[dict]) -> list[str]:
+    """The settings that differ between a report's runs (what a table must label them by)."""
+    return [k for k in SETTINGS if len({repr(r["settings"].get(k)) for r in runs}) > 1]
+
+
+def label(settings: dict, keys: list[str]) -> str:
+    """A run's short name: γ and T, then each of `keys` (the settings that vary) besides those."""
+    shown = [f"gamma={settings['gamma']}{'+' if settings.get('adaptive') else ''}", f"T={settings['temperature']}"]
+    return " ".join(shown + [f"{k}={settings.get(k)}" for k in keys if k not in ("gamma", "temperature")])
+
+
+def describe_pair(pair) -> dict:
+    """The report's "models": a loaded pair's target and draft as they ran."""
+    def model(m):
+        return {"name": m.name, "device": m.device, "dtype": m.dtype, "quantization": m.quantization,
+                "footprint_bytes": m.footprint_bytes, "source": str(m.source) if m.source else None}
+    return {"pair": pair.name, "random_weights": pair.random_weights, "target": model(pair.target),
+            "draft": model(pair.draft)}
 
 
 def atomic_write(path, data: str | bytes) -> None:

@@ -1,6 +1,8 @@
-"""The Sweep tab: measure a grid of γ × drafter × temperature × draft settings on a few prompts, with
-a progress bar and Stop; a results table and plots that fill in cell by cell; CSV and JSON to
-download; the fastest row's settings handed to the Export tab (wired in ui/__init__.py).
+"""The Sweep tab: a grid of γ × drafter × temperature × draft settings on a few prompts, measured by
+the benchmark's sweep (measure/sweep.py), with a progress bar and Stop; a results table and plots that
+fill in cell by cell; the report to download as CSV and JSON in the benchmark's schema (so
+`python -m playground.measure.charts` draws it too); the fastest row's settings handed to the Export
+tab (wired in app/demo.py). The fields become a plan in form.py.
 
 Every measured prompt also becomes a point of the Theory tab (ctx.measurements).
 """
@@ -9,31 +11,70 @@ from __future__ import annotations
 
 import logging
 import tempfile
+import time
 from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import gradio as gr
 import plotly.graph_objects as go
 
-from playground.config import MAX_NEW_TOKENS, MODEL
+from playground.config import KNOBS, MODEL
 from playground.measure import sweep
-from playground.app.shared.plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR, empty_figure, figure, line
+from playground.measure.machine import spare_a_core
+from playground.measure.points import point_from_record, session_of
+from playground.measure.prompts import categories_of, load_prompts, prompt_name
+from playground.measure.report import write_csv, write_json
+from playground.app.shared import controls
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import fail, load_pair, model_job, read_settings, status_html
+from playground.app.shared.flow import fail, load_pair, model_job, outputs, status_html
 from playground.app.shared.lockstep import streamed
-from playground.measure.points import session_of
-from playground.app.shared.examples import RACE
+from playground.app.shared.plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR, empty_figure, figure, line
+from playground.app.sweep.form import BUILTIN, DRAFT_AXIS, MAX_PER_CATEGORY, MAX_REPEATS, ROW_KINDS, ROW_LABELS, Form, plan_of
 
 TITLE = "Sweep"
 log = logging.getLogger(__name__)
 
-N_OUTPUTS, STATUS = 6, 4  # table, speedup plot, α plot, files, status, the fastest row's settings
-BUILTIN = {e[0]: e[1] for e in RACE}  # the Race tab's examples, by label
+# The table: (column, header, the summary's key) for the measured columns, after the row's settings
+SETTINGS_COLUMNS = [("drafter", "drafter"), ("draft", "draft settings"), ("temperature", "T"), ("gamma", "γ")]
+SUMMARY_COLUMNS = [
+    ("prompts", "prompts", "prompts"),
+    ("speedup", "speedup ×", "speedup"),
+    ("alpha", "α", "alpha"),
+    ("tokens_per_call", "tokens / call", "mean_accepted_tokens"),
+    ("c", "c", "c"),
+    ("verify_cost", "v", "verify_cost"),
+    ("formula_speedup", "formula ×", "predicted_speedup"),
+    ("baseline_tok_s", "baseline tok/s", "baseline_tok_s"),
+    ("speculative_tok_s", "speculative tok/s", "speculative_tok_s"),
+    ("identical", "identical", "identical"),
+]
+COLUMNS = [c for c, _ in SETTINGS_COLUMNS] + [c for c, _, _ in SUMMARY_COLUMNS]
+HEADERS = [h for _, h in SETTINGS_COLUMNS] + [h for _, h, _ in SUMMARY_COLUMNS]
+LEGEND = (
+    "speedup: median over the prompts of speculative ÷ autoregressive tokens/s. α: share of tested "
+    "guesses kept. c: one draft step ÷ one plain target step. v: one verification pass ÷ one plain target "
+    "step (the paper's formula assumes 1). formula: (1 − α^(γ+1)) / ((1 − α)(γc + v)) at the measured α, c and v. "
+    "identical (greedy only): the speculative text equals the autoregressive one. Tree rows: γ is the tree's "
+    "depth, α the chance that a level keeps one of its candidates, c one draft forward per level (all its "
+    "nodes at once); the formula then reads a tree as a chain with that α."
+)
+SPEEDUP_EMPTY, ALPHA_EMPTY = "Speedup against γ appears here.", "α against γ appears here."
 
 
-def build(ctx: AppContext) -> None:
-    from playground.measure.prompts import categories_of, load_prompts
+@dataclass(frozen=True)
+class SweepView:
+    """What a sweep redraws; field order is the API's result order."""
 
-    spec = ctx.registry.pair(ctx.default_pair)
+    table: gr.Dataframe  # one row per cell
+    speedup: gr.Plot  # speedup against γ, a line per drafter, draft settings and T
+    alpha: gr.Plot  # α against γ, likewise
+    files: gr.File  # the report as CSV and JSON
+    status: gr.HTML
+    fastest: gr.State  # the fastest row's run configuration: app/demo.py hands it to the Export tab
+
+
+def build(ctx: AppContext) -> dict:
     gr.Markdown(
         "Measure the speedup over a grid of settings. Each cell warms up, then times the autoregressive "
         "baseline and the speculative run alternately (the benchmark's own code). A 3 × 3 grid on one "
@@ -42,173 +83,153 @@ def build(ctx: AppContext) -> None:
     with gr.Row():
         with gr.Column(scale=3):
             with gr.Row():
-                gammas = gr.Textbox(
-                    "1,2,4", label="γ values", info="e.g. 1,2,4,8 or 1-8", elem_id="sw-gammas"
-                )
-                temperatures = gr.Textbox(
-                    "0", label="temperatures", info="e.g. 0,0.7", elem_id="sw-temperatures"
-                )
+                gammas = gr.Textbox("1,2,4", label="γ values", info="e.g. 1,2,4,8 or 1-8", elem_id="sw-gammas")
+                temperatures = gr.Textbox("0", label="temperatures", info="e.g. 0,0.7", elem_id="sw-temperatures")
             drafters = gr.CheckboxGroup(
-                [(sweep.ROW_LABELS[d], d) for d in sweep.ROW_KINDS], value=[MODEL], label="drafters",
-                elem_id="sw-drafters"
+                [(ROW_LABELS[d], d) for d in ROW_KINDS], value=[MODEL], label="drafters", elem_id="sw-drafters"
             )
             drafts = gr.Textbox(
                 "", label="draft settings to compare (optional)", elem_id="sw-drafts",
                 info="each combination is a row, as the benchmark's --sweep writes them: e.g. "
-                     "draft_vocab=0,65536 ngram_max=2,3 (one of: " + ", ".join(sweep.DRAFT_AXIS) + ")",
+                     "draft_vocab=0,65536 ngram_max=2,3 (one of: " + ", ".join(DRAFT_AXIS) + ")",
             )
             examples = gr.CheckboxGroup(
                 list(BUILTIN), value=[next(iter(BUILTIN))], label="example prompts", elem_id="sw-examples"
             )
             with gr.Row():
                 categories = gr.CheckboxGroup(
-                    categories_of(load_prompts()),
-                    label="Spec-Bench categories",
-                    elem_id="sw-categories",
-                    scale=3,
+                    categories_of(load_prompts()), label="Spec-Bench categories", elem_id="sw-categories", scale=3
                 )
-                per_category = gr.Number(
-                    1,
-                    minimum=1,
-                    maximum=sweep.MAX_PER_CATEGORY,
-                    precision=0,
-                    label="prompts per category",
-                    elem_id="sw-per-category",
-                    scale=1,
-                )
+                per_category = gr.Number(1, minimum=1, maximum=MAX_PER_CATEGORY, precision=0,
+                                         label="prompts per category", elem_id="sw-per-category", scale=1)
         with gr.Column(scale=2):
-            pair = gr.Dropdown(ctx.pair_choices(), value=spec.name, label="Model pair", elem_id="sw-pair")
+            pair = controls.pair_control(ctx, "sw-pair")
+            controls.describe_pair(ctx, pair)
             with gr.Row():
-                tokens = gr.Number(
-                    32,
-                    minimum=1,
-                    maximum=MAX_NEW_TOKENS,
-                    precision=0,
-                    label="max new tokens",
-                    elem_id="sw-tokens",
-                )
-                repeats = gr.Number(
-                    1, minimum=1, maximum=10, precision=0, label="repeats (median kept)", elem_id="sw-repeats"
-                )
-                seed = gr.Number(0, minimum=0, precision=0, label="seed", elem_id="sw-seed")
+                length = KNOBS["max_new_tokens"]
+                tokens = gr.Number(32, minimum=length.low, maximum=length.high, precision=0, label="max new tokens",
+                                   elem_id="sw-tokens")
+                repeats = gr.Number(1, minimum=1, maximum=MAX_REPEATS, precision=0, label="repeats (median kept)",
+                                    elem_id="sw-repeats")
+                seed = controls.control("seed", elem_id="sw-seed")
             with gr.Row():
                 run = gr.Button("Run the sweep", variant="primary", scale=3, elem_id="sw-run")
                 stop = gr.Button("Stop", variant="stop", scale=1, elem_id="sw-stop")
             status = gr.HTML(status_html("Pick the grid, then run."), elem_id="sw-status")
-            files = gr.File(
-                label="Download (CSV, JSON)", file_count="multiple", interactive=False, elem_id="sw-files"
-            )
-    table = gr.Dataframe(
-        headers=sweep.HEADERS,
-        value=[],
-        label="Results, one row per setting",
-        interactive=False,
-        elem_id="sw-table",
-    )
-    gr.Markdown(f"<small>{sweep.LEGEND}</small>")
+            files = gr.File(label="Download (CSV, JSON)", file_count="multiple", interactive=False, elem_id="sw-files")
+    table = gr.Dataframe(headers=HEADERS, value=[], label="Results, one row per setting", interactive=False,
+                         elem_id="sw-table")
+    gr.Markdown(f"<small>{LEGEND}</small>")
     with gr.Row():
-        speedup_plot = gr.Plot(empty_figure("Speedup against γ appears here."), show_label=False)
-        alpha_plot = gr.Plot(empty_figure("α against γ appears here."), show_label=False)
+        speedup_plot = gr.Plot(empty_figure(SPEEDUP_EMPTY), show_label=False)
+        alpha_plot = gr.Plot(empty_figure(ALPHA_EMPTY), show_label=False)
 
-    fastest = gr.State(None)  # the fastest row's run configuration: app.py hands it to the Export tab
-    inputs = [pair, gammas, drafters, temperatures, examples, categories, per_category, tokens, repeats, seed,
-              drafts]
-    outputs = [table, speedup_plot, alpha_plot, files, status, fastest]
-    model_job(run, sweep_handler(ctx), inputs, outputs, status, "sweep", stop=stop, stop_api="sweep_stop",
+    view = SweepView(table, speedup_plot, alpha_plot, files, status, gr.State(None))
+    inputs = [pair, gammas, drafters, temperatures, examples, categories, per_category, tokens, repeats, seed, drafts]
+    model_job(run, sweep_handler(ctx, view), inputs, outputs(view), status, "sweep", stop=stop, stop_api="sweep_stop",
               stopped="Stopped. The rows measured so far stay in the table.")
-    return {"fastest": fastest}
+    return {"fastest": view.fastest, "view": view}
 
 
-def sweep_handler(ctx: AppContext):
-    def run(
-        pair: str,
-        gammas: str,
-        drafters: list,
-        temperatures: str,
-        examples: list,
-        categories: list,
-        per_category: int,
-        tokens: int,
-        repeats: int,
-        seed: int,
-        drafts: str = "",
-        request: gr.Request = None,
-        progress=gr.Progress(),
-    ) -> Iterator[tuple]:
+def sweep_handler(ctx: AppContext, view: SweepView):
+    def run(pair: str, gammas: str, drafters: list, temperatures: str, examples: list, categories: list,
+            per_category: int, tokens: int, repeats: int, seed: int, drafts: str = "", request: gr.Request = None,
+            progress=gr.Progress()) -> Iterator[dict]:
         try:
-            settings = read_settings({"pair": pair})
-            plan = sweep.make_plan(
-                settings.pair,
-                gammas,
-                drafters,
-                temperatures,
-                examples,
-                categories,
-                per_category,
-                tokens,
-                repeats,
-                seed,
-                BUILTIN,
-                drafts,
-                ctx.registry.pair(settings.pair).suggested(),
-            )
+            spec = ctx.registry.pair(pair)
+            form = Form(spec.name, gammas, tuple(drafters or ()), temperatures, tuple(examples or ()),
+                        tuple(categories or ()), per_category, tokens, repeats, seed, drafts)
+            plan = plan_of(form, spec.suggested())
         except ValueError as e:
-            yield from fail(N_OUTPUTS, STATUS, str(e))
-        loaded = yield from load_pair(ctx, settings, N_OUTPUTS, STATUS)
+            yield from fail(view.status, str(e))
+        loaded = yield from load_pair(ctx, plan.grid.base, view.status)
         rows: list[dict] = []
-        yield (
-            [],
-            empty_figure("Speedup against γ appears here."),
-            empty_figure("α against γ appears here."),
-            None,
-            status_html(f"Sweeping {len(plan.cells)} settings × {len(plan.prompts)} prompts…", 0.0),
-            gr.skip(),
-        )
+        yield {view.table: [], view.speedup: empty_figure(SPEEDUP_EMPTY), view.alpha: empty_figure(ALPHA_EMPTY),
+               view.files: None,
+               view.status: status_html(f"Sweeping {len(plan.cells)} settings × {len(plan.prompts)} prompts…", 0.0)}
         session = session_of(request)
 
-        def show(kind: str, payload, done: int, total: int) -> tuple:
-            progress((done, total), desc="sweeping")
-            if kind == "run":
-                return (*(gr.skip(),) * 4, status_html(f"Ran {payload} ({done}/{total})", done / total), gr.skip())
-            rows.append(payload)  # a finished cell: a table row, and a point per prompt for the Theory tab
-            for point in payload["points"]:
+        def show(step: sweep.Progress) -> dict:
+            progress((step.done, step.total), desc="sweeping")
+            if step.run is None:
+                said = f"Measured {step.what}" if step.record else f"Ran {step.what}"
+                return {view.status: status_html(f"{said} ({step.done}/{step.total})", step.done / step.total)}
+            if not step.run["prompts"]:
+                raise ValueError(f"prompts: none fits the target's context with {step.cell.max_new_tokens} new tokens")
+            rows.append(row_of(plan, step.cell, step.run))  # a table row, and a point per prompt for the Theory tab
+            for point in rows[-1]["points"]:
                 ctx.measurements.add(session, point)
-            done_cells = f"Measured {len(rows)} of {len(plan.cells)} settings."
-            return (*figures(rows), gr.skip(), status_html(done_cells, done / total), gr.skip())
+            done = f"Measured {len(rows)} of {len(plan.cells)} settings."
+            return {**figures(view, rows), view.status: status_html(done, step.done / step.total)}
+
+        def work(report) -> dict:
+            with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
+                return sweep.run(plan, lambda cell: loaded, config_of(plan), report)
 
         try:
-            yield from streamed(lambda report: sweep.run_sweep(loaded, plan, report), show)
+            result = yield from streamed(work, show)
         except ValueError as e:
-            yield from fail(N_OUTPUTS, STATUS, str(e))
+            yield from fail(view.status, str(e))
         except Exception as e:
             log.exception("sweep failed")
-            yield from fail(N_OUTPUTS, STATUS, f"The sweep failed: {type(e).__name__}: {e}")
-        note = (
-            "\nRandom-weight pair: speedups are real, the text is gibberish." if loaded.random_weights else ""
-        )
+            yield from fail(view.status, f"The sweep failed: {type(e).__name__}: {e}")
+        note = "\nRandom-weight pair: speedups are real, the text is gibberish." if loaded.random_weights else ""
         # Gradio copies returned files into its own cache before it resumes the handler, so the
         # folder is removed as soon as the last redraw is sent (or the job is cancelled).
         with tempfile.TemporaryDirectory(prefix="playground-sweep-") as folder:
-            paths = list(sweep.write_files(plan, rows, folder))
-            best = sweep.fastest(rows)
-            where = (f" The fastest ({best['drafter']}, γ = {best['gamma']}) is in the Export tab." if best else "")
-            yield (
-                *figures(rows),
-                paths,
-                status_html(f"Done: {len(rows)} settings measured. The points are on the Theory tab too.{where}"
-                            f"{note}"),
-                best,
-            )
+            best = fastest(rows)
+            where = f" The fastest ({best['drafter']}, γ = {best['gamma']}) is in the Export tab." if best else ""
+            yield {**figures(view, rows), view.files: write_files(result, folder), view.fastest: best,
+                   view.status: status_html(f"Done: {len(rows)} settings measured. The points are on the Theory "
+                                            f"tab too.{where}{note}")}
 
     return run
 
 
-def figures(rows: list[dict]) -> tuple:
-    return (
-        sweep.table(rows),
-        sweep_figure(rows, "speedup", "Measured speedup against γ", "speedup ×"),
-        sweep_figure(rows, "alpha", "Acceptance rate α against γ", "α"),
-    )
+def config_of(plan: sweep.Plan) -> dict:
+    """The report's "config": the sweep as --sweep would write it, over the base run, and the prompts."""
+    return {"pair": plan.pair, "sweep": sweep.grammar(plan.grid.axes), "base": asdict(plan.grid.base),
+            "repeats": plan.repeats, "warmup": plan.warmup, "prompt_count": len(plan.prompts),
+            "prompts": [asdict(p) for p in plan.prompts]}
+
+
+def row_of(plan: sweep.Plan, cell, run: dict) -> dict:
+    """One table row from a cell's run: its kind, draft settings, T and γ, then the bench's summary;
+    with a theory point per prompt and the cell's run configuration (for the Export tab)."""
+    kind, gamma = sweep.kind_of(cell), sweep.gamma_of(cell)
+    points = [point_from_record(r, pair=plan.pair, drafter=kind, temperature=cell.temperature, gamma=gamma,
+                                source="sweep", prompt=prompt_name(r["id"], r["category"])) for r in run["prompts"]]
+    return {"drafter": kind, "draft": " ".join(f"{k}={getattr(cell, k)}" for k in plan.grid.axes if k in DRAFT_AXIS),
+            "temperature": cell.temperature, "gamma": gamma,
+            **{column: run["summary"][key] for column, _, key in SUMMARY_COLUMNS},
+            "points": points, "run": asdict(cell)}
+
+
+def fastest(rows: list[dict]) -> dict | None:
+    """The run configuration of the row with the most speculative tokens per second."""
+    return max(rows, key=lambda r: r["speculative_tok_s"])["run"] if rows else None
+
+
+def table(rows: list[dict]) -> list[list]:
+    """The rows as the page's table shows them (rounded)."""
+    return [[round(r[k], 3) if isinstance(r[k], float) else r[k] for k in COLUMNS] for r in rows]
+
+
+def write_files(report: dict, folder: str) -> list[str]:
+    """The report as the benchmark writes it: CSV (a row per prompt, category and cell) and JSON."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    csv_path, json_path = Path(folder) / f"sweep-{stamp}.csv", Path(folder) / f"sweep-{stamp}.json"
+    write_csv(report, csv_path)
+    write_json(report, json_path)
+    return [str(csv_path), str(json_path)]
+
+
+def figures(view: SweepView, rows: list[dict]) -> dict:
+    return {
+        view.table: table(rows),
+        view.speedup: sweep_figure(rows, "speedup", "Measured speedup against γ", "speedup ×"),
+        view.alpha: sweep_figure(rows, "alpha", "Acceptance rate α against γ", "α"),
+    }
 
 
 def sweep_figure(rows: list[dict], key: str, title: str, y_title: str) -> go.Figure:
@@ -224,7 +245,7 @@ def sweep_figure(rows: list[dict], key: str, title: str, y_title: str) -> go.Fig
             line(
                 [r["gamma"] for r in group],
                 [r[key] for r in group],
-                ", ".join(filter(None, [sweep.ROW_LABELS.get(drafter, drafter), draft, f"T = {temperature:g}"])),
+                ", ".join(filter(None, [ROW_LABELS.get(drafter, drafter), draft, f"T = {temperature:g}"])),
                 palette[i % len(palette)],
                 mode="lines+markers",
             )

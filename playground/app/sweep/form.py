@@ -1,0 +1,90 @@
+"""The Sweep tab's fields as a sweep plan (measure/sweep.py), every value checked before anything
+loads; an error names the field as the page shows it, and its allowed range.
+
+The page writes the benchmark's --sweep grammar in pieces: γ values and temperatures are value lists
+(`1,2,4` or `1-8`), the drafters a checkbox, the draft settings `draft_vocab=0,65536 ngram_max=2,3`.
+Row kinds: each drafter as a chain, and `tree`, the draft model growing a token tree γ levels deep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from playground.config import DRAFTER_LABELS, DRAFTERS, KNOBS, MODEL, TREE
+from playground.measure import sweep
+from playground.measure.prompts import EXAMPLE, Prompt, load_prompts
+from playground.app.shared.examples import RACE
+from playground.app.shared.flow import read_settings, whole
+
+MAX_RUNS = 400  # cells × prompts: past this a CPU sweep takes a day
+MAX_PER_CATEGORY = 20
+MAX_REPEATS = 10
+ROW_KINDS = [*DRAFTERS, TREE]
+ROW_LABELS = {**DRAFTER_LABELS, TREE: "draft tree (γ = depth)"}
+# The draft knobs a page sweep may vary beside the row kind (the pair's draft stays loaded, so not
+# its quantization: that is the benchmark's --sweep draft_quantization=...; nor the tree's depth: on
+# a tree row that is the γ column)
+DRAFT_AXIS = [k.name for k in KNOBS.values()
+              if k.sweep and k.group == "drafter" and k.name not in ("drafter", "tree_depth")]
+BUILTIN = {e[0]: e[1] for e in RACE}  # the Race tab's examples, by label
+
+
+@dataclass(frozen=True)
+class Form:
+    """The page's fields, as the page sends them."""
+
+    pair: str | None = None
+    gammas: str = "1,2,4"
+    drafters: tuple = (MODEL,)
+    temperatures: str = "0"
+    examples: tuple = ()
+    categories: tuple = ()
+    per_category: int = 1
+    max_new_tokens: int = 32
+    repeats: int = 1
+    seed: int = 0
+    drafts: str = ""
+
+
+def plan_of(form: Form, suggested: dict | None = None, builtin: dict[str, str] = BUILTIN) -> sweep.Plan:
+    """The form as a plan: row kinds × temperatures × γ values × draft settings over the base run
+    (the pair, its suggested draft knobs where the draft settings say nothing, seed and length).
+    ValueError names the page's field."""
+    try:
+        drafts = sweep.parse_axes((form.drafts or "").split(), allowed=DRAFT_AXIS, flag="draft settings")
+        axes = {"drafter": row_kinds(form.drafters), "temperature": sweep.axis("temperature", form.temperatures,
+                                                                               "temperatures"),
+                "gamma": sweep.axis("gamma", form.gammas, "γ values"), **drafts}
+        prompts = choose_prompts(form.examples, form.categories, form.per_category, builtin)
+        base = read_settings({"pair": form.pair, "seed": form.seed, "max_new_tokens": form.max_new_tokens,
+                              **{k: v for k, v in (suggested or {}).items() if k in DRAFT_AXIS}})
+        repeats = whole("repeats", form.repeats, 1, MAX_REPEATS)
+        # the one rule between a row's values the fields above cannot check alone: n-gram max >= min
+        return sweep.make_plan(sweep.Grid(base, axes), prompts, max_runs=MAX_RUNS, flag="draft settings",
+                               repeats=repeats, command="the app's Sweep tab")
+    except sweep.SettingError as error:
+        raise ValueError(f"{error.flag}: {error}") from None
+
+
+def row_kinds(drafters) -> list[str]:
+    if not drafters:
+        raise sweep.SettingError("drafters", "choose at least one")
+    unknown = [d for d in drafters if d not in ROW_KINDS]
+    if unknown:
+        raise sweep.SettingError("drafters", f"unknown {', '.join(map(repr, unknown))}; "
+                                             f"choose from {', '.join(ROW_KINDS)}")
+    return list(drafters)
+
+
+def choose_prompts(examples, categories, per_category, builtin: dict[str, str]) -> list[Prompt]:
+    """Built-in examples by label, plus the first `per_category` Spec-Bench prompts of each category."""
+    chosen = [Prompt(label, EXAMPLE, builtin[label]) for label in examples or [] if label in builtin]
+    if categories:
+        limit = whole("prompts per category", per_category, 1, MAX_PER_CATEGORY)
+        try:
+            chosen += load_prompts(categories=categories, limit=limit)
+        except ValueError as e:
+            raise sweep.SettingError("Spec-Bench categories", str(e)) from None
+    if not chosen:
+        raise sweep.SettingError("prompts", "choose at least one example or Spec-Bench category")
+    return chosen
