@@ -29,6 +29,11 @@ CHAIN, TREE = "chain", "tree"  # the draft model proposes one chain, or a token 
 SPECULATIONS = (CHAIN, TREE)
 MAX_TREE_NODES = 256  # past this one verification forward costs several plain steps on any device
 QUANTIZATIONS = ("default", *MODEL_QUANTIZATIONS)  # default: what models.yaml says for that model
+# How a model's forward runs (engine/runners): eager with a dynamic cache; a static cache; its steps
+# compiled per fixed shape (CUDA graphs on a GPU). auto is what measured fastest on the device; eager
+# everywhere until a compiled run measures faster (docs/benchmarks.md, "Runners")
+RUNNERS = ("auto", "eager", "static", "compiled")
+AUTO_RUNNER = {"cpu": "eager", "cuda": "eager"}
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,9 @@ class RunConfig:
                                     "models", choices=QUANTIZATIONS)
     draft_quantization: str = knob("default", "Draft quantization", "default: as in models.yaml", "models",
                                    choices=QUANTIZATIONS, sweep=True)
+    runner: str = knob("auto", "Runner", "how each forward runs: eager (dynamic cache), static (fixed-size "
+                       "cache, rollback moves an integer) or compiled (static, each step shape compiled "
+                       "once; CUDA graphs on a GPU); the baseline uses the same", "models", choices=RUNNERS)
     speculation: str = knob(CHAIN, "Speculation: chain or tree", "tree: several candidates per position, all "
                             "verified in one target call (draft model only)", "drafter", choices=SPECULATIONS)
     tree_budget: int = knob(16, "Tree: most nodes", "most draft nodes in a tree", "drafter", low=1,

@@ -51,11 +51,11 @@ class ModelDrafter:
 
     name = "draft model"
 
-    def __init__(self, model, vocab_size: int | None = None, draft_vocab: int | None = None):
+    def __init__(self, model, vocab_size: int | None = None, draft_vocab: int | None = None, runner: str = "auto"):
         """draft_vocab: draft only among the first N token ids (q = 0 for the rest), which makes
         each draft forward cheaper. Still lossless: the target's residual covers what q leaves out;
         a target token outside the range is simply never drafted, so acceptance can drop."""
-        self.lm = CachedModel(model, head_rows=draft_vocab)
+        self.lm = CachedModel(model, head_rows=draft_vocab, runner=runner)
         # Pairs may pad their embedding rows differently; the engine trims both to a shared width.
         self.vocab_size = vocab_size or self.lm.vocab_size
         self.device = self.lm.device

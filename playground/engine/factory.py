@@ -13,18 +13,19 @@ from playground.engine.tree_drafter import TreeDrafter
 
 def spec_config(run: RunConfig, **engine_only) -> SpecConfig:
     """The engine's SpecConfig (the run's decoding knobs), plus engine-only options (detail, stop_strings)."""
-    return SpecConfig(**{k.name: getattr(run, k.name) for k in group("decoding")}, **engine_only)
+    return SpecConfig(**{k.name: getattr(run, k.name) for k in group("decoding")}, runner=run.runner, **engine_only)
 
 
 def make_drafter(run: RunConfig, draft_model):
-    """The one drafter factory: a fresh drafter for one run (a model drafter owns a KV cache)."""
+    """The one drafter factory: a fresh drafter for one run (a model drafter owns a KV cache, run by
+    the run's runner, as the target's is: the baseline and the speculative run share it)."""
     vocab = run.draft_vocab or None
     if run.drafter == PROMPT_LOOKUP:
         return PromptLookupDrafter(run.ngram_min, run.ngram_max)
     if run.speculation == TREE:
         return TreeDrafter(draft_model, run.tree_budget, run.tree_depth, run.tree_branching,
-                           draft_vocab=vocab, width=run.tree_width)
-    return ModelDrafter(draft_model, draft_vocab=vocab)
+                           draft_vocab=vocab, width=run.tree_width, runner=run.runner)
+    return ModelDrafter(draft_model, draft_vocab=vocab, runner=run.runner)
 
 
 def model_drafter(run: RunConfig, draft_model) -> ModelDrafter:

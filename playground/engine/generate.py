@@ -46,6 +46,7 @@ class SpecConfig:
     top_p: float = D["top_p"]  # 1 is off
     seed: int = D["seed"]  # seeds the run's own generators; nothing global is reseeded
     max_new_tokens: int = D["max_new_tokens"]
+    runner: str = D["runner"]  # how the target's forwards run (engine/runners); a drafter has its own
     stop_strings: tuple[str, ...] = ()
     detail: int = 0  # record the top-`detail` tokens of p, q and the residual in each event
     sampling: Sampling = field(init=False, repr=False, compare=False)
@@ -77,7 +78,7 @@ def generate(
     """
     prompt_ids = [int(t) for t in (prompt_ids.tolist() if torch.is_tensor(prompt_ids) else prompt_ids)]
     check_inputs(target, prompt_ids, config, drafter, tokenizer)
-    lm = CachedModel(target)
+    lm = CachedModel(target, runner=config.runner)
     vocab = min(lm.vocab_size, drafter.vocab_size or lm.vocab_size) if drafter else lm.vocab_size
     generators = Generators(config.seed)
     begin(lm, drafter, prompt_ids)

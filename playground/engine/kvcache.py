@@ -1,15 +1,13 @@
 """A causal LM together with its KV cache and the tokens that cache holds.
 
 Rollback is one generic operation, cropping the cache to a prefix, so no model-specific branch
-is needed: any transformers cache whose layers support `crop` works.
+is needed; the runner (engine/runners) owns the cache and says how a crop is done.
 """
 
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache
-from transformers.cache_utils import DynamicLayer
-
+from playground.engine.runners import make_runner
 from playground.engine.tree import Tree, attention_mask, tree_positions
 
 
@@ -19,26 +17,31 @@ class CachedModel:
     head_rows: compute logits only for token ids below it (the others get -inf, probability 0).
     The output layer of a small model is a large share of its forward (Qwen2.5-0.5B: 17 of about
     45 ms on a 2-core CPU, for 152k rows), and BPE ids run roughly from frequent to rare.
+    runner: how the forward runs and where the cache lives (engine/runners: auto, eager, static,
+    compiled); this class only decides what to feed and what to keep.
     """
 
-    def __init__(self, model, head_rows: int | None = None):
+    def __init__(self, model, head_rows: int | None = None, runner: str = "auto"):
         self.model = model
         self.device = model.device
         self.vocab_size = model.config.get_text_config().vocab_size
         self.tokens: list[int] = []  # the tokens whose keys and values are in the cache
-        self.cache = DynamicCache(config=model.config)
         self.head_rows = head_rows  # None: the whole output layer
         self.head = None if head_rows is None else trimmed_head(model, head_rows)
+        self.runner = make_runner(model, runner, self.head)
+
+    @property
+    def cache(self):
+        return self.runner.cache
 
     def reset(self) -> None:
         self.tokens = []
-        self.cache = DynamicCache(config=self.model.config)
+        self.runner.reset()
 
     def rollback(self, n: int) -> None:
         """Keep the first n cached tokens, drop the rest (no recompute of the prefix)."""
-        drop = len(self.tokens) - n
-        if drop > 0:
-            self.cache.crop(-drop)
+        if len(self.tokens) > n:
+            self.runner.crop(n)
             del self.tokens[n:]
 
     def common_prefix(self, tokens: list[int]) -> int:
@@ -66,16 +69,10 @@ class CachedModel:
         """After a tree forward: keep the first `prefix` cached tokens and then only the entries of
         `nodes` (indices counted after the prefix, root first), moved into place; no recompute.
 
-        The tree's counterpart of rollback, and as generic: it only needs each layer's key and
-        value tensors [batch, heads, seq, dim], which every full-attention DynamicLayer has."""
+        The tree's counterpart of rollback, and as generic: the runner copies each layer's kept
+        key and value rows into place."""
         picks = [prefix + i for i in nodes]
-        for layer in self.cache.layers:
-            if not isinstance(layer, DynamicLayer) or layer.is_sliding:
-                raise ValueError(f"tree verification needs full-attention dynamic cache layers, got {type(layer).__name__}")
-            if picks and layer.is_initialized:
-                index = torch.tensor(picks, device=layer.keys.device)
-                layer.keys[..., prefix : prefix + len(picks), :] = layer.keys.index_select(-2, index)
-                layer.values[..., prefix : prefix + len(picks), :] = layer.values.index_select(-2, index)
+        self.runner.move(prefix, picks)
         self.tokens[prefix : prefix + len(picks)] = [self.tokens[i] for i in picks]
         self.rollback(prefix + len(picks))
 
@@ -94,33 +91,17 @@ class CachedModel:
     @torch.inference_mode()
     def feed_masked(self, new: list[int], positions: torch.Tensor, allowed: torch.Tensor, keep: int) -> torch.Tensor:
         """Like feed, with an explicit attention pattern and position ids: allowed [len(new), kv]
-        (kv = cached + len(new)) says which cached or new entries each new token may see.
-
-        transformers takes a 4D mask as given (masking_utils returns a 4D mask untouched); an
-        additive float mask works for both the eager and the sdpa attention."""
-        dtype = self.model.dtype
-        mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
-        inputs = dict(input_ids=torch.tensor([new], device=self.device), cache=self.cache, use_cache=True,
-                      attention_mask=mask[None, None].to(self.device), position_ids=positions[None].to(self.device))
-        if self.head is not None:
-            hidden = self.model.get_decoder()(**inputs).last_hidden_state
-            self.tokens.extend(new)
-            return self.head(hidden[0, -keep:])
-        out = self.model(**inputs, logits_to_keep=keep)
+        (kv = cached + len(new)) says which cached or new entries each new token may see."""
+        logits = self.runner.forward(new, positions, allowed, keep)
         self.tokens.extend(new)
-        return out.logits[0, -keep:]
+        return logits
 
     @torch.inference_mode()
     def feed(self, new: list[int], keep: int) -> torch.Tensor:
         """Run the model on `new` after the cached tokens.  -> [keep, V] (keep >= 1)"""
-        ids = torch.tensor([new], device=self.device)
-        if self.head is not None:
-            hidden = self.model.get_decoder()(input_ids=ids, cache=self.cache, use_cache=True).last_hidden_state
-            self.tokens.extend(new)
-            return self.head(hidden[0, -keep:])
-        out = self.model(input_ids=ids, cache=self.cache, use_cache=True, logits_to_keep=keep)
+        logits = self.runner.forward(new, None, None, keep)
         self.tokens.extend(new)
-        return out.logits[0, -keep:]
+        return logits
 
 
 def trimmed_head(model, rows: int):
@@ -149,4 +130,5 @@ def trimmed_head(model, rows: int):
                                                                         rtol=1e-2):
         raise ValueError("draft_vocab needs a draft whose logits are a plain linear layer of its last "
                          f"hidden state; {type(model).__name__} transforms them further")
+    head.rows = rows  # a compiled runner keeps one step per row count
     return head

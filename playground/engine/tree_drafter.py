@@ -36,14 +36,15 @@ class TreeDrafter:
     is_tree = True
 
     def __init__(self, model, budget: int = 16, depth: int = 4, branching: int = 2,
-                 vocab_size: int | None = None, draft_vocab: int | None = None, width: int = 0):
+                 vocab_size: int | None = None, draft_vocab: int | None = None, width: int = 0,
+                 runner: str = "auto"):
         """width: most nodes expanded per depth, the best by cumulative draft probability (EAGLE-2's
         top-k expansion: the tree grows deep where the draft is confident); 0 expands as many as
         the budget has room for (a full b-ary tree until the budget runs out)."""
         for name, value in (("budget", budget), ("depth", depth), ("branching", branching), ("width", width)):
             check_value(KNOBS[f"tree_{name}"], value)  # the run configuration's names and ranges
         self.budget, self.depth, self.branching, self.width = budget, depth, branching, width
-        self.lm = CachedModel(model, head_rows=draft_vocab)
+        self.lm = CachedModel(model, head_rows=draft_vocab, runner=runner)
         self.vocab_size = vocab_size or self.lm.vocab_size
         self.device = self.lm.device
 

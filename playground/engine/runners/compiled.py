@@ -1,0 +1,95 @@
+"""The compiled runner: the static runner's step compiled once per fixed shape (gpt-fast's recipe).
+
+A step of n new tokens is padded to the next bucket B (1 for a draft step and plain decoding,
+then 2, 4, ... for verification and trees); each (B, capacity) gets its own compiled function,
+so a shape is compiled once and no step recompiles (dynamo's recompile limit, 8 a function,
+never comes into play). Longer inputs (a prompt) run the static step uncompiled. On a GPU the
+steps are CUDA graphs (mode "reduce-overhead"); on a CPU inductor's default code.
+
+Padding: the pad rows come after the real ones, so causal real rows never see them; each pad row
+sees only itself (a finite softmax); afterwards the length moves back over them, which leaves their
+entries behind the mask like any rejected draft.
+
+Outputs: a CUDA graph returns its output in memory the next replay overwrites; so does this runner
+on every device (each bucket's output buffer is reused), and the rows handed out are copies.
+"""
+
+from __future__ import annotations
+
+import types
+
+import torch
+
+from playground.engine.runners.eager import additive_mask
+from playground.engine.runners.static import StaticRunner, pattern, step, widen
+
+BUCKETS = (1, 2, 4, 8, 16, 32)  # γ + 1 up to 32 and trees of up to 31 nodes run compiled
+
+
+def bucket(n: int) -> int | None:
+    return next((b for b in BUCKETS if b >= n), None)
+
+
+class CompiledRunner(StaticRunner):
+    name = "compiled"
+
+    def __init__(self, model, head=None):
+        super().__init__(model, head)
+        self.steps = steps_of(model)
+        self.mode = "reduce-overhead" if self.device.type == "cuda" else None
+
+    def forward(self, new: list[int], positions, allowed, keep: int) -> torch.Tensor:
+        n, b = len(new), bucket(len(new))
+        if b is None:
+            return super().forward(new, positions, allowed, keep)  # a prompt: uncompiled, once per run
+        positions, allowed = pattern(n, self.length, positions, allowed)
+        self.reserve(self.length + b)
+        ids, positions, allowed = pad(new, positions, allowed, b, self.length)
+        mask = additive_mask(widen(allowed, self.capacity), self.model.dtype).to(self.device)
+        out = self.compiled(b)(self.model, self.head, self.cache, torch.tensor([ids], device=self.device),
+                               positions[None].to(self.device), mask, b)
+        self.set_length(self.length + n)  # back over the pad rows
+        return out[n - keep : n].clone()  # the next step of this shape overwrites `out`
+
+    def compiled(self, b: int):
+        key = (b, self.capacity, getattr(self.head, "rows", None))  # one trimmed head per row count
+        if key not in self.steps:
+            self.steps[key] = compile_step(f"step_{b}x{self.capacity}", self.mode, self.device.type != "cuda")
+        return self.steps[key]
+
+
+def pad(new, positions, allowed, b: int, length: int):
+    """ids [b], positions [b], allowed [b, length + b]: pad rows repeat the last position and see
+    only their own entry."""
+    n = len(new)
+    ids = list(new) + [0] * (b - n)
+    positions = torch.cat([positions, positions[-1:].expand(b - n)])
+    grown = torch.zeros(b, length + b, dtype=torch.bool)
+    grown[:n, : length + n] = allowed
+    rows = torch.arange(n, b)
+    grown[rows, length + rows] = True
+    return ids, positions, grown
+
+
+def compile_step(name: str, mode: str | None, own_buffer: bool):
+    """`step` compiled for one shape, under its own code object (dynamo keeps compiled code and
+    counts recompiles per code object, so each shape has one entry and none ever recompiles).
+    own_buffer: copy the output into a buffer reused by every call, as a CUDA graph's is."""
+    code = step.__code__.replace(co_name=name)
+    fn = torch.compile(types.FunctionType(code, step.__globals__, name), mode=mode, fullgraph=True, dynamic=False)
+    if not own_buffer:
+        return fn
+    buffer: list[torch.Tensor] = []
+
+    def run(*args):
+        out = fn(*args)
+        if not buffer:
+            buffer.append(torch.empty_like(out))
+        return buffer[0].copy_(out)
+
+    return run
+
+
+def steps_of(model) -> dict:
+    """The model's compiled steps, kept on the model: compiled once per shape for the session."""
+    return model.__dict__.setdefault("_playground_compiled_steps", {})

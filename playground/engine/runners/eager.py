@@ -1,0 +1,52 @@
+"""The eager runner: transformers' DynamicCache, the model called as is (any full-attention model)."""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache
+from transformers.cache_utils import DynamicLayer
+
+
+class EagerRunner:
+    name = "eager"
+
+    def __init__(self, model, head=None):
+        self.model, self.head, self.device = model, head, model.device
+        self.reset()
+
+    def reset(self) -> None:
+        self.cache = DynamicCache(config=self.model.config)
+        self.length = 0
+
+    def crop(self, n: int) -> None:
+        if self.length > n:
+            self.cache.crop(n - self.length)
+            self.length = n
+
+    def move(self, prefix: int, picks: list[int]) -> None:
+        """Entries `picks` copied to prefix, prefix + 1, ...; it only needs each layer's key and
+        value tensors [batch, heads, seq, dim], which every full-attention DynamicLayer has."""
+        for layer in self.cache.layers:
+            if not isinstance(layer, DynamicLayer) or layer.is_sliding:
+                raise ValueError(f"tree verification needs full-attention dynamic cache layers, got {type(layer).__name__}")
+            if picks and layer.is_initialized:
+                index = torch.tensor(picks, device=layer.keys.device)
+                layer.keys[..., prefix : prefix + len(picks), :] = layer.keys.index_select(-2, index)
+                layer.values[..., prefix : prefix + len(picks), :] = layer.values.index_select(-2, index)
+
+    def forward(self, new: list[int], positions, allowed, keep: int) -> torch.Tensor:
+        """transformers takes a 4D mask as given (masking_utils returns a 4D mask untouched); an
+        additive float mask works for both the eager and the sdpa attention."""
+        inputs = dict(input_ids=torch.tensor([new], device=self.device), cache=self.cache, use_cache=True)
+        if allowed is not None:
+            inputs.update(attention_mask=additive_mask(allowed, self.model.dtype).to(self.device),
+                          position_ids=positions[None].to(self.device))
+        self.length += len(new)
+        if self.head is not None:
+            return self.head(self.model.get_decoder()(**inputs).last_hidden_state[0, -keep:])
+        return self.model(**inputs, logits_to_keep=keep).logits[0, -keep:]
+
+
+def additive_mask(allowed: torch.Tensor, dtype) -> torch.Tensor:
+    """[n, kv] booleans -> [1, 1, n, kv]: 0 where allowed, the dtype's lowest value elsewhere."""
+    return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)[None, None]

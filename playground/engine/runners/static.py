@@ -1,0 +1,143 @@
+"""The static runner: a StaticCache of fixed capacity, so a step never allocates and rollback is
+moving an integer (the rejected entries stay in the buffer, behind the mask, until overwritten).
+
+Every forward passes explicit position ids and a 4D mask as long as the whole cache:
+transformers takes a 4D mask as given, and a static layer returns all of its rows. The capacity
+grows by doubling when a run needs more (the entries so far copied over), so no caller has to
+size it; a compiled step is built per capacity, which doubling keeps to a few.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+from transformers import StaticCache
+
+from playground.engine.runners.eager import additive_mask
+
+MIN_CAPACITY = 256  # a prompt and 96 new tokens fit; attention reads the whole capacity each step
+
+
+class StaticRunner:
+    name = "static"
+
+    def __init__(self, model, head=None):
+        self.model, self.head, self.device = model, head, model.device
+        self.pool = pool_of(model)
+        self.cache = self.pool.take(MIN_CAPACITY)
+        self.finalizer = weakref.finalize(self, self.pool.give, self.cache)
+        self.set_length(0)  # a pooled cache still points where its last runner left it
+
+    @property
+    def capacity(self) -> int:
+        return self.cache.layers[0].max_cache_len
+
+    def reset(self) -> None:
+        self.crop(0)
+
+    def crop(self, n: int) -> None:
+        if self.length > n:
+            self.set_length(n)
+
+    def set_length(self, n: int) -> None:
+        """Where the next forward writes, in every layer: in place, so the buffers keep their addresses."""
+        for layer in self.cache.layers:
+            layer.cumulative_length.fill_(n)
+        self.length = n
+
+    def move(self, prefix: int, picks: list[int]) -> None:
+        if not picks:
+            return
+        index = torch.tensor(picks, device=self.device)
+        for layer in self.cache.layers:
+            layer.keys[..., prefix : prefix + len(picks), :] = layer.keys.index_select(-2, index)
+            layer.values[..., prefix : prefix + len(picks), :] = layer.values.index_select(-2, index)
+
+    def forward(self, new: list[int], positions, allowed, keep: int) -> torch.Tensor:
+        positions, allowed = pattern(len(new), self.length, positions, allowed)
+        self.reserve(self.length + len(new))
+        mask = additive_mask(widen(allowed, self.capacity), self.model.dtype).to(self.device)
+        logits = step(self.model, self.head, self.cache, torch.tensor([new], device=self.device),
+                      positions[None].to(self.device), mask, keep)
+        self.length += len(new)
+        return logits
+
+    def reserve(self, n: int) -> None:
+        """Room for n entries: a cache twice as long (or more) with the current entries copied in."""
+        if n <= self.capacity:
+            return
+        capacity = self.capacity
+        while capacity < n:
+            capacity *= 2
+        bigger = self.pool.take(capacity)
+        for old, new in zip(self.cache.layers, bigger.layers):
+            new.keys[..., : self.length, :] = old.keys[..., : self.length, :]
+            new.values[..., : self.length, :] = old.values[..., : self.length, :]
+        self.finalizer()  # the old one back to the pool
+        self.cache = bigger
+        self.finalizer = weakref.finalize(self, self.pool.give, bigger)
+        self.set_length(self.length)
+
+
+def step(model, head, cache, ids, positions, mask, keep: int) -> torch.Tensor:
+    """One forward on the static cache.  ids, positions [1, n], mask [1, 1, n, capacity] -> [keep, V]"""
+    inputs = dict(input_ids=ids, cache=cache, use_cache=True, attention_mask=mask, position_ids=positions)
+    if head is not None:
+        return head(model.get_decoder()(**inputs).last_hidden_state[0, -keep:])
+    return model(**inputs, logits_to_keep=keep).logits[0, -keep:]
+
+
+def pattern(n: int, length: int, positions, allowed) -> tuple[torch.Tensor, torch.Tensor]:
+    """Position ids [n] and the allowed entries [n, length + n]; a causal chain when not given."""
+    if allowed is not None:
+        return positions, allowed
+    causal = torch.ones(n, length + n, dtype=torch.bool).tril(diagonal=length)
+    return torch.arange(length, length + n), causal
+
+
+def widen(allowed: torch.Tensor, capacity: int) -> torch.Tensor:
+    """[n, kv] -> [n, capacity]: nothing after kv is seen (stale or unwritten rows)."""
+    out = torch.zeros(allowed.shape[0], capacity, dtype=torch.bool)
+    out[:, : allowed.shape[1]] = allowed
+    return out
+
+
+class CachePool:
+    """A model's static caches, reused across runs: a compiled step guards on the cache's shape,
+    and a CUDA graph records the buffers' addresses, so fresh buffers each run would re-record.
+    A runner takes one while it lives (the race runs two on one target) and gives it back."""
+
+    def __init__(self, model):
+        self.config, self.dtype, self.device = model.config, model.dtype, model.device
+        self.free: list[StaticCache] = []
+
+    def take(self, capacity: int) -> StaticCache:
+        for cache in self.free:
+            if cache.layers[0].max_cache_len == capacity:
+                self.free.remove(cache)
+                return cache
+        return self.new(capacity)
+
+    def give(self, cache: StaticCache) -> None:
+        self.free.append(cache)
+
+    def new(self, capacity: int) -> StaticCache:
+        text = self.config.get_text_config()
+        cache = StaticCache(config=self.config, max_cache_len=capacity)
+        if any(layer.is_sliding for layer in cache.layers):
+            raise ValueError("the static runner needs full-attention layers (a sliding window cannot "
+                             "hold a tree or a rollback); use runner eager")
+        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+        # initialised now, not lazily in a forward: a CUDA graph captured before would overwrite it
+        cache.early_initialization(batch_size=1, num_heads=text.num_key_value_heads, head_dim=head_dim,
+                                   dtype=self.dtype, device=self.device)
+        return cache
+
+
+def pool_of(model) -> CachePool:
+    """The model's own pool, kept on the model (it lives and dies with it; no global registry)."""
+    pool = model.__dict__.get("_playground_cache_pool")
+    if pool is None:
+        pool = model.__dict__["_playground_cache_pool"] = CachePool(model)
+    return pool

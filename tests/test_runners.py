@@ -1,0 +1,162 @@
+"""The runners under the CachedModel (engine/runners) on the tiny pair in float32: the static and
+compiled runners give eager's logits for a prompt, one token, γ + 1 tokens and a tree; greedy
+speculation through them equals eager plain decoding token for token; rollback, padding and the
+compiled steps' output buffers; and no compiled step recompiles.
+
+The compiled tests share the session's tiny pair, whose compiled steps stay on the model, so each
+shape compiles once for the whole file (target: 1 and 8 rows, draft: 1, 2 and 4); prompts are
+longer than the largest bucket, so they run uncompiled and compile nothing."""
+
+import pytest
+import torch
+
+from playground.config import RunConfig
+from playground.engine import factory
+from playground.engine.drafters import ModelDrafter
+from playground.engine.events import output_tokens
+from playground.engine.generate import SpecConfig, generate
+from playground.engine.kvcache import CachedModel
+from playground.engine.runners import resolve
+from playground.engine.runners.compiled import BUCKETS, pad
+from playground.engine.tree import Tree
+from playground.engine.tree_drafter import TreeDrafter
+
+RUNNERS = ["static", "compiled"]
+PROMPT = [(7 * i + 3) % 250 for i in range(40)]  # longer than the largest bucket: its prefill runs uncompiled
+TREE = Tree(tokens=(5, 6, 7, 8, 9, 10, 11), parents=(-1, -1, 0, 1, 1, 4, 2))  # 7 nodes + 1: bucket 8
+TOLERANCE = 1e-5
+
+
+def both(target, runner):
+    return CachedModel(target, runner="eager"), CachedModel(target, runner=runner)
+
+
+def close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and float((a - b).abs().max()) <= TOLERANCE
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_logits_equal_eager_for_a_prompt_one_token_a_chain_and_a_tree(pair, runner):
+    target = pair[0]
+    eager, other = both(target, runner)
+    steps = [(PROMPT, 3), (PROMPT + [1], 1), (PROMPT + [1, 2, 3, 4, 5, 6], 5)]  # prefill, k = 1, k = γ + 1
+    for tokens, keep in steps:
+        assert close(eager.logits_for(tokens, keep), other.logits_for(tokens, keep)), (runner, len(tokens))
+    context = PROMPT + [1, 2, 3]
+    assert close(eager.logits_for_tree(context, TREE), other.logits_for_tree(context, TREE))
+    for lm in (eager, other):
+        lm.keep_path(len(context), [1, 3, 5])  # a root path kept, moved into place
+    after = context + [6, 8, 10, 12]
+    assert eager.tokens == other.tokens == after[:-1]
+    assert close(eager.logits_for(after, 1), other.logits_for(after, 1))
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_rollback_then_refeed_equals_a_fresh_run(pair, runner):
+    target = pair[0]
+    lm = CachedModel(target, runner=runner)
+    lm.logits_for(PROMPT + [1, 2, 3, 4, 5], 5)
+    lm.rollback(len(PROMPT) + 2)  # two accepted, three rejected: their entries stay behind the mask
+    again = lm.logits_for(PROMPT + [1, 2, 9, 8, 7, 6, 5], 5)
+    fresh = CachedModel(target, runner="eager").logits_for(PROMPT + [1, 2, 9, 8, 7, 6, 5], 5)
+    assert close(again, fresh)
+    lm.reset()
+    assert lm.runner.length == 0 and close(lm.logits_for(PROMPT, 1), CachedModel(target, runner="eager").logits_for(PROMPT, 1))
+
+
+def test_padding_rows_see_only_themselves_and_no_real_row_sees_them():
+    allowed = torch.ones(3, 5 + 3, dtype=torch.bool).tril(diagonal=5)
+    ids, positions, grown = pad([1, 2, 3], torch.tensor([5, 6, 7]), allowed, 8, 5)
+    assert ids == [1, 2, 3, 0, 0, 0, 0, 0] and positions.tolist() == [5, 6, 7, 7, 7, 7, 7, 7]
+    assert torch.equal(grown[:3, :8], allowed) and not grown[:3, 8:].any()
+    assert all(grown[r].nonzero().flatten().tolist() == [5 + r] for r in range(3, 8))
+
+
+def test_padded_rows_leave_the_real_rows_and_the_next_step_unchanged(pair):
+    target = pair[0]
+    eager, compiled = both(target, "compiled")
+    for lm in (eager, compiled):
+        lm.logits_for(PROMPT, 1)
+    five = PROMPT + [1, 2, 3, 4, 5]  # 5 new tokens padded to 8
+    assert close(eager.logits_for(five, 5), compiled.logits_for(five, 5))
+    assert compiled.runner.length == len(five) == len(compiled.tokens)
+    assert close(eager.logits_for(five + [6], 1), compiled.logits_for(five + [6], 1))  # pads stayed invisible
+
+
+def test_compiled_outputs_survive_the_next_step_of_the_same_shape(pair):
+    """The step's output buffer is reused by the next call of that shape (as a CUDA graph's is):
+    the rows handed out must be copies, or the first step's logits change under the caller."""
+    target = pair[0]
+    eager, compiled = both(target, "compiled")
+    first = compiled.logits_for(PROMPT + [1], 1)
+    compiled.logits_for(PROMPT + [1, 2], 1)
+    assert close(first, eager.logits_for(PROMPT + [1], 1))
+
+
+def test_fifty_compiled_steps_do_not_recompile(pair):
+    target = pair[0]
+    lm = CachedModel(target, runner="compiled")
+    tokens = list(PROMPT)
+    lm.logits_for(tokens, 1)
+    lm.logits_for(tokens + [1, 2, 3, 4, 5], 5)  # both shapes compiled (or already) before counting
+    lm.rollback(len(tokens))
+    frames = dict(torch._dynamo.utils.counters["frames"])
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for i in range(50):
+            if i % 5 == 4:  # a verification step, then a rollback over two of its rows
+                lm.logits_for(tokens + [i % 200, 1, 2, 3, 4], 5)
+                lm.rollback(len(tokens) + 3)
+                tokens = lm.tokens[:]
+            else:
+                tokens.append((i * 13) % 250)
+                lm.logits_for(tokens, 1)
+    assert dict(torch._dynamo.utils.counters["frames"]) == frames  # nothing new was even compiled
+    assert lm.runner.capacity == 256
+
+
+CHAINS = [("static", g) for g in (1, 2, 4, 8)] + [("compiled", 4)] + [
+    pytest.param("compiled", g, marks=pytest.mark.slow) for g in (1, 2, 8)]  # three more shapes to compile
+
+
+@pytest.mark.parametrize("runner,gamma", CHAINS)
+def test_greedy_chain_through_a_runner_equals_eager_plain_decoding(pair, runner, gamma):
+    check_chain(pair, runner, gamma)
+
+
+def check_chain(pair, runner, gamma):
+    target, draft, _ = pair
+    expected = output_tokens(list(generate(target, PROMPT, SpecConfig(max_new_tokens=24, runner="eager"))))
+    config = SpecConfig(gamma=gamma, max_new_tokens=24, runner=runner)
+    assert output_tokens(list(generate(target, PROMPT, config))) == expected
+    drafter = ModelDrafter(draft, runner=runner)
+    assert output_tokens(list(generate(target, PROMPT, config, drafter))) == expected
+    assert drafter.lm.runner.name == runner
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_greedy_tree_through_a_runner_equals_eager_plain_decoding(pair, runner):
+    target, draft, _ = pair
+    expected = output_tokens(list(generate(target, PROMPT, SpecConfig(max_new_tokens=24, runner="eager"))))
+    drafter = TreeDrafter(draft, budget=7, depth=3, branching=2, runner=runner)
+    events = list(generate(target, PROMPT, SpecConfig(max_new_tokens=24, runner=runner), drafter))
+    assert output_tokens(events) == expected
+    assert any(e.n_accepted for e in events)  # the tree path was kept at least once
+
+
+def test_the_run_configuration_carries_one_runner_to_target_and_drafter(pair):
+    run = RunConfig(runner="static", speculation="tree")
+    assert factory.spec_config(run).runner == "static"
+    assert factory.make_drafter(run, pair[1]).lm.runner.name == "static"
+    assert factory.make_drafter(RunConfig(runner="eager"), pair[1]).lm.runner.name == "eager"
+    with pytest.raises(ValueError, match="runner must be one of: auto, eager, static, compiled"):
+        RunConfig(runner="graphs")
+    assert resolve("auto", "cpu") == "eager"  # measured: docs/benchmarks.md, "Runners"
+    assert BUCKETS[0] == 1  # a draft step and a plain step are one row, never padded
+
+
+def test_the_bench_takes_a_runner_flag():
+    from playground.measure.cli import build_parser
+
+    assert build_parser().parse_args(["--runner", "compiled"]).runner == "compiled"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--runner", "fast"])
