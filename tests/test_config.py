@@ -14,9 +14,10 @@ from playground.measure import report
 from playground.measure.cli import build_parser, make_plan
 from playground.measure.report import settings_of
 from playground.measure.sweep import SWEEPABLE
-from playground.config import KNOBS, PROMPT_LOOKUP, RunConfig, group
+from playground.config import KNOBS, PROMPT_LOOKUP, TREE, RunConfig, group
 from playground.engine.generate import SpecConfig
 from playground.app.shared import controls
+from playground.app.shared.examples import STEP_THROUGH
 from playground.app.shared.context import build_context
 
 NUMERIC = [k for k in KNOBS.values() if k.kind in (int, float) and k.name != "pair"]
@@ -115,6 +116,83 @@ def test_every_knob_is_a_control_with_the_record_default_and_range():
             assert (control.minimum, control.maximum) == (low, k.high), name
         if k.choices:
             assert tuple(value for _, value in control.choices) == k.choices
+
+
+# Every tab's controls, found by label or by name (elem_id without the tab's prefix): race (none),
+# step-through, export and the p/q explorer, theory, lab, lesson, sweep, served.
+TAB_PREFIXES = ("st", "ex", "th", "lab", "lesson", "sw", "sv")
+# Where a tab departs from the record, and why. Nothing else may.
+OWN_DEFAULTS = {
+    "lab-temperature": 1.0,  # the lab samples: at temperature 0 every draw is the same token
+    "st-temperature": STEP_THROUGH[0][4],  # the step-through opens on its first example, and its temperature
+}
+LOW_END_LEFT_OUT = {"lab-temperature"}  # for the same reason the lab's slider starts one step above 0
+KNOB_WIDGETS = (gr.Slider, gr.Number, gr.Radio, gr.Dropdown, gr.Checkbox)
+
+
+def knob_of(component):
+    """The knob a control stands for: its label is the knob's, or its name (elem_id less the prefix)."""
+    by_label = {k.label: k for k in KNOBS.values()}
+    if component.label in by_label:
+        return by_label[component.label]
+    name = component.elem_id or ""
+    prefix, _, rest = name.partition("-")
+    name = (rest if prefix in TAB_PREFIXES else name).replace("-", "_")
+    return KNOBS.get(name)
+
+
+def test_every_tabs_knob_controls_have_the_record_default_range_and_label():
+    from playground.app.demo import build_demo
+
+    demo = build_demo(default_pair="tiny")
+    spec = build_context(None).registry.pair("tiny")
+    suggested = {"pair": "tiny", **spec.suggested()}
+    seen = {}
+    for control in demo.blocks.values():
+        k = knob_of(control) if isinstance(control, KNOB_WIDGETS) else None
+        if k is None:
+            continue
+        where = control.elem_id
+        seen.setdefault(where.partition("-")[0] if "-" in where else "race", []).append(k.name)
+        assert control.label == k.label, where
+        allowed = {OWN_DEFAULTS[where]} if where in OWN_DEFAULTS else {k.default, suggested.get(k.name, k.default)}
+        assert control.value in allowed, (where, control.value, allowed)
+        if isinstance(control, (gr.Slider, gr.Number)):
+            low = low_of(k) + k.step if k.low_open or where in LOW_END_LEFT_OUT else low_of(k)
+            assert (control.minimum, control.maximum) == (low, k.high), where
+        if k.name == "pair":
+            assert [value for _, value in control.choices] == list(build_context(None).registry.pairs), where
+        elif k.choices:
+            assert tuple(value for _, value in control.choices) == k.choices, where
+    assert set(seen) == {"race", *TAB_PREFIXES}, seen  # every tab was walked
+    for tab in ("th", "lab", "lesson", "sw"):  # the tabs with their own few controls
+        assert "pair" in seen[tab], tab
+    assert {"temperature", "top_k", "top_p", "seed"} <= set(seen["lab"])
+    assert {"drafter", "temperature", "gamma"} <= set(seen["th"]) and "gamma" in seen["lesson"]
+
+
+def test_controls_that_do_not_apply_are_hidden_until_they_do():
+    ctx = build_context(None)
+    ctx.default_pair = "tiny"
+    with gr.Blocks() as demo:
+        made, _ = controls.settings_controls(ctx)
+    decided = {d: names for d, _, names in controls.CONDITIONAL}
+    assert set(decided) == {"speculation", "drafter", "adaptive"}
+    # the record's defaults: a chain, the draft model, a fixed γ; so no tree, n-gram or adaptive bounds
+    assert not any(made[n].visible for names in decided.values() for n in names)
+    assert all(made[n].visible is not False for n in RunConfig.names() if n not in sum(decided.values(), ()))
+    wired = {f.targets[0]: f for f in demo.fns.values()}
+    for decider, (when, shown) in {"speculation": ("tree", "chain"), "drafter": (PROMPT_LOOKUP, "model"),
+                                   "adaptive": (True, False)}.items():
+        change = wired[(made[decider]._id, "change")]
+        assert [o._id for o in change.outputs] == [made[n]._id for n in decided[decider]]
+        on = change.fn(when)
+        assert {c._id for c in on} == {made[n]._id for n in decided[decider]}
+        assert all(u["visible"] is True for u in on.values()) and all(
+            u["visible"] is False for u in change.fn(shown).values())
+    load = wired[(demo._id, "load")]  # and on page load, from the values the page opens with
+    at_load = load.fn(TREE, PROMPT_LOOKUP, False)
+    assert {c.elem_id for c, u in at_load.items() if u["visible"]} == set(decided["speculation"] + decided["drafter"])
 
 
 def test_export_carries_every_knob():

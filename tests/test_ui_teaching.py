@@ -28,18 +28,32 @@ from playground.measure.points import Measurements, Point, pool
 from playground.config import MODEL, PROMPT_LOOKUP, RunConfig
 from playground.app.shared.render import visible
 from playground.app.stepthrough.run import Stepper
-from playground.app.export.tab import snippets
-from playground.app.lab.tab import lab_handler
-from playground.app.stepthrough.tab import reset_handler, step_handler
+from playground.app.export import tab as tab_export
+from playground.app.lab import tab as tab_lab
+from playground.app.shared.flow import outputs as outputs_of
+from playground.app.stepthrough import tab as tab_stepthrough
+from playground.app.theory import tab as tab_theory
 from playground.app.sweep import form as sweep_form
 from playground.app.sweep import tab as tab_sweep
 from playground.app.sweep.tab import COLUMNS, sweep_handler
-from playground.app.theory.tab import measure_handler, redraw_handler
 
 
 @pytest.fixture(scope="module")
 def ctx():
     return build_context()
+
+
+@pytest.fixture(scope="module")
+def views(ctx):
+    """The tabs' outputs, as the tabs build them (the handlers' dicts are keyed by these)."""
+    with gr.Blocks():
+        return SimpleNamespace(**{name: tab.build(ctx)["view"] for name, tab in (
+            ("step", tab_stepthrough), ("theory", tab_theory), ("lab", tab_lab), ("export", tab_export))})
+
+
+def values(output: dict, view) -> tuple:
+    """A redraw's values in the view's field order (the API's); None for what it leaves as it is."""
+    return tuple(output.get(c) for c in outputs_of(view))
 
 
 def knobs(**changes) -> list:
@@ -178,15 +192,16 @@ def test_visible_shows_whitespace_and_control_characters():
 # -- the step-through handler on the tiny pair ----------------------------------------------------
 
 
-def test_step_through_runs_one_target_call_per_click_and_shows_every_stage(ctx):
-    handler, stepper = step_handler(ctx), None
+def test_step_through_runs_one_target_call_per_click_and_shows_every_stage(ctx, views):
+    handler, stepper = tab_stepthrough.step_handler(ctx, views.step), None
     seen = set()
     for _ in range(12):
         outputs = list(
             handler("Once upon a time", "", stepper, *knobs(temperature=1.0, seed=1, max_new_tokens=60))
         )
-        assert all(len(o) == 5 for o in outputs)
-        stepper, text, stages, figure, status = outputs[-1]
+        assert all(set(o) <= set(outputs_of(views.step)) for o in outputs)
+        assert set(outputs[-1]) == set(outputs_of(views.step))  # a step redraws everything
+        stepper, text, stages, figure, status = values(outputs[-1], views.step)
         assert isinstance(stepper, Stepper)
         seen.add(stepper.history[-1].next_fate)
         assert f"Step {len(stepper.history)}" in status
@@ -197,26 +212,28 @@ def test_step_through_runs_one_target_call_per_click_and_shows_every_stage(ctx):
     assert len(stepper.history) == len(stepper.track.events) and stepper.track.tokens
 
 
-def test_changing_a_knob_starts_over_and_back_to_start_closes_the_run(ctx):
-    handler = step_handler(ctx)
-    *_, (first, *_) = handler("def f(x):", "", None, *knobs())
-    *_, (again, *_) = handler("def f(x):", "", first, *knobs())
-    assert again is first and len(first.history) == 2
+def test_changing_a_knob_starts_over_and_back_to_start_closes_the_run(ctx, views):
+    view = views.step
+    handler = tab_stepthrough.step_handler(ctx, view)
+    *_, shown = handler("def f(x):", "", None, *knobs())
+    first = shown[view.stepper]
+    *_, shown = handler("def f(x):", "", first, *knobs())
+    assert shown[view.stepper] is first and len(first.history) == 2
     *_, last = handler("def f(x):", "", first, *knobs(gamma=2))
-    assert last[0] is not first and "started over" in status_of(last)
+    assert last[view.stepper] is not first and "started over" in status_of(last)
     with pytest.raises(StopIteration):  # the old run was closed, not left holding the models
         next(first.events)
-    state, text, stages, _, status = reset_handler(last[0])
+    state, text, stages, _, status = values(tab_stepthrough.reset_handler(view)(last[view.stepper]), view)
     assert state is None and "Back at the start" in status and "Next step" in stages
     with pytest.raises(StopIteration):
-        next(last[0].events)
+        next(last[view.stepper].events)
 
 
-def test_text_so_far_is_continued_and_the_end_of_the_run_is_said(ctx):
-    handler, stepper = step_handler(ctx), None
+def test_text_so_far_is_continued_and_the_end_of_the_run_is_said(ctx, views):
+    handler, stepper = tab_stepthrough.step_handler(ctx, views.step), None
     for _ in range(10):
         *_, out = handler("Say hi", "Hello", stepper, *knobs(max_new_tokens=3, gamma=2))
-        stepper = out[0]
+        stepper = out[views.step.stepper]
         if stepper.finished:
             break
     assert stepper.finished and "Hello" in stepper.context
@@ -234,9 +251,10 @@ def test_text_so_far_is_continued_and_the_end_of_the_run_is_said(ctx):
         ("x" * 2100, {}, "the target's context holds 2048"),
     ],
 )
-def test_step_through_bad_input_is_a_message_naming_the_field(ctx, prompt, changes, message):
-    raises_in_page(step_handler(ctx)(prompt, "", None, *knobs(**changes)), message)
-    *_, ok = step_handler(ctx)("still serving", "", None, *knobs())
+def test_step_through_bad_input_is_a_message_naming_the_field(ctx, views, prompt, changes, message):
+    handler = tab_stepthrough.step_handler(ctx, views.step)
+    raises_in_page(handler(prompt, "", None, *knobs(**changes)), message)
+    *_, ok = handler("still serving", "", None, *knobs())
     assert "Step 1" in status_of(ok)
 
 
@@ -357,11 +375,11 @@ def test_the_store_keeps_sessions_apart_and_stays_bounded():
 # -- theory vs measurement ---------------------------------------------------------------------------
 
 
-def test_measure_now_adds_a_point_for_this_session_and_the_curve_uses_it():
-    ctx = build_context()
+def test_measure_now_adds_a_point_for_this_session_and_the_curve_uses_it(views):
+    ctx, view = build_context(), views.theory
     request = SimpleNamespace(session_hash="me")
-    outputs = list(measure_handler(ctx)("def fib(n):", "tiny", MODEL, 0.0, 4, 24, request))
-    figure, explain, table, tree_figure, status = outputs[-1]
+    outputs = list(tab_theory.measure_handler(ctx, view)("def fib(n):", "tiny", MODEL, 0.0, 4, 24, request))
+    figure, explain, table, tree_figure, status = values(outputs[-1], view)
     assert any("Measuring" in status_of(o) for o in outputs[:-1])  # progress was streamed
     assert "Measured at γ = 4" in status and len(table) == 1 and table[0][2] == 4
     assert "Recommended γ" in explain and "acceptance rate" in explain and "verification cost" in explain
@@ -378,10 +396,12 @@ def test_measure_now_adds_a_point_for_this_session_and_the_curve_uses_it():
     measured_tree = next(t for t in tree_figure.data if t.name == "trees measured here")
     assert list(measured_tree.y) == [pytest.approx(point.tree_tokens_per_call)]
     assert len(ctx.measurements.get("me")) == 1 and ctx.measurements.get("someone else") == []
-    elsewhere = redraw_handler(ctx)("tiny", MODEL, 0.0, SimpleNamespace(session_hash="someone else"))
-    assert "No measurement yet" in elsewhere[1] and "illustration" in elsewhere[0].data[0].name
-    other_t = redraw_handler(ctx)("tiny", MODEL, 0.7, request)
-    assert "No measurement yet" in other_t[1]  # α depends on the temperature: points are not mixed
+    redraw = tab_theory.redraw_handler(ctx, view)
+    elsewhere = redraw("tiny", MODEL, 0.0, SimpleNamespace(session_hash="someone else"))
+    assert view.status not in elsewhere  # a redraw leaves the status as it is
+    assert "No measurement yet" in elsewhere[view.explain] and "illustration" in elsewhere[view.plot].data[0].name
+    other_t = redraw("tiny", MODEL, 0.7, request)
+    assert "No measurement yet" in other_t[view.explain]  # α depends on the temperature: points are not mixed
 
 
 @pytest.mark.parametrize(
@@ -396,8 +416,8 @@ def test_measure_now_adds_a_point_for_this_session_and_the_curve_uses_it():
         (("hi", "nope", MODEL, 0.0, 4, 24), "unknown pair 'nope'"),
     ],
 )
-def test_measure_bad_input_is_a_message_naming_the_field(ctx, args, message):
-    raises_in_page(measure_handler(ctx)(*args), message)
+def test_measure_bad_input_is_a_message_naming_the_field(ctx, views, args, message):
+    raises_in_page(tab_theory.measure_handler(ctx, views.theory)(*args), message)
 
 
 def test_theory_panel_explains_alpha_c_and_the_assumptions_before_any_measurement():
@@ -439,27 +459,39 @@ def disagreeing_ctx(ctx):
 LAB = ("Once upon a time", "tiny")
 
 
-def test_lab_reports_no_difference_on_the_engine_with_a_progress_bar(disagreeing_ctx):
-    outputs = list(lab_handler(disagreeing_ctx)(*LAB, 1000, 1.0, 0, 1.0, 0))
-    figure, verdict, status = outputs[-1]
+def lab_handler(ctx, views):
+    return tab_lab.lab_handler(ctx, views.lab)
+
+
+def slow_values(output: dict, views) -> tuple:
+    """The slow lab's redraw as its API returns it: figure, verdict, status."""
+    return tuple(output.get(c) for c in views.lab.slow())
+
+
+def test_lab_reports_no_difference_on_the_engine_with_a_progress_bar(disagreeing_ctx, views):
+    outputs = list(lab_handler(disagreeing_ctx, views)(*LAB, 1000, 1.0, 0, 1.0, 0))
+    assert all(set(o) <= set(views.lab.slow()) for o in outputs)  # never the fast lab's convergence plot
+    figure, verdict, status = slow_values(outputs[-1], views)
     assert any("Drawing:" in status_of(o) for o in outputs[:-1])
     assert "No detectable difference at 1000 draws" in html.unescape(verdict)
     assert "The draft's own guess was kept in" in verdict and "Done: 1000 draws each way" in status
     assert [t.name for t in figure.data][:2] == ["speculative", "exact p"]
 
 
-def test_lab_alarms_when_the_acceptance_rule_is_broken(disagreeing_ctx, monkeypatch):
+def test_lab_alarms_when_the_acceptance_rule_is_broken(disagreeing_ctx, views, monkeypatch):
     def wrong(p, q, tokens):  # q/p instead of p/q: accepts what the draft over-proposes
         rows = torch.arange(tokens.shape[0])
         return (q[rows, tokens] / p[rows, tokens]).clamp(max=1.0)
 
     monkeypatch.setattr(sampling, "acceptance_probs", wrong)
-    *_, (figure, verdict, status) = lab_handler(disagreeing_ctx)(*LAB, 1000, 1.0, 0, 1.0, 0)
+    *_, last = lab_handler(disagreeing_ctx, views)(*LAB, 1000, 1.0, 0, 1.0, 0)
+    figure, verdict, status = slow_values(last, views)
     assert "Significant difference at 1000 draws" in verdict and "the engine is broken" in verdict
 
 
-def test_lab_runs_on_the_tiny_pair_from_the_registry(ctx):
-    *_, (figure, verdict, status) = lab_handler(ctx)("def", "tiny", 200, 0.8, 20, 0.9, 3)
+def test_lab_runs_on_the_tiny_pair_from_the_registry(ctx, views):
+    *_, last = lab_handler(ctx, views)("def", "tiny", 200, 0.8, 20, 0.9, 3)
+    figure, verdict, status = slow_values(last, views)
     assert "No detectable difference at 200 draws" in html.unescape(verdict) and "Random-weight" in status
 
 
@@ -474,9 +506,9 @@ def test_lab_runs_on_the_tiny_pair_from_the_registry(ctx):
         (10, {"top_p": 1.5}, "top_p must be in (0.0, 1.0], got 1.5"),
     ],
 )
-def test_lab_bad_input_is_a_message_naming_the_field(ctx, draws, changes, message):
-    values = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0, **changes}
-    raises_in_page(lab_handler(ctx)("hi", "tiny", draws, *values.values()), message)
+def test_lab_bad_input_is_a_message_naming_the_field(ctx, views, draws, changes, message):
+    given = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0, **changes}
+    raises_in_page(lab_handler(ctx, views)("hi", "tiny", draws, *given.values()), message)
 
 
 def forward_calls(model) -> list:
@@ -495,10 +527,10 @@ def join_workers(before: set) -> None:
             assert not thread.is_alive(), "the worker never stopped"
 
 
-def test_stopping_the_lab_stops_drawing(disagreeing_ctx):
+def test_stopping_the_lab_stops_drawing(disagreeing_ctx, views):
     calls, hook = forward_calls(disagreeing_ctx.cache.pair.target.model)
     before = set(threading.enumerate())
-    runs = lab_handler(disagreeing_ctx)(*LAB, 20_000, 1.0, 0, 1.0, 0)
+    runs = lab_handler(disagreeing_ctx, views)(*LAB, 20_000, 1.0, 0, 1.0, 0)
     shown = next(status_of(o) for o in runs if "Drawing:" in status_of(o))
     runs.close()  # Gradio's Stop
     at_stop = len(calls)
@@ -700,16 +732,18 @@ def test_sweep_bad_input_is_a_message_and_stop_ends_it(ctx, sweep_view):
 # -- export (the tab's handler; the snippets themselves are tested in test_export.py) ---------------
 
 
-def test_export_tab_turns_the_knobs_into_snippets_and_says_a_bad_knob(ctx):
-    notes, serve, python, llama, transformers = snippets(ctx, knobs(gamma=6, temperature=0.7))
+def test_export_tab_turns_the_knobs_into_snippets_and_says_a_bad_knob(ctx, views):
+    handler = tab_export.export_handler(ctx, views.export)
+    notes, serve, python, llama, transformers = values(handler(*knobs(gamma=6, temperature=0.7)), views.export)
     assert (
         '"num_speculative_tokens": 6' in serve
         and "llama-server" in llama
         and "assistant_model=draft" in transformers
     )
     assert "random weights" in notes and "Checked against" in notes
-    bad = snippets(ctx, knobs(gamma=0))
-    assert "gamma must be an integer in [1, 64], got 0" in bad[0]
+    bad = handler(*knobs(gamma=0))
+    assert list(bad) == [views.export.notes]  # the snippets stay as they were
+    assert "gamma must be an integer in [1, 64], got 0" in bad[views.export.notes]
 
 
 # -- through the launched app: sessions are kept apart --------------------------------------------
