@@ -14,6 +14,7 @@ import gradio as gr
 from playground.app.export import tab as tab_export
 from playground.app.lab import tab as tab_lab
 from playground.app.race import tab as tab_race
+from playground.app.served import tab as tab_served
 from playground.app.stepthrough import tab as tab_stepthrough
 from playground.app.sweep import tab as tab_sweep
 from playground.app.theory import tab as tab_theory
@@ -21,7 +22,7 @@ from playground.app.explorer import tab as tab_explorer
 from playground.app.lesson import tab as tab_lesson
 from playground.app.shared.context import AppContext, build_context
 
-TABS = [tab_race, tab_lesson, tab_stepthrough, tab_explorer, tab_theory, tab_lab, tab_sweep, tab_export]
+TABS = [tab_race, tab_lesson, tab_stepthrough, tab_explorer, tab_theory, tab_lab, tab_sweep, tab_export, tab_served]
 
 HEADER = """# Speculative Sampling Playground
 A small **draft** model proposes γ tokens, the big **target** model checks them all in one forward pass
@@ -47,6 +48,7 @@ def build_demo(config: str | None = None, *, default_pair: str | None = None, ca
                     handles[tab] = tab.build(ctx) or {}
         fastest, knobs = handles[tab_sweep]["fastest"], handles[tab_export]["knobs"]
         fastest.change(tab_export.take, fastest, list(knobs.values()), queue=False, api_visibility="private")
+        demo.unload(handles[tab_served]["unload"])  # a closed page's vLLM servers are stopped
     demo.queue(default_concurrency_limit=1)
     return demo
 

@@ -15,7 +15,7 @@ from playground.config import MODEL, PROMPT_LOOKUP
 from playground.measure import export
 from playground.measure.served.client import ServedClient
 from playground.measure.served.counters import SpecCounters, parse_vllm_metrics
-from playground.measure.served.deploy import Deployment
+from playground.measure.served.deploy import METHODS, Deployment
 
 METHOD_DRAFTER = {"draft_model": MODEL, "ngram": PROMPT_LOOKUP}
 
@@ -219,15 +219,16 @@ def parse_served(text: str) -> tuple[str, list[str]]:
     return "urls", [check_url(u) for u in urls]
 
 
-def parse_levels(text: str | None) -> list[int]:
+def parse_levels(text: str | None, field: str = "--concurrency") -> list[int]:
+    """Simultaneous request counts, e.g. '1,2,4,8'; ValueError naming `field` and the range."""
     if not text:
         return []
     try:
         levels = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise ValueError(f"expected comma-separated integers in [1, 256], got {text!r}") from None
+        levels = []
     if not levels or not all(1 <= n <= 256 for n in levels):
-        raise ValueError(f"expected comma-separated integers in [1, 256], got {text!r}")
+        raise ValueError(f"{field} must be comma-separated integers in [1, 256], got {text!r}")
     return levels
 
 
@@ -244,10 +245,15 @@ def served_main(parser, args, plan) -> int:
 
     try:
         engine, urls = parse_served(args.served)
-        levels = parse_levels(args.concurrency)
-        methods = [export.PLAIN] + [m for m in args.served_methods.split(",") if m and m != export.PLAIN]
     except (ValueError, ServedError) as error:
-        parser.error(f"argument --served/--concurrency/--served-methods: {error}")
+        parser.error(f"argument --served: {error}")
+    try:
+        levels = parse_levels(args.concurrency)
+    except ValueError as error:
+        parser.error(f"argument --concurrency: {error}")
+    methods = [export.PLAIN] + [m for m in args.served_methods.split(",") if m and m != export.PLAIN]
+    if not set(methods) <= set(METHODS):
+        parser.error(f"argument --served-methods: expected some of draft_model, ngram, got {args.served_methods!r}")
     if len(plan.cells) > 1:
         parser.error("argument --served: a served run measures one setting; drop --sweep")
     say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731

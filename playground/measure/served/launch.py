@@ -115,21 +115,25 @@ class Server:
 
     def _wait_ready(self, timeout: float, poll_s: float) -> "Server":
         deadline = time.monotonic() + timeout
-        probe = ServedClient(self.url, timeout=5)
-        while True:
-            if not self.alive():
-                code = self.process.returncode if self.process else None
-                raise ServedError(f"{self.name} exited (code {code}) before it was ready; "
-                                  f"its log ({self.log_path}) ends:\n{self.log_tail()}")
-            try:
-                probe.models()
-                return self
-            except ServedError:
-                pass
+        while not self.ready_now():
             if time.monotonic() > deadline:
                 raise ServedError(f"{self.name} was not ready on {self.url} within {timeout:.0f} s; "
                                   f"its log ({self.log_path}) ends:\n{self.log_tail()}")
             time.sleep(poll_s)
+        return self
+
+    def ready_now(self) -> bool:
+        """One probe: True once /v1/models answers; ServedError with the log's tail if it exited.
+        (A page polls this between redraws instead of blocking in wait_ready.)"""
+        if not self.alive():
+            code = self.process.returncode if self.process else None
+            raise ServedError(f"{self.name} exited (code {code}) before it was ready; "
+                              f"its log ({self.log_path}) ends:\n{self.log_tail()}")
+        try:
+            ServedClient(self.url, timeout=5).models()
+            return True
+        except ServedError:
+            return False
 
     def stop(self) -> None:
         """SIGTERM to the group, SIGKILL after a grace period; every member is gone after (also

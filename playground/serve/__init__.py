@@ -1,0 +1,1 @@
+"""`python -m playground.serve`: served engines from the command line (see __main__.py)."""
