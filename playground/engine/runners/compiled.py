@@ -16,6 +16,7 @@ on every device (each bucket's output buffer is reused), and the rows handed out
 
 from __future__ import annotations
 
+import time
 import types
 
 import torch
@@ -39,23 +40,37 @@ class CompiledRunner(StaticRunner):
         self.mode = "reduce-overhead" if self.device.type == "cuda" else None
 
     def forward(self, new: list[int], positions, allowed, keep: int) -> torch.Tensor:
-        n, b = len(new), bucket(len(new))
+        n = len(new)
+        b = self.shape_for(n)
         if b is None:
             return super().forward(new, positions, allowed, keep)  # a prompt: uncompiled, once per run
         positions, allowed = pattern(n, self.length, positions, allowed)
         self.reserve(self.length + b)
         ids, positions, allowed = pad(new, positions, allowed, b, self.length)
         mask = additive_mask(widen(allowed, self.capacity), self.model.dtype).to(self.device)
-        out = self.compiled(b)(self.model, self.head, self.cache, torch.tensor([ids], device=self.device),
-                               positions[None].to(self.device), mask, b)
+        args = (self.model, self.head, self.cache, torch.tensor([ids], device=self.device),
+                positions[None].to(self.device), mask, b)
+        key = self.key(b)
+        if key in self.steps:
+            out = self.steps[key](*args)
+        else:  # the first call of a shape compiles it (and captures its graph): timed, kept beside
+            started = time.perf_counter()
+            self.steps[key] = compile_step(f"step_{b}x{self.capacity}", self.mode, self.device.type != "cuda")
+            out = self.steps[key](*args)
+            self.steps.seconds[key] = time.perf_counter() - started
         self.set_length(self.length + n)  # back over the pad rows
         return out[n - keep : n].clone()  # the next step of this shape overwrites `out`
 
-    def compiled(self, b: int):
-        key = (b, self.capacity, getattr(self.head, "rows", None))  # one trimmed head per row count
-        if key not in self.steps:
-            self.steps[key] = compile_step(f"step_{b}x{self.capacity}", self.mode, self.device.type != "cuda")
-        return self.steps[key]
+    def shape_for(self, n: int) -> int | None:
+        """The smallest shape already compiled that holds n rows, else n's bucket: a short last
+        draft (fewer tokens left to make) rides on γ + 1's shape instead of compiling its own."""
+        if bucket(n) is None:
+            return None
+        ready = [b for b in BUCKETS if b >= n and self.key(b) in self.steps]
+        return ready[0] if ready else bucket(n)
+
+    def key(self, b: int) -> tuple:
+        return (b, self.capacity, getattr(self.head, "rows", None))  # one trimmed head per row count
 
 
 def pad(new, positions, allowed, b: int, length: int):
@@ -90,6 +105,15 @@ def compile_step(name: str, mode: str | None, own_buffer: bool):
     return run
 
 
-def steps_of(model) -> dict:
+class Steps(dict):
+    """A model's compiled steps by (rows, capacity, head), and the seconds each one's first call took
+    (compile, and capture on a GPU): reported beside per-token timings, never inside them."""
+
+    def __init__(self):
+        super().__init__()
+        self.seconds: dict[tuple, float] = {}
+
+
+def steps_of(model) -> Steps:
     """The model's compiled steps, kept on the model: compiled once per shape for the session."""
-    return model.__dict__.setdefault("_playground_compiled_steps", {})
+    return model.__dict__.setdefault("_playground_compiled_steps", Steps())
