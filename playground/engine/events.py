@@ -103,9 +103,9 @@ class RunMetrics:
     draft_forward_s: float = 0.0  # seconds per drafted token
     target_call_s: float = 0.0  # seconds per target call (verification forward)
     target_step_s: float = 0.0  # seconds of one plain target step: the baseline's, else target_call_s
-    c: float = 0.0  # draft_forward_s / target_step_s: DESIGN.md's cost ratio
+    c: float = 0.0  # draft_forward_s / target_step_s: docs/design.md's cost ratio
     verify_cost: float | None = None  # target_call_s / the baseline's step (the formula assumes 1)
-    predicted_speedup: float = 1.0  # DESIGN.md's formula at (alpha, mean_gamma, c, v(mean_gamma + 1))
+    predicted_speedup: float = 1.0  # docs/design.md's formula at (alpha, mean_gamma, c, v(mean_gamma + 1))
     predicted_v: float = 1.0  # the v(gamma + 1) that prediction used: the curve's, the measured one, or 1
     paper_speedup: float = 1.0  # the paper's formula (v = 1), to set beside the generalised one
 
@@ -119,49 +119,40 @@ def summarize(events: list[StepEvent], baseline: list[StepEvent] | None = None, 
     costs leave out the first call of each run, which also reads the prompt.
 
     The prediction charges verification v(gamma + 1) plain steps: from `v`, a measured curve
-    v(1), v(2), ... (bench.verify_cost), when given and long enough; else the run's own verify cost
-    when the baseline gives it; else 1, the paper's assumption.
+    v(1), v(2), ... (measure.verify_cost), when given and long enough; else the run's own verify
+    cost when the baseline gives it; else 1, the paper's assumption.
     """
     new_tokens = sum(len(e.emitted) for e in events)
     calls = len(events)
     drafted = sum(len(e.drafts) for e in events)
-    accepted = sum(e.n_accepted for e in events)
-    tested = sum(e.n_tested for e in events)
     seconds = sum(e.seconds for e in events)
-    cost, plain = costs(events), costs(baseline or [])
-    alpha = accepted / tested if tested else 0.0
+    t = tally(events, baseline)
     mean_gamma = drafted / calls if calls else 0.0
-    draft_forward_s = cost.draft_s / cost.drafted if cost.drafted else 0.0
-    target_call_s = cost.verify_s / cost.calls if cost.calls else 0.0
-    target_step_s = plain.verify_s / plain.calls if plain.calls else target_call_s
-    c = draft_forward_s / target_step_s if target_step_s else 0.0
-    verify = target_call_s / target_step_s if baseline and target_step_s else None
     # A tree's call verifies all its nodes, not one path: v is read at nodes + 1. (Its drafts are
     # one root path per call, so α and c count per level: the chain formula over levels.)
     nodes = sum(len(e.tree.nodes) if e.tree is not None else len(e.drafts) for e in events)
     verified = nodes / calls if calls else 0.0
-    used_v = predicted_verify_cost(v, verified, verify)
+    used_v = predicted_verify_cost(v, verified, t.verify_cost)
     return RunMetrics(
         new_tokens=new_tokens,
         target_calls=calls,
         drafted=drafted,
-        accepted=accepted,
-        acceptance_rate=accepted / drafted if drafted else 0.0,
-        alpha=alpha,
+        accepted=t.accepted,
+        acceptance_rate=t.accepted / drafted if drafted else 0.0,
+        alpha=t.alpha,
         mean_tokens_per_call=new_tokens / calls if calls else 0.0,
         mean_gamma=mean_gamma,
         per_position=acceptance_by_position(events),
         seconds=seconds,
         tok_s=new_tokens / seconds if seconds else 0.0,
-        draft_forward_s=draft_forward_s,
-        target_call_s=target_call_s,
-        target_step_s=target_step_s,
-        c=c,
-        verify_cost=verify,
-        predicted_speedup=(expected_tokens_per_call(alpha, mean_gamma) / (mean_gamma * c + used_v)
-                           if drafted else 1.0),
+        draft_forward_s=t.draft_forward_s,
+        target_call_s=t.target_call_s,
+        target_step_s=t.target_step_s,
+        c=t.c,
+        verify_cost=t.verify_cost,
+        predicted_speedup=expected_speedup(t.alpha, mean_gamma, t.c, used_v) if drafted else 1.0,
         predicted_v=used_v,
-        paper_speedup=expected_speedup(alpha, mean_gamma, c) if drafted else 1.0,
+        paper_speedup=expected_speedup(t.alpha, mean_gamma, t.c) if drafted else 1.0,
     )
 
 
@@ -184,16 +175,88 @@ class Costs:
     """Raw sums behind the per-forward costs, over the calls that decode only (steady_events), so
     runs and prompts pool exactly: cost per drafted token = draft_s / drafted, and so on."""
 
-    drafted: int
-    draft_s: float
-    calls: int
-    verify_s: float
+    drafted: int = 0  # tokens drafted (a tree's: draft forwards, one per depth)
+    draft_s: float = 0.0
+    calls: int = 0  # target forwards
+    verify_s: float = 0.0
+
+    def __add__(self, other: Costs) -> Costs:
+        return Costs(self.drafted + other.drafted, self.draft_s + other.draft_s, self.calls + other.calls,
+                     self.verify_s + other.verify_s)
 
 
 def costs(events: list[StepEvent]) -> Costs:
     steady = steady_events(events)
     return Costs(sum(len(e.drafts) for e in steady), sum(e.draft_s for e in steady), len(steady),
                  sum(e.verify_s for e in steady))
+
+
+def tree_costs(events: list[StepEvent]) -> Costs:
+    """A tree run's costs over its decoding calls, drafts counted per depth: one draft forward
+    reads a whole level of the tree, so c for a tree is per depth."""
+    steady = [e for e in steady_events(events) if e.tree is not None]
+    return Costs(sum(e.tree.draft_forwards for e in steady), sum(e.draft_s for e in steady), len(steady),
+                 sum(e.verify_s for e in steady))
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The raw sums behind α, c and v, and the one place they are read off. Runs, prompts and
+    measured points pool by adding tallies (Σ accepted / Σ tested, never a mean of ratios): the
+    engine's metrics, the bench's summary and the theory view's points all pool through it.
+
+    c is docs/design.md's: one draft forward over one plain target forward (the baseline's step;
+    without a baseline, the verification call stands in for it). v is one verification call
+    over one plain step, known only with a baseline."""
+
+    accepted: int = 0
+    tested: int = 0  # draft positions tested: the accepted ones and each first rejection
+    cost: Costs = Costs()  # the speculative run's decoding calls
+    plain: Costs = Costs()  # the autoregressive baseline's decoding calls (calls, verify_s); empty without one
+
+    def __add__(self, other: Tally) -> Tally:
+        return Tally(self.accepted + other.accepted, self.tested + other.tested, self.cost + other.cost,
+                     self.plain + other.plain)
+
+    @property
+    def alpha(self) -> float:
+        return self.accepted / self.tested if self.tested else 0.0
+
+    @property
+    def draft_forward_s(self) -> float:
+        return self.cost.draft_s / self.cost.drafted if self.cost.drafted else 0.0
+
+    @property
+    def target_call_s(self) -> float:
+        return self.cost.verify_s / self.cost.calls if self.cost.calls else 0.0
+
+    @property
+    def plain_step_s(self) -> float:
+        return self.plain.verify_s / self.plain.calls if self.plain.calls else 0.0
+
+    @property
+    def target_step_s(self) -> float:
+        """One plain target step: the baseline's, else the verification call."""
+        return self.plain_step_s or self.target_call_s
+
+    @property
+    def c(self) -> float:
+        return self.draft_forward_s / self.target_step_s if self.target_step_s else 0.0
+
+    @property
+    def verify_cost(self) -> float | None:
+        return self.target_call_s / self.plain_step_s if self.plain_step_s else None
+
+
+def tally(events: list[StepEvent], baseline: list[StepEvent] | None = None) -> Tally:
+    """A run's tally, with the plain step from its autoregressive baseline when given."""
+    return Tally(sum(e.n_accepted for e in events), sum(e.n_tested for e in events), costs(events),
+                 costs(baseline) if baseline else Costs())
+
+
+def pooled(tallies) -> Tally:
+    """The one pooling of α, c and v: sum the raw counts and seconds, then divide."""
+    return sum(tallies, Tally())
 
 
 def acceptance_by_position(events: list[StepEvent]) -> list[float]:

@@ -181,10 +181,12 @@ def expected_tokens_per_call(alpha: float, gamma: float) -> float:
 
 def verify_cost(v, k: float) -> float:
     """v(k): one target forward over k tokens, in plain steps. v is None (the paper's assumption,
-    v = 1) or a sequence of measured v(1), v(2), ...; between whole k it is interpolated linearly
-    (a mean γ is fractional)."""
+    v = 1), a number (v(k) itself, measured for this k), or a sequence of measured v(1), v(2), ...;
+    between whole k a curve is interpolated linearly (a mean γ is fractional)."""
     if v is None:
         return 1.0
+    if isinstance(v, (int, float)):
+        return float(v)
     if not 1 <= k <= len(v):
         raise ValueError(f"k: the verification cost curve covers k in [1, {len(v)}], got {k}")
     low = int(k)
@@ -195,14 +197,18 @@ def verify_cost(v, k: float) -> float:
 
 def expected_speedup(alpha: float, gamma: float, c: float, v=None) -> float:
     """Leviathan et al.'s improvement factor, with verification costing v(gamma+1) plain steps:
-    (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + v(gamma+1))). v None is the paper's v = 1."""
+    (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + v(gamma+1))).
+
+    The one copy of the formula: every prediction in the playground (run metrics, the bench's
+    summary, the GPU script, the theory curves, the lesson) comes from here. v is what
+    verify_cost reads: None for the paper's v = 1, a measured v(gamma+1), or a curve v(1), v(2), ..."""
     return expected_tokens_per_call(alpha, gamma) / (gamma * c + verify_cost(v, gamma + 1))
 
 
 def sloped_speedup(alpha: float, gamma: float, c: float, slope: float) -> float:
     """The improvement factor with verification costing 1 + slope·γ plain steps: the straight line
     through verification costs timed at a few γ (runs measured without a v(k) curve)."""
-    return expected_tokens_per_call(alpha, gamma) / (gamma * c + 1 + slope * gamma)
+    return expected_speedup(alpha, gamma, c, 1 + slope * gamma)
 
 
 def best_gamma(alpha: float, c: float, max_gamma: int = 16, v=None) -> int:

@@ -136,10 +136,9 @@ def curves(args) -> dict:
 def engine_rows(target, draft, args, label: str, tree: bool = True) -> dict:
     """AR, chain (and tree) on every prompt, alternated; pooled speed, α, c, v, identity."""
     from playground.config import RunConfig
-    from playground.engine.sampling import expected_tokens_per_call, verify_cost
+    from playground.engine.generate import SpecConfig
     from playground.measure.runs import Setup, measure_prompt
     from playground.measure.verify_cost import measure_curve
-    from playground.engine.generate import SpecConfig
 
     run = RunConfig(gamma=args.gamma, tree_budget=args.tree_budget, tree_depth=args.tree_depth,
                     tree_branching=args.tree_branching, tree_width=args.tree_width)
@@ -149,27 +148,33 @@ def engine_rows(target, draft, args, label: str, tree: bool = True) -> dict:
     measure_prompt(setup, ids_list[0], replace(config, max_new_tokens=16), 1)  # warm-up: kernels, allocator
     records = [measure_prompt(setup, ids, config, args.repeats) for ids in ids_list]
     curve = measure_curve(target, max_k=max(args.gamma + 1, args.tree_budget + 1))
+    return pooled_row(records, curve.v, label, tree)
+
+
+def pooled_row(records: list[dict], v: list[float], label: str, tree: bool = True) -> dict:
+    """One row of the report from the prompts' records and the target's v(k) curve: speeds, and α,
+    c and v through the engine's one pooling, the prediction through its one formula."""
+    from playground.engine.events import pooled
+    from playground.engine.sampling import expected_speedup, verify_cost
+    from playground.measure.summary import record_tally, tree_tally
 
     def total(key):
         return sum(r[key] for r in records)
 
     base_s, spec_s = total("baseline_seconds"), total("speculative_seconds")
-    alpha = total("accepted") / total("tested") if total("tested") else 0.0
+    chain = pooled(record_tally(r) for r in records)
     gamma = total("drafted") / total("target_calls")
-    step_s = total("baseline_call_seconds") / total("cost_baseline_calls")
-    c = total("draft_seconds") / total("cost_drafted") / step_s if total("cost_drafted") else 0.0
-    v_chain = verify_cost(curve.v, gamma + 1)
     row = {
-        "label": label, "alpha": alpha, "mean_gamma": gamma, "c": c, "v_chain": v_chain,
-        "verify_chain": total("verify_seconds") / total("cost_calls") / step_s,
+        "label": label, "alpha": chain.alpha, "mean_gamma": gamma, "c": chain.c,
+        "v_chain": verify_cost(v, gamma + 1), "verify_chain": chain.verify_cost,
         "baseline_tok_s": total("baseline_new_tokens") / base_s,
         "chain_tok_s": total("new_tokens") / spec_s,
         "chain_speedup": (total("new_tokens") / spec_s) / (total("baseline_new_tokens") / base_s),
         "chain_tokens_per_call": total("new_tokens") / total("target_calls"),
-        "predicted_chain_speedup": expected_tokens_per_call(alpha, gamma) / (gamma * c + v_chain),
+        "predicted_chain_speedup": expected_speedup(chain.alpha, gamma, chain.c, v),
         "chain_identical": [r["identical"] for r in records],
         "divergence_margins": [r["divergence_margin"] for r in records if r["identical"] is False],
-        "step_ms": 1000 * step_s, "v": {k: round(curve.v[k - 1], 3) for k in CURVE_KS if k <= len(curve.v)},
+        "step_ms": 1000 * chain.plain_step_s, "v": {k: round(v[k - 1], 3) for k in CURVE_KS if k <= len(v)},
     }
     if tree:
         tree_s = total("tree_seconds")
@@ -180,8 +185,8 @@ def engine_rows(target, draft, args, label: str, tree: bool = True) -> dict:
             "tree_over_chain": (total("tree_new_tokens") / tree_s) / row["chain_tok_s"],
             "tree_tokens_per_call": total("tree_new_tokens") / total("tree_target_calls"),
             "tree_nodes_per_call": nodes,
-            "tree_v": verify_cost(curve.v, min(nodes + 1, len(curve.v))),
-            "tree_c_per_depth": (total("tree_draft_seconds") / total("tree_draft_forwards") / step_s),
+            "tree_v": verify_cost(v, min(nodes + 1, len(v))),
+            "tree_c_per_depth": pooled(tree_tally(r) for r in records).c,
             "tree_identical": [r["tree_identical"] for r in records],
         })
     return row
@@ -236,20 +241,27 @@ CHECKS = (("curves", curves), ("engine", engine_on_gpu), ("bitsandbytes", bitsan
 
 
 def main(argv=None) -> int:
-    args = options(argv)
+    return run_checks("gpu_paths", CHECKS, options(argv))
+
+
+def run_checks(prog: str, checks, args) -> int:
+    """Run the checks that args.checks names, in order, each printed and written to args.json as
+    soon as it ends; one that fails is reported with its traceback and the next still runs.
+    Shared by the GPU scripts. -> the exit status: 1 if any check failed"""
     import torch
     from transformers.utils import logging
 
     from playground.measure.machine import environment
+    from playground.measure.report import atomic_write
 
     logging.set_verbosity_error()
     if not args.cpu_smoke and not torch.cuda.is_available():
-        raise SystemExit("gpu_paths: no CUDA device; use --cpu-smoke to check the script on CPU")
+        raise SystemExit(f"{prog}: no CUDA device; use --cpu-smoke to check the script on CPU")
     report = {"environment": environment(args.device), "args": {k: v for k, v in vars(args).items()
                                                                if isinstance(v, (int, float, str, tuple))},
               "date": time.strftime("%Y-%m-%d")}
     failed = 0
-    for name, check in CHECKS:
+    for name, check in checks:
         if name not in args.checks.split(","):
             continue
         started = time.monotonic()
@@ -262,8 +274,6 @@ def main(argv=None) -> int:
         print(f"## {name} ({report[name + '_seconds']} s)\n{json.dumps(report[name], indent=1, default=str)}",
               flush=True)
         if args.json:
-            from playground.measure.report import atomic_write
-
             atomic_write(args.json, json.dumps(report, indent=2, default=str) + "\n")
     if torch.cuda.is_available():
         print(f"# peak CUDA memory {torch.cuda.max_memory_allocated() / 1e9:.1f} GB")

@@ -1,9 +1,10 @@
 """Measured points of this session, for the theory view: speedup at a γ, with the α and c behind it.
 
 A point keeps the raw sums (accepted, tested, seconds, calls), not only ratios, so points are
-pooled exactly: α = Σ accepted / Σ tested, as the bench's summary does. Pure data, no Gradio.
+pooled exactly: α = Σ accepted / Σ tested, through the engine's one pooling (events.pooled), as
+the bench's summary does. Pure data, no Gradio.
 
-c here is DESIGN.md's: one draft forward ÷ one *plain* target forward (the baseline's decoding
+c here is docs/design.md's: one draft forward ÷ one *plain* target forward (the baseline's decoding
 step). The formula also assumes that verifying γ + 1 tokens costs one plain forward; on a CPU it
 costs more, so each point also records that verification cost ratio, v = verify call ÷ plain step.
 """
@@ -13,6 +14,9 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass
+
+from playground.engine.events import Costs, Tally, pooled, summarize, tally
+from playground.measure.summary import record_tally
 
 
 @dataclass(frozen=True)
@@ -47,16 +51,23 @@ class Point:
     rank_trials: tuple = ()
 
     @property
+    def tally(self) -> Tally:
+        """The point's raw sums as the engine's tally: α, c and v are read off it, and pooled with it."""
+        return Tally(self.accepted, self.tested,
+                     Costs(self.drafted, self.draft_seconds, self.target_calls, self.verify_seconds),
+                     Costs(calls=self.baseline_calls, verify_s=self.baseline_seconds))
+
+    @property
     def alpha(self) -> float:
-        return self.accepted / self.tested if self.tested else 0.0
+        return self.tally.alpha
 
     @property
     def c(self) -> float:
-        return cost_ratio(self.draft_seconds, self.drafted, self.baseline_seconds, self.baseline_calls)
+        return self.tally.c
 
     @property
     def verify_cost(self) -> float:
-        return cost_ratio(self.verify_seconds, self.target_calls, self.baseline_seconds, self.baseline_calls)
+        return self.tally.verify_cost or 0.0
 
     @property
     def tokens_per_call(self) -> float:
@@ -74,13 +85,6 @@ class Point:
         return {**asdict(self), "alpha": self.alpha, "c": self.c, "verify_cost": self.verify_cost}
 
 
-def cost_ratio(seconds: float, count: int, base_seconds: float, base_count: int) -> float:
-    """(seconds / count) ÷ (base_seconds / base_count), 0 when either side is empty."""
-    if not count or not base_count or not base_seconds:
-        return 0.0
-    return (seconds / count) / (base_seconds / base_count)
-
-
 def point_from_record(
     record: dict, *, pair: str, drafter: str, temperature: float, gamma: int, source: str, prompt: str = "",
     tree_shape: tuple = (),
@@ -95,6 +99,7 @@ def point_from_record(
                     rank_trials=tuple(record["tree_rank_trials"]))
     return Point(
         **tree,
+        **tally_fields(record_tally(record)),
         new_tokens=record["new_tokens"],
         all_calls=record["target_calls"],
         pair=pair,
@@ -102,14 +107,6 @@ def point_from_record(
         temperature=float(temperature),
         gamma=int(gamma),
         speedup=record["speedup"],
-        accepted=record["accepted"],
-        tested=record["tested"],
-        drafted=record["cost_drafted"],
-        draft_seconds=record["draft_seconds"],
-        verify_seconds=record["verify_seconds"],
-        target_calls=record["cost_calls"],
-        baseline_calls=record["cost_baseline_calls"],
-        baseline_seconds=record["baseline_call_seconds"],
         source=source,
         prompt=prompt,
     )
@@ -127,29 +124,26 @@ def point_from_events(
     prompt: str = "",
 ) -> Point:
     """A point from two event lists (e.g. a finished race: RaceFrame.baseline/speculative.events)."""
-    from playground.engine.events import costs, summarize
-
     a, s = summarize(baseline), summarize(speculative)
-    spec_cost, base_cost = costs(speculative), costs(baseline)  # decoding calls only
     return Point(
+        **tally_fields(tally(speculative, baseline)),  # decoding calls only
         pair=pair,
         drafter=drafter,
         temperature=float(temperature),
         gamma=int(gamma),
         speedup=s.tok_s / a.tok_s if a.tok_s else 0.0,
-        accepted=s.accepted,
-        tested=sum(e.n_tested for e in speculative),
-        drafted=spec_cost.drafted,
-        draft_seconds=spec_cost.draft_s,
-        verify_seconds=spec_cost.verify_s,
-        target_calls=spec_cost.calls,
-        baseline_calls=base_cost.calls,
-        baseline_seconds=base_cost.verify_s,
         source=source,
         prompt=prompt,
         new_tokens=s.new_tokens,
         all_calls=s.target_calls,
     )
+
+
+def tally_fields(t: Tally) -> dict:
+    """A tally's raw sums under a Point's field names (Point.tally reads them back)."""
+    return {"accepted": t.accepted, "tested": t.tested, "drafted": t.cost.drafted,
+            "draft_seconds": t.cost.draft_s, "verify_seconds": t.cost.verify_s, "target_calls": t.cost.calls,
+            "baseline_calls": t.plain.calls, "baseline_seconds": t.plain.verify_s}
 
 
 def point_from_race(frame, prompt: str = "") -> Point | None:
@@ -186,17 +180,11 @@ def pool(points: list[Point]) -> Pooled | None:
     drafted = [p for p in points if p.tested]
     if not drafted:
         return None
-    alpha = sum(p.accepted for p in drafted) / sum(p.tested for p in drafted)
-    c = cost_ratio(
-        sum(p.draft_seconds for p in drafted),
-        sum(p.drafted for p in drafted),
-        sum(p.baseline_seconds for p in drafted),
-        sum(p.baseline_calls for p in drafted),
-    )
+    t = pooled(p.tally for p in drafted)
     timed = [p for p in drafted if p.verify_cost > 0]
     den = sum(p.gamma**2 for p in timed)
     slope = sum((p.verify_cost - 1) * p.gamma for p in timed) / den if den else 0.0
-    return Pooled(len(drafted), alpha, c, max(0.0, slope), rank_acceptance(drafted))
+    return Pooled(len(drafted), t.alpha, t.c, max(0.0, slope), rank_acceptance(drafted))
 
 
 def rank_acceptance(points: list[Point]) -> tuple[float, ...]:

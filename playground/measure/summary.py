@@ -5,16 +5,18 @@ Choices, so a reader can check them:
   as they do for a user waiting on them;
 - ratios (speedup, transformers' assisted speedup) are medians of the per-prompt ratios, robust
   to one odd prompt; the ratio of total rates is given beside as `speedup_total`;
-- alpha, acceptance, tokens per call and c are pooled over every step of every prompt, then put
-  into DESIGN.md's generalised formula for `predicted_speedup`, which charges verification its
-  measured cost v(gamma + 1) (`verify_cost`); `paper_predicted_speedup` is the paper's v = 1.
+- alpha, acceptance, tokens per call, c and v are pooled over every step of every prompt (the
+  engine's one pooling, events.pooled, over each record's raw sums), then put into the engine's one
+  formula (docs/design.md) for `predicted_speedup`, which charges verification its measured cost
+  v(gamma + 1) (`verify_cost`); `paper_predicted_speedup` is the paper's v = 1.
 """
 
 from __future__ import annotations
 
 from statistics import median
 
-from playground.engine.sampling import expected_speedup, expected_tokens_per_call
+from playground.engine.events import Costs, Tally, pooled
+from playground.engine.sampling import expected_speedup
 
 
 def summarize_records(records: list[dict]) -> dict:
@@ -61,35 +63,36 @@ def rate_summary(records) -> dict:
     }
 
 
+def record_tally(record: dict) -> Tally:
+    """The raw sums of one bench record (runs.speculation_fields) as the engine's tally."""
+    return Tally(record["accepted"], record["tested"],
+                 Costs(record["cost_drafted"], record["draft_seconds"], record["cost_calls"], record["verify_seconds"]),
+                 baseline_costs(record))
+
+
+def baseline_costs(record: dict) -> Costs:
+    """The baseline's decoding calls of one record: the plain step every cost is counted in."""
+    return Costs(calls=record["cost_baseline_calls"], verify_s=record["baseline_call_seconds"])
+
+
 def speculation_summary(records) -> dict:
-    drafted, accepted, tested = (total(records, k) for k in ("drafted", "accepted", "tested"))
-    calls = total(records, "target_calls")
-    cost_calls, cost_drafted = total(records, "cost_calls"), total(records, "cost_drafted")
-    cost_base_calls = total(records, "cost_baseline_calls")
-    alpha = accepted / tested if tested else 0.0
+    drafted, accepted, calls = (total(records, k) for k in ("drafted", "accepted", "target_calls"))
+    t = pooled(record_tally(r) for r in records)
     mean_gamma = drafted / calls if calls else 0.0
-    target_call_s = total(records, "verify_seconds") / cost_calls if cost_calls else 0.0
-    draft_token_s = total(records, "draft_seconds") / cost_drafted if cost_drafted else 0.0
-    decode_call_s = total(records, "baseline_call_seconds") / cost_base_calls if cost_base_calls else 0.0
-    # DESIGN.md's c: one draft forward over one plain target forward (the baseline's step)
-    step_s = decode_call_s or target_call_s
-    c = draft_token_s / step_s if step_s else 0.0
-    # seconds of one verification forward (gamma + 1 tokens) over one plain decoding step: the
+    # v: seconds of one verification forward (gamma + 1 tokens) over one plain decoding step: the
     # paper's formula assumes 1; the generalised one charges what was measured, v(gamma + 1)
-    verify = target_call_s / decode_call_s if decode_call_s else 0.0
-    tokens_per_call = expected_tokens_per_call(alpha, mean_gamma)
-    predicted = tokens_per_call / (mean_gamma * c + (verify or 1.0)) if drafted else 1.0
+    predicted = expected_speedup(t.alpha, mean_gamma, t.c, t.verify_cost) if drafted else 1.0
     measured = rate_summary(records)["speedup_total"]
     return {
         "acceptance_rate": accepted / drafted if drafted else 0.0,
         "mean_accepted_tokens": total(records, "new_tokens") / calls if calls else 0.0,
-        "alpha": alpha,
+        "alpha": t.alpha,
         "mean_gamma": mean_gamma,
-        "c": c,
+        "c": t.c,
         "predicted_speedup": predicted,
-        "paper_predicted_speedup": expected_speedup(alpha, mean_gamma, c) if drafted else 1.0,
+        "paper_predicted_speedup": expected_speedup(t.alpha, mean_gamma, t.c) if drafted else 1.0,
         "measured_over_predicted": measured / predicted if predicted else 0.0,
-        "verify_cost": verify,
+        "verify_cost": t.verify_cost or 0.0,
     }
 
 
@@ -123,10 +126,7 @@ def tree_summary(records) -> dict:
     tree = rate(records, "tree_new_tokens", "tree_seconds")
     calls, cost_calls = total(records, "tree_target_calls"), total(records, "tree_cost_calls")
     forwards = total(records, "tree_draft_forwards")
-    base_calls = total(records, "cost_baseline_calls")
-    step_s = total(records, "baseline_call_seconds") / base_calls if base_calls else 0.0
-    verify_s = total(records, "tree_verify_seconds") / cost_calls if cost_calls else 0.0
-    depth_s = total(records, "tree_draft_seconds") / forwards if forwards else 0.0
+    t = pooled(tree_tally(r) for r in records)
     flags = [r["tree_identical"] for r in records if r["tree_identical"] is not None]
     return {
         "tree_tok_s": tree,
@@ -135,7 +135,13 @@ def tree_summary(records) -> dict:
         "tree_mean_accepted_tokens": total(records, "tree_new_tokens") / calls if calls else 0.0,
         "tree_nodes": total(records, "tree_nodes") / cost_calls if cost_calls else 0.0,
         "tree_depths": forwards / cost_calls if cost_calls else 0.0,
-        "tree_verify_cost": verify_s / step_s if step_s else 0.0,
-        "tree_c_depth": depth_s / step_s if step_s else 0.0,
+        "tree_verify_cost": t.verify_cost or 0.0,
+        "tree_c_depth": t.c,
         "tree_identical": all(flags) if flags else None,
     }
+
+
+def tree_tally(record: dict) -> Tally:
+    """A record's tree costs as a tally: a tree drafts one forward per depth, so c counts per depth."""
+    return Tally(cost=Costs(record["tree_draft_forwards"], record["tree_draft_seconds"], record["tree_cost_calls"],
+                            record["tree_verify_seconds"]), plain=baseline_costs(record))
