@@ -13,7 +13,10 @@ from playground.engine.kvcache import CachedModel
 from playground.measure.stats import goodness_of_fit
 from playground.models.text import encode_prompt
 from playground.engine.tree import Tree
+from playground.config import CHAIN, TREE
+from playground.engine.drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from playground.engine.tree_drafter import TreeDrafter
+from playground.measure.oracle import OracleDrafter
 
 from test_engine import PROMPT, exact_joint, hf_greedy
 from test_engine import joint_counts as engine_joint_counts
@@ -123,8 +126,8 @@ def test_events_describe_the_tree(pair, reference):
 def test_width_grows_the_tree_deep_where_the_draft_is_confident(pair, reference):
     _, draft, _ = pair
     ids, _ = reference
-    wide = TreeDrafter(draft, budget=24, depth=8, branching=3).propose_tree(ids, 8, SpecConfig().sampling, None)
-    deep = TreeDrafter(draft, budget=24, depth=8, branching=3, width=1).propose_tree(ids, 8, SpecConfig().sampling, None)
+    wide = TreeDrafter(draft, budget=24, depth=8, branching=3).propose(ids, 8, SpecConfig().sampling, None)
+    deep = TreeDrafter(draft, budget=24, depth=8, branching=3, width=1).propose(ids, 8, SpecConfig().sampling, None)
     assert len(deep.tree) == len(wide.tree) == 24
     assert deep.tree.depth == deep.forwards == 8 > wide.tree.depth
     assert all(len([c for c in range(len(deep.tree)) if deep.tree.depths[c] == d]) == 3 for d in range(1, 9))
@@ -195,3 +198,38 @@ def test_a_trees_prediction_charges_verifying_all_its_nodes(pair):
     nodes = sum(len(e.tree.nodes) for e in events if e.tree is not None) / len(events)
     assert nodes > 3  # more nodes than levels: a chain's k = γ + 1 would be too few
     assert summarize(events, v=v).predicted_v == pytest.approx(nodes + 1)
+
+
+def test_one_drafter_protocol_covers_chains_and_trees(pair):
+    """Every drafter, the tree's too, fits the one protocol, and says by `speculation` which kind
+    of proposal it makes: generate() dispatches on that and nothing else."""
+    target, draft, tokenizer = pair
+    tree = TreeDrafter(draft, budget=6, depth=2, branching=2)
+    chains = [ModelDrafter(draft), PromptLookupDrafter(1, 3), OracleDrafter([1, 2, 3])]
+    assert all(isinstance(d, Drafter) for d in [tree, *chains])
+    assert tree.speculation == TREE and {d.speculation for d in chains} == {CHAIN}
+    ids = encode_prompt(tokenizer, PROMPT)
+    proposal = tree.propose(ids, 2, SpecConfig().sampling, None)  # the protocol's call, a tree back
+    assert len(proposal.tree) <= 6 and max(proposal.tree.depths) <= 2
+    events = list(generate(target, ids, SpecConfig(max_new_tokens=12), tree))
+    assert all(e.tree is not None for e in events[:-1])  # the last call may have no room for a draft
+
+
+def test_a_drafter_outside_the_protocol_is_refused_by_name(pair):
+    target, draft, _ = pair
+
+    class NoKind:  # a drafter that does not say whether it drafts a chain or a tree
+        name, vocab_size, device = "no kind", None, None
+
+        def begin(self, ids):
+            pass
+
+        def propose(self, ids, k, sampling, generator, min_confidence=0.0, stop_tokens=frozenset()):
+            raise AssertionError("never called")
+
+    with pytest.raises(ValueError, match="drafter must follow the Drafter protocol .*speculation.*got NoKind"):
+        list(generate(target, [65, 66], SpecConfig(max_new_tokens=4), NoKind()))
+    odd = PromptLookupDrafter(1, 3)
+    odd.speculation = "graph"
+    with pytest.raises(ValueError, match=r"drafter.speculation must be one of \('chain', 'tree'\), got 'graph'"):
+        list(generate(target, [65, 66], SpecConfig(max_new_tokens=4), odd))

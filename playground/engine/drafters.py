@@ -1,45 +1,63 @@
 """Drafters: whatever proposes the next tokens for the target to verify.
 
-One small protocol: `begin(ids)` once per prompt, then `propose(ids, k, ...)` each step,
-returning up to k tokens and q, the distribution each was drawn from (None when the drafter is
-deterministic, i.e. q is one-hot on the proposed token).
+One small protocol for chains and trees: `begin(ids)` once per prompt, then `propose(ids, k, ...)`
+each step. `speculation` says what a proposal is: CHAIN, a Draft of up to k tokens and q, the
+distribution each was drawn from (None when the drafter is deterministic, i.e. q is one-hot on
+the proposed token); TREE, a TreeDraft of at most k levels, every node verified in one forward.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import torch
 
 from playground.engine.kvcache import CachedModel
-from playground.config import KNOBS, check_value, defaults
+from playground.config import CHAIN, KNOBS, check_value, defaults
 from playground.engine.sampling import Sampling, display_probs, pick
+from playground.engine.tree import Tree
 
 DEFAULT = defaults()
 
 
 @dataclass(frozen=True)
 class Draft:
+    """A chain drafter's proposal."""
+
     tokens: list[int]
     q: torch.Tensor | None  # [len(tokens), V] probabilities; None means one-hot on each token
 
 
+@dataclass(frozen=True)
+class TreeDraft:
+    """A tree drafter's proposal."""
+
+    tree: Tree
+    q: torch.Tensor  # [n+1, V]: row 0 the draft's q after the context, row i+1 after node i (zeros for leaves)
+    forwards: int  # draft forwards spent: one per depth that was expanded
+
+
+@runtime_checkable
 class Drafter(Protocol):
+    """What the engine drives; generate() dispatches on `speculation`, nothing else."""
+
     name: str
+    speculation: str  # config.CHAIN: propose returns a Draft; config.TREE: a TreeDraft
     vocab_size: int | None  # width of q, or None when q is one-hot
+    device: torch.device | None  # where its generator lives; None when it draws no randomness
 
     def begin(self, ids: list[int]) -> None: ...
 
     def propose(
         self,
         ids: list[int],
-        k: int,
+        k: int,  # a chain: the most tokens; a tree: the most levels
         sampling: Sampling,
         generator: torch.Generator | None,
         min_confidence: float = 0.0,
         stop_tokens: frozenset[int] = frozenset(),
-    ) -> Draft: ...
+    ) -> Draft | TreeDraft: ...
 
 
 class ModelDrafter:
@@ -50,6 +68,7 @@ class ModelDrafter:
     """
 
     name = "draft model"
+    speculation = CHAIN
 
     def __init__(self, model, vocab_size: int | None = None, draft_vocab: int | None = None, runner: str = "auto"):
         """draft_vocab: draft only among the first N token ids (q = 0 for the rest), which makes
@@ -83,7 +102,9 @@ class PromptLookupDrafter:
     """
 
     name = "prompt lookup"
+    speculation = CHAIN
     vocab_size = None
+    device = None  # deterministic: no generator
 
     def __init__(self, min_ngram: int = DEFAULT["ngram_min"], max_ngram: int = DEFAULT["ngram_max"]):
         check_value(KNOBS["ngram_min"], min_ngram)  # the run configuration's names and ranges

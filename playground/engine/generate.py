@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
-from playground.engine.drafters import Draft, Drafter
-from playground.engine.events import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, DraftToken, StepEvent, TreeNode, TreeRecord
+from playground.engine.describe import describe_step, describe_tree_step
+from playground.engine.drafters import Draft, Drafter, TreeDraft
+from playground.engine.events import StepEvent
 from playground.engine.kvcache import CachedModel
 from playground.engine.sampling import (
     Sampling,
@@ -24,9 +25,9 @@ from playground.engine.sampling import (
     logits_to_probs,
     speculative_verify,
 )
-from playground.engine.tree import ROOT, TreeVerdict, greedy_tree_verify, sampled_tree_verify
+from playground.engine.tree import TreeVerdict, greedy_tree_verify, sampled_tree_verify
 
-from playground.config import MAX_GAMMA, check, defaults  # noqa: F401  (MAX_GAMMA: the engine's bound, declared there)
+from playground.config import CHAIN, MAX_GAMMA, SPECULATIONS, TREE, check, defaults  # noqa: F401  (MAX_GAMMA: the engine's bound, declared there)
 
 D = defaults()
 
@@ -62,6 +63,27 @@ class SpecConfig:
         object.__setattr__(self, "sampling", Sampling(self.temperature, self.top_k, self.top_p))
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """What every step of one generation shares, so a step takes (state, context, lookahead): the
+    target with its cache, the drafter (None: autoregressive), the knobs, the run's generators, the
+    vocabulary width both models share, and the end-of-turn tokens."""
+
+    lm: CachedModel
+    drafter: Drafter | None
+    config: SpecConfig
+    generators: Generators
+    vocab: int
+    eos: frozenset[int] = frozenset()
+
+
+def start(target, drafter: Drafter | None, config: SpecConfig, eos_token_ids=()) -> Decoding:
+    """The decoding state of one run: the target's cache (run by the config's runner) and fresh generators."""
+    lm = CachedModel(target, runner=config.runner)
+    vocab = min(lm.vocab_size, drafter.vocab_size or lm.vocab_size) if drafter else lm.vocab_size
+    return Decoding(lm, drafter, config, Generators(config.seed), vocab, frozenset(eos_token_ids))
+
+
 def generate(
     target,
     prompt_ids: list[int],
@@ -78,22 +100,14 @@ def generate(
     """
     prompt_ids = [int(t) for t in (prompt_ids.tolist() if torch.is_tensor(prompt_ids) else prompt_ids)]
     check_inputs(target, prompt_ids, config, drafter, tokenizer)
-    lm = CachedModel(target, runner=config.runner)
-    vocab = min(lm.vocab_size, drafter.vocab_size or lm.vocab_size) if drafter else lm.vocab_size
-    generators = Generators(config.seed)
-    begin(lm, drafter, prompt_ids)
+    state = start(target, drafter, config, eos_token_ids)
+    begin(state, prompt_ids)
     context, gamma, produced, index = list(prompt_ids), config.gamma, 0, 0
-    eos = frozenset(eos_token_ids)
     while True:
-        k = min(gamma, config.max_new_tokens - produced - 1) if drafter else 0
-        if getattr(drafter, "is_tree", False) and config.max_new_tokens - produced > 1:
-            event = tree_step(lm, drafter, context, config.max_new_tokens - produced - 1, vocab, config,
-                              generators, index, eos)
-        else:
-            k = 0 if getattr(drafter, "is_tree", False) else k
-            event = speculative_step(lm, drafter, context, k, gamma, vocab, config, generators, index, eos)
-        emitted, finish = cut_output(event, context, produced, config, eos, tokenizer)
-        event = replace(event, emitted=emitted, finish=finish, prompt_tokens=len(prompt_ids) if index == 0 else 0)
+        event = step(state, context, gamma, room=config.max_new_tokens - produced - 1)
+        emitted, finish = cut_output(event, context, produced, config, state.eos, tokenizer)
+        event = replace(event, index=index, emitted=emitted, finish=finish,
+                        prompt_tokens=len(prompt_ids) if index == 0 else 0)
         context += emitted
         produced += len(emitted)
         yield event
@@ -104,6 +118,17 @@ def generate(
         index += 1
 
 
+def step(state: Decoding, context: list[int], gamma: int, room: int) -> StepEvent:
+    """One target call: a tree step, a chain step of up to gamma drafts, or a plain step (no drafter,
+    or no room left for a draft: `room` is how many tokens may still be drafted). The event records
+    the lookahead asked: the schedule's gamma for a chain, the tree's depth for a tree."""
+    drafter = state.drafter
+    if drafter is not None and drafter.speculation == TREE and room > 0:
+        return replace(tree_step(state, context, room), gamma=drafter.depth)
+    k = min(gamma, room) if drafter is not None and drafter.speculation == CHAIN else 0
+    return replace(speculative_step(state, context, k), gamma=gamma)
+
+
 def check_inputs(target, prompt_ids, config, drafter, tokenizer) -> None:
     if not prompt_ids:
         raise ValueError("prompt must contain at least one token, got an empty prompt")
@@ -111,6 +136,11 @@ def check_inputs(target, prompt_ids, config, drafter, tokenizer) -> None:
         raise ValueError(f"config must be a SpecConfig, got {type(config).__name__}")
     if config.stop_strings and tokenizer is None:
         raise ValueError("stop_strings need the tokenizer: pass tokenizer=")
+    if drafter is not None and not isinstance(drafter, Drafter):
+        raise ValueError("drafter must follow the Drafter protocol (name, speculation, vocab_size, device, begin, "
+                         f"propose), got {type(drafter).__name__}")
+    if drafter is not None and drafter.speculation not in SPECULATIONS:
+        raise ValueError(f"drafter.speculation must be one of {SPECULATIONS}, got {drafter.speculation!r}")
     problem = context_problem(target, prompt_ids, config)
     if problem:
         raise ValueError(problem)
@@ -129,47 +159,93 @@ def context_problem(target, prompt_ids, config) -> str | None:
     return None
 
 
-def begin(lm: CachedModel, drafter: Drafter | None, prompt_ids: list[int]) -> None:
+def begin(state: Decoding, prompt_ids: list[int]) -> None:
     """Start a prompt with empty caches. There is no separate prefill call: the first step's
     target forward reads the prompt together with the first draft (and the draft model reads it
     in its first proposal), which saves one forward of each model per generation."""
-    lm.reset()
-    if drafter is not None:
-        drafter.begin(prompt_ids)
+    state.lm.reset()
+    if state.drafter is not None:
+        state.drafter.begin(prompt_ids)
 
 
-def speculative_step(lm, drafter, context, k, gamma, vocab, config, generators, index, eos=frozenset()) -> StepEvent:
-    """Draft k tokens, verify them in one target forward, accept, and roll the target back."""
-    t0 = clock(lm.device)
-    draft = draft_tokens(drafter, context, k, config, generators, eos)
-    t1 = clock(lm.device)
-    target_logits = lm.logits_for(context + draft.tokens, keep=len(draft.tokens) + 1)[:, :vocab]
-    t2 = clock(lm.device)
-    verdict, p_shown, q_shown = verify(draft, target_logits, vocab, config.sampling, generators)
-    lm.rollback(len(context) + verdict.n_accepted)
-    event = describe_step(index, gamma, draft, verdict, p_shown, q_shown, config.detail)
-    t3 = clock(lm.device)
-    return replace(event, draft_s=t1 - t0, verify_s=t2 - t1, overhead_s=t3 - t2)
+# -- one target call: draft, verify, accept, roll back -----------------------------------------
 
 
-def draft_tokens(drafter, context, k, config, generators, eos=frozenset()) -> Draft:
+@dataclass(frozen=True)
+class Phases:
+    """The four steps of a call, for one kind of speculation, and how its event is described."""
+
+    draft: Callable  # (state, context, k) -> Draft | TreeDraft
+    verify: Callable  # (state, context, draft) -> target logits, one forward
+    accept: Callable  # (state, draft, target logits) -> (verdict, p shown, q shown)
+    roll_back: Callable  # (state, context, verdict) -> None: the target's cache keeps what was accepted
+    describe: Callable  # (draft, verdict, p, q, config) -> StepEvent
+
+
+def timed_step(state: Decoding, context: list[int], k: int, phases: Phases) -> StepEvent:
+    """Draft, verify in one target forward, accept and roll back, each timed on the engine's clock."""
+    device = state.lm.device
+    t0 = clock(device)
+    draft = phases.draft(state, context, k)
+    t1 = clock(device)
+    target_logits = phases.verify(state, context, draft)
+    t2 = clock(device)
+    verdict, p_shown, q_shown = phases.accept(state, draft, target_logits)
+    phases.roll_back(state, context, verdict)
+    event = phases.describe(draft, verdict, p_shown, q_shown, state.config)
+    return replace(event, draft_s=t1 - t0, verify_s=t2 - t1, overhead_s=clock(device) - t2)
+
+
+def speculative_step(state: Decoding, context: list[int], k: int) -> StepEvent:
+    """Draft k tokens, verify them in one target forward, accept, and roll the target back.
+    k = 0 is a plain autoregressive step."""
+    return timed_step(state, context, k, CHAIN_PHASES)
+
+
+def tree_step(state: Decoding, context: list[int], max_depth: int) -> StepEvent:
+    """Draft a token tree, verify every node in one target forward (tree attention mask), keep
+    exactly the accepted root path in the target's cache."""
+    return timed_step(state, context, max_depth, TREE_PHASES)
+
+
+def propose(state: Decoding, context: list[int], k: int) -> Draft | TreeDraft:
+    """Draft: the drafter's proposal after context, k tokens of a chain or k levels of a tree."""
+    drafter, config = state.drafter, state.config
+    generator = state.generators.on(drafter.device) if drafter.device is not None else None
+    return drafter.propose(context, k, config.sampling, generator, config.min_confidence, state.eos)
+
+
+# -- a chain ------------------------------------------------------------------------------------
+
+
+def draft_tokens(state: Decoding, context: list[int], k: int) -> Draft:
+    """Draft: up to k tokens (none when k is 0)."""
     if k <= 0:
         return Draft([], None)
-    device = getattr(drafter, "device", None)
-    gen = generators.on(device) if device is not None else None
-    draft = drafter.propose(context, k, config.sampling, gen, config.min_confidence, eos)
+    draft = propose(state, context, k)
     return Draft(draft.tokens[:k], None if draft.q is None else draft.q[:k])
 
 
-def verify(draft: Draft, target_logits, vocab, sampling: Sampling, generators) -> tuple[Verdict, torch.Tensor, torch.Tensor]:
+def verify(state: Decoding, context: list[int], draft: Draft) -> torch.Tensor:
+    """Verify: one target forward over every drafted token, and one row more for the token after
+    them.  -> [len(draft) + 1, vocab] logits"""
+    return state.lm.logits_for(context + draft.tokens, keep=len(draft.tokens) + 1)[:, : state.vocab]
+
+
+def accept(state: Decoding, draft: Draft, target_logits) -> tuple[Verdict, torch.Tensor, torch.Tensor]:
     """Accept or reject the draft; returns the verdict and the p and q rows a viewer is shown."""
-    device = target_logits.device
+    sampling, device = state.config.sampling, target_logits.device
     tokens = torch.tensor(draft.tokens, device=device, dtype=torch.long)
-    q = one_hot_q(tokens, vocab) if draft.q is None else draft.q[:, :vocab].to(device)
+    q = one_hot_q(tokens, state.vocab) if draft.q is None else draft.q[:, : state.vocab].to(device)
     if sampling.greedy:
         return greedy_verify(tokens, target_logits), display_probs(target_logits, sampling), q
     p = logits_to_probs(target_logits, sampling)
-    return speculative_verify(tokens, q, p, generators.on(device)), p, q
+    return speculative_verify(tokens, q, p, state.generators.on(device)), p, q
+
+
+def roll_back(state: Decoding, context: list[int], verdict: Verdict) -> None:
+    """Roll back: keep the context and the accepted drafts in the target's cache."""
+    state.lm.rollback(len(context) + verdict.n_accepted)
 
 
 def one_hot_q(tokens: torch.Tensor, vocab: int) -> torch.Tensor:
@@ -177,129 +253,33 @@ def one_hot_q(tokens: torch.Tensor, vocab: int) -> torch.Tensor:
     return torch.nn.functional.one_hot(tokens, vocab).float()
 
 
-def describe_step(index, gamma, draft, verdict, p, q, detail) -> StepEvent:
-    """Turn one verification into the event a viewer draws."""
-    n, k = verdict.n_accepted, len(draft.tokens)
-    drafts = tuple(
-        DraftToken(
-            token=x,
-            q=float(q[i, x]),
-            p=float(p[i, x]),
-            accept_prob=verdict.accept_probs[i],
-            uniform=verdict.uniforms[i] if i < len(verdict.uniforms) else None,
-            fate=ACCEPTED if i < n else REJECTED,
-            top_q=top_tokens(q[i], detail),
-            top_p=top_tokens(p[i], detail),
-        )
-        for i, x in enumerate(draft.tokens)
-    )
-    source = verdict.residual if verdict.residual is not None else p[n]
-    return StepEvent(
-        index=index,
-        gamma=gamma,
-        drafts=drafts,
-        n_accepted=n,
-        next_token=verdict.next_token,
-        next_fate=TARGET if k == 0 else (BONUS if n == k else RESAMPLED),
-        next_p=float(source[verdict.next_token]),
-        emitted=tuple(draft.tokens[:n]) + (verdict.next_token,),
-        prompt_tokens=0,
-        draft_s=0.0,
-        verify_s=0.0,
-        overhead_s=0.0,
-        residual_top=top_tokens(verdict.residual, detail) if verdict.residual is not None else (),
-        next_top=top_tokens(source, detail),
-    )
+# -- a tree: the same four steps over every node ----------------------------------------------
 
 
-def tree_step(lm, drafter, context, max_depth, vocab, config, generators, index, eos=frozenset()) -> StepEvent:
-    """Draft a token tree, verify every node in one target forward (tree attention mask), keep
-    exactly the accepted root path in the target's cache."""
-    t0 = clock(lm.device)
-    draft = drafter.propose_tree(context, max_depth, config.sampling, generators.on(drafter.device), eos)
-    t1 = clock(lm.device)
-    target_logits = lm.logits_for_tree(context, draft.tree)[:, :vocab]
-    t2 = clock(lm.device)
-    verdict, p_shown, q_shown = verify_tree(draft, target_logits, vocab, config.sampling, generators)
-    lm.keep_path(len(context), verdict.path)
-    event = describe_tree_step(index, drafter.depth, draft, verdict, p_shown, q_shown, config.sampling.greedy,
-                               config.detail)
-    t3 = clock(lm.device)
-    return replace(event, draft_s=t1 - t0, verify_s=t2 - t1, overhead_s=t3 - t2)
+def verify_tree(state: Decoding, context: list[int], draft: TreeDraft) -> torch.Tensor:
+    """Verify: one target forward over every node, each seeing only its ancestors.
+    -> [nodes + 1, vocab] logits: row 0 after the context, row i+1 after node i"""
+    return state.lm.logits_for_tree(context, draft.tree)[:, : state.vocab]
 
 
-def verify_tree(draft, target_logits, vocab, sampling: Sampling, generators) -> tuple[TreeVerdict, torch.Tensor, torch.Tensor]:
-    """Greedy or SpecInfer verification of the tree; returns the p and q rows a viewer is shown."""
-    device = target_logits.device
-    q = draft.q[:, :vocab].to(device)
+def accept_tree(state: Decoding, draft: TreeDraft,
+                target_logits) -> tuple[TreeVerdict, torch.Tensor, torch.Tensor]:
+    """Greedy or SpecInfer acceptance over the tree; returns the p and q rows a viewer is shown."""
+    sampling, device = state.config.sampling, target_logits.device
+    q = draft.q[:, : state.vocab].to(device)
     if sampling.greedy:
         return greedy_tree_verify(draft.tree, target_logits), display_probs(target_logits, sampling), q
     p = logits_to_probs(target_logits, sampling)
-    return sampled_tree_verify(draft.tree, q, p, generators.on(device)), p, q
+    return sampled_tree_verify(draft.tree, q, p, state.generators.on(device)), p, q
 
 
-def describe_tree_step(index, depth, draft, verdict: TreeVerdict, p, q, greedy, detail) -> StepEvent:
-    """The event of a tree step: every node in `tree`, and one root path in `drafts` (the accepted
-    nodes, then the deepest continuation) so folds over drafts count per depth like a chain."""
-    tree, path = draft.tree, verdict.path
-    best = p.argmax(-1).tolist()
-    nodes = []
-    for i, (x, parent, d) in enumerate(zip(tree.tokens, tree.parents, tree.depths)):
-        p_x, q_x = float(p[parent + 1, x]), float(q[parent + 1, x])
-        ratio = float(x == best[parent + 1]) if greedy else (min(1.0, p_x / q_x) if q_x > 0 else 0.0)
-        nodes.append(TreeNode(x, parent, d, q_x, p_x, ratio, verdict.accept_probs[i], verdict.uniforms[i],
-                              verdict.fates[i]))
-    chain = path + deepest_continuation(tree, path[-1] if path else ROOT)
-    drafts = tuple(
-        DraftToken(
-            token=nodes[i].token, q=nodes[i].q, p=nodes[i].p,
-            accept_prob=nodes[i].accept_prob if nodes[i].accept_prob is not None else nodes[i].ratio,
-            uniform=nodes[i].uniform, fate=ACCEPTED if i in path else REJECTED,
-            top_q=top_tokens(q[tree.parents[i] + 1], detail), top_p=top_tokens(p[tree.parents[i] + 1], detail),
-        )
-        for i in chain
-    )
-    last = (path[-1] if path else ROOT) + 1
-    residual = verdict.resampled and not greedy
-    shown = verdict.next_from if residual else p[last]
-    n = len(path)
-    return StepEvent(
-        index=index,
-        gamma=depth,
-        drafts=drafts,
-        n_accepted=n,
-        next_token=verdict.next_token,
-        next_fate=TARGET if not len(tree) else (RESAMPLED if verdict.resampled else BONUS),
-        next_p=float(shown[verdict.next_token]),
-        emitted=tuple(tree.tokens[i] for i in path) + (verdict.next_token,),
-        prompt_tokens=0,
-        draft_s=0.0,
-        verify_s=0.0,
-        overhead_s=0.0,
-        residual_top=top_tokens(verdict.next_from, detail) if residual else (),
-        next_top=top_tokens(shown, detail),
-        tree=TreeRecord(tuple(nodes), tuple(path), draft.forwards),
-    )
+def keep_path(state: Decoding, context: list[int], verdict: TreeVerdict) -> None:
+    """Roll back a tree: keep the context and the accepted root path, moved into place."""
+    state.lm.keep_path(len(context), verdict.path)
 
 
-def deepest_continuation(tree, node: int) -> list[int]:
-    """Below node, the root path to its deepest descendant (first child on ties)."""
-    height = [0] * len(tree)
-    for i in range(len(tree) - 1, -1, -1):  # children come after their parent
-        if tree.parents[i] != ROOT:
-            height[tree.parents[i]] = max(height[tree.parents[i]], height[i] + 1)
-    out = []
-    while kids := tree.children(node):
-        node = max(kids, key=lambda c: (height[c], -c))
-        out.append(node)
-    return out
-
-
-def top_tokens(probs: torch.Tensor, n: int) -> tuple[tuple[int, float], ...]:
-    if n <= 0:
-        return ()
-    values, ids = torch.topk(probs.float(), min(n, probs.shape[-1]))
-    return tuple(zip(ids.tolist(), values.tolist()))
+CHAIN_PHASES = Phases(draft_tokens, verify, accept, roll_back, describe_step)
+TREE_PHASES = Phases(propose, verify_tree, accept_tree, keep_path, describe_tree_step)
 
 
 def cut_output(event, context, produced, config, eos, tokenizer) -> tuple[tuple[int, ...], str | None]:

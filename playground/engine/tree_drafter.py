@@ -11,21 +11,14 @@ attending to the context and its own ancestors, so the draft's cost counts per d
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
-from playground.config import KNOBS, check_value
+from playground.config import KNOBS, TREE, check_value
+from playground.engine.drafters import TreeDraft
 from playground.engine.kvcache import CachedModel
 from playground.engine.sampling import Sampling, display_probs
 from playground.engine.tree import ROOT, Tree, ancestor_mask
-
-
-@dataclass(frozen=True)
-class TreeDraft:
-    tree: Tree
-    q: torch.Tensor  # [n+1, V]: row 0 the draft's q after the context, row i+1 after node i (zeros for leaves)
-    forwards: int  # draft forwards spent: one per depth that was expanded
 
 
 class TreeDrafter:
@@ -33,7 +26,7 @@ class TreeDrafter:
     context after each proposal, so only accepted tokens are ever re-read)."""
 
     name = "draft tree"
-    is_tree = True
+    speculation = TREE
 
     def __init__(self, model, budget: int = 16, depth: int = 4, branching: int = 2,
                  vocab_size: int | None = None, draft_vocab: int | None = None, width: int = 0,
@@ -51,9 +44,10 @@ class TreeDrafter:
     def begin(self, ids: list[int]) -> None:
         self.lm.reset()
 
-    def propose_tree(self, ids: list[int], max_depth: int, sampling: Sampling, generator,
-                     stop_tokens: frozenset[int] = frozenset()) -> TreeDraft:
-        """Grow a tree of at most `budget` nodes and min(depth, max_depth) levels after ids."""
+    def propose(self, ids: list[int], max_depth: int, sampling: Sampling, generator, min_confidence: float = 0.0,
+                stop_tokens: frozenset[int] = frozenset()) -> TreeDraft:
+        """Grow a tree of at most `budget` nodes and min(depth, max_depth) levels after ids.
+        min_confidence is a chain's cut; a tree ranks its nodes by cumulative probability instead."""
         depth = min(self.depth, max_depth)
         q_root = display_probs(self.lm.logits_for(ids, keep=1)[-1, : self.vocab_size], sampling)
         tokens, parents, scores, rows = [], [], [], {ROOT: q_root}

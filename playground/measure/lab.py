@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 from playground.engine.drafters import Drafter
-from playground.engine.generate import Generators, SpecConfig, begin, check_inputs, draft_tokens, one_hot_q, speculative_step
+from playground.engine.generate import (Decoding, Generators, SpecConfig, begin, check_inputs, draft_tokens, one_hot_q,
+                                        speculative_step, start)
 from playground.measure.explorer import draw_batched
-from playground.engine.kvcache import CachedModel
 from playground.engine.sampling import logits_to_probs
 from playground.measure.stats import Fit, goodness_of_fit, two_sample
 
@@ -57,23 +57,18 @@ def losslessness_lab(
     """Draw the first token `draws` times each way and compare with the exact p."""
     if isinstance(draws, bool) or not isinstance(draws, int) or not 1 <= draws <= MAX_DRAWS:
         raise ValueError(f"draws must be an integer in [1, {MAX_DRAWS}], got {draws!r}")
-    check_inputs(target, prompt_ids, config, drafter, None)
-    lm = CachedModel(target)
-    begin(lm, drafter, prompt_ids)
-    vocab = min(lm.vocab_size, drafter.vocab_size or lm.vocab_size)
-    p = logits_to_probs(lm.logits_for(prompt_ids, keep=1)[-1, :vocab], config.sampling)
-    generators = Generators(config.seed)
-    speculative = np.zeros(vocab)
+    state, p = first_p(target, drafter, prompt_ids, config)
+    speculative = np.zeros(state.vocab)
     accepted = 0
     for i in range(draws):
-        event = speculative_step(lm, drafter, prompt_ids, 1, 1, vocab, config, generators, i)
+        event = speculative_step(state, prompt_ids, 1)
         speculative[event.emitted[0]] += 1
         accepted += event.n_accepted
         if progress:
             progress(i + 1, draws)
     direct = np.bincount(
-        torch.multinomial(p, draws, replacement=True, generator=generators.on(p.device)).cpu().numpy(),
-        minlength=vocab,
+        torch.multinomial(p, draws, replacement=True, generator=state.generators.on(p.device)).cpu().numpy(),
+        minlength=state.vocab,
     ).astype(float)
     exact = p.double().cpu().numpy()
     return LabResult(
@@ -94,16 +89,20 @@ def losslessness_lab(
 def first_p_and_q(target, drafter: Drafter, prompt_ids: list[int], config: SpecConfig) -> tuple[torch.Tensor, torch.Tensor]:
     """The target's p and the draft's q for the first new token, each from one forward, through
     the engine's own code (prefill, the drafter's proposal, the same logits processing). [V] each"""
-    check_inputs(target, prompt_ids, config, drafter, None)
-    lm = CachedModel(target)
-    begin(lm, drafter, prompt_ids)
-    vocab = min(lm.vocab_size, drafter.vocab_size or lm.vocab_size)
-    p = logits_to_probs(lm.logits_for(prompt_ids, keep=1)[-1, :vocab], config.sampling)
-    draft = draft_tokens(drafter, prompt_ids, 1, config, Generators(config.seed))
+    state, p = first_p(target, drafter, prompt_ids, config)
+    draft = draft_tokens(state, prompt_ids, 1)
     if not draft.tokens:
         raise ValueError("the drafter proposed no token for this prompt (lower min_confidence)")
-    q = one_hot_q(torch.tensor(draft.tokens[:1]), vocab)[0] if draft.q is None else draft.q[0, :vocab]
+    q = one_hot_q(torch.tensor(draft.tokens[:1]), state.vocab)[0] if draft.q is None else draft.q[0, :state.vocab]
     return p, q.to(device=p.device, dtype=p.dtype)
+
+
+def first_p(target, drafter: Drafter, prompt_ids: list[int], config: SpecConfig) -> tuple[Decoding, torch.Tensor]:
+    """The engine's decoding state at the prompt, and the target's p for the first new token.  p: [V]"""
+    check_inputs(target, prompt_ids, config, drafter, None)
+    state = start(target, drafter, config)
+    begin(state, prompt_ids)
+    return state, logits_to_probs(state.lm.logits_for(prompt_ids, keep=1)[-1, : state.vocab], config.sampling)
 
 
 def checkpoints(draws: int, first: int = 100, per_decade: int = 6) -> list[int]:

@@ -8,6 +8,7 @@ the ceiling a perfect draft could reach on this hardware.
 
 from __future__ import annotations
 
+from playground.config import CHAIN
 from playground.engine.drafters import Draft
 from playground.engine.generate import SpecConfig, generate
 from playground.engine.events import output_tokens
@@ -17,7 +18,9 @@ class OracleDrafter:
     """Follows the Drafter protocol. `sequence` is prompt + recorded continuation (token ids)."""
 
     name = "oracle"
+    speculation = CHAIN
     vocab_size = None  # deterministic: q is one-hot on the proposed token
+    device = None  # and it draws no randomness
 
     def __init__(self, sequence: list[int]):
         self.sequence = [int(t) for t in sequence]
