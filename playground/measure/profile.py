@@ -2,15 +2,16 @@
 
 Runs one prompt autoregressively and speculatively (after one untimed warm-up of each) and splits
 each run's wall time with the engine's own events: target forwards (verify), draft forwards, and
-the engine's overhead (sampling math, cache rollback, bookkeeping). The benchmark says how fast;
-this says why, without a sampling profiler's noise.
+the engine's overhead (sampling math, cache rollback, bookkeeping). Every time is the engine's:
+the events' draft_s, verify_s and overhead_s, and a wall time read with its clock, which waits
+for CUDA's queued work. The benchmark says how fast; this says why, without a sampling
+profiler's noise.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-import time
 
 from playground.models.registry import QUANTIZATIONS
 
@@ -32,11 +33,12 @@ def options(argv=None) -> argparse.Namespace:
 
 
 def timed_run(target, ids, config, drafter, eos):
-    from playground.engine.generate import generate
+    """The run's events and its wall time, on the engine's clock (synchronised with the device)."""
+    from playground.engine.generate import clock, generate
 
-    start = time.perf_counter()
+    start = clock(target.device)
     events = list(generate(target, ids, config, drafter, eos_token_ids=eos))
-    return events, time.perf_counter() - start
+    return events, clock(target.device) - start
 
 
 def breakdown(name: str, events, wall: float) -> str:
@@ -44,6 +46,7 @@ def breakdown(name: str, events, wall: float) -> str:
 
     verify, draft = sum(e.verify_s for e in events), sum(e.draft_s for e in events)
     overhead, drafted = sum(e.overhead_s for e in events), sum(len(e.drafts) for e in events)
+    between = max(0.0, wall - sum(e.seconds for e in events))
     trees = [e.tree for e in events if e.tree is not None]
     if trees:  # a tree drafts one forward per depth, and verifies every node
         forwards, nodes = sum(t.draft_forwards for t in trees), sum(len(t.nodes) for t in trees)
@@ -55,7 +58,8 @@ def breakdown(name: str, events, wall: float) -> str:
     return (f"{name}: {len(output_tokens(events))} tokens in {wall:.2f} s, {len(events)} target calls\n"
             f"  verify   {verify:7.2f} s {verify / wall:6.1%}  ({verify / len(events) * 1000:.0f} ms a call{verified})\n"
             f"  draft    {draft:7.2f} s {draft / wall:6.1%}  ({drafted_text})\n"
-            f"  overhead {overhead:7.3f} s {overhead / wall:6.1%}  (sampling math, cache rollback, bookkeeping)")
+            f"  overhead {overhead:7.3f} s {overhead / wall:6.1%}  (sampling math, cache rollback, bookkeeping)\n"
+            f"  between  {between:7.3f} s {between / wall:6.1%}  (the loop between steps: output cut, events)")
 
 
 def main(argv=None) -> int:
@@ -64,7 +68,7 @@ def main(argv=None) -> int:
     from dataclasses import replace
 
     from playground.config import TREE, RunConfig
-    from playground.engine.events import steady_events, summarize
+    from playground.engine.events import Tally, costs, summarize, tree_costs
     from playground.models.loading import PairCache
     from playground.models.registry import load_registry
     from playground.models.text import encode_prompt, eos_ids
@@ -102,11 +106,11 @@ def main(argv=None) -> int:
           f"predicted speedup={m.predicted_speedup:.2f}x  measured={base_s / spec_s:.2f}x")
     if trees:
         tree, tree_s = timed_run(target, ids, config, trees[1], eos)
-        t, steady = summarize(tree, baseline=base), [e for e in steady_events(tree) if e.tree is not None]
-        per_depth = sum(e.draft_s for e in steady) / max(1, sum(e.tree.draft_forwards for e in steady))
+        t = summarize(tree, baseline=base)
+        per_depth = Tally(cost=tree_costs(tree), plain=costs(base)).c  # one draft forward is a whole depth
         print(breakdown(f"tree, budget={args.tree_budget} depth={args.tree_depth} "
                         f"branching={args.tree_branching} width={args.tree_width}", tree, tree_s))
-        print(f"tokens/call={t.mean_tokens_per_call:.2f}  c per depth={per_depth / t.target_step_s:.3f}  "
+        print(f"tokens/call={t.mean_tokens_per_call:.2f}  c per depth={per_depth:.3f}  "
               f"v(nodes)={t.verify_cost:.2f}  measured={base_s / tree_s:.2f}x over autoregressive, "
               f"{spec_s / tree_s:.2f}x over the chain")
     return 0
