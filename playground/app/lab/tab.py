@@ -17,7 +17,8 @@ from playground.app.shared import controls
 from playground.app.shared import histograms as lab_plots
 from playground.app.shared import plots
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import check_prompt, fail, load_pair, model_job, outputs, read_settings, status_html, whole
+from playground.app.shared.flow import (check_prompt, fail, guarded, load_pair, model_job, outputs, read_settings,
+                                        status_html, whole)
 from playground.app.shared.lockstep import streamed
 from playground.app.shared.plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR
 from playground.app.shared.render import visible
@@ -146,13 +147,7 @@ def lab_handler(ctx: AppContext, view: LabView):
         except ValueError as e:
             yield from fail(view.status, str(e))
         loaded = yield from load_pair(ctx, settings, view.status)
-        try:
-            result = yield from drawing(view, loaded, prompt, settings, n, progress)
-        except ValueError as e:
-            yield from fail(view.status, str(e))
-        except Exception as e:
-            log.exception("lab failed")
-            yield from fail(view.status, f"The lab failed: {type(e).__name__}: {e}")
+        result = yield from guarded(view.status, drawing(view, loaded, prompt, settings, n, progress), "The lab failed")
         label = token_label(loaded)
         note = (
             "\nRandom-weight pair: the tokens are gibberish, the statistics are real."
@@ -279,13 +274,7 @@ def fast_handler(ctx: AppContext, view: LabView):
             yield from fail(view.status, str(e))
         loaded = yield from load_pair(ctx, settings, view.status)
         note = "\nRandom-weight pair: the tokens are gibberish, the statistics are real." if loaded.random_weights else ""
-        try:
-            yield from fast_drawing(view, loaded, prompt, settings, n, note)
-        except ValueError as e:
-            yield from fail(view.status, str(e))
-        except Exception as e:
-            log.exception("fast lab failed")
-            yield from fail(view.status, f"The lab failed: {type(e).__name__}: {e}")
+        yield from guarded(view.status, fast_drawing(view, loaded, prompt, settings, n, note), "The lab failed")
 
     return lab_fast
 

@@ -23,7 +23,8 @@ from playground.app.shared import histograms as lab_plots
 from playground.app.lesson import steps as lesson
 from playground.app.shared import plots
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import check_prompt, fail, load_pair, model_job, outputs, read_settings, status_html
+from playground.app.shared.flow import (check_prompt, fail, guarded, load_pair, model_job, outputs, read_settings,
+                                        status_html)
 from playground.app.lesson.steps import CHOICE, SAME, STEPS, Progress
 from playground.app.shared.lockstep import streamed
 from playground.measure.points import session_of
@@ -166,17 +167,8 @@ def lesson_handler(ctx: AppContext, page: LessonPage):
         except ValueError as e:
             yield from fail(page.status, str(e))
         loaded = yield from load_pair(ctx, settings, page.status)
-        try:
-            from playground.models.text import encode_prompt
-
-            ids = encode_prompt(loaded.tokenizer, prompt)
-            outcome = yield from streamed(lambda report: EXPERIMENTS[i](loaded, ids, settings, prompt, report),
-                                          lambda message, fraction: {page.status: status_html(message, fraction)})
-        except ValueError as e:
-            yield from fail(page.status, str(e))
-        except Exception as e:
-            log.exception("lesson step %d failed", i + 1)
-            yield from fail(page.status, f"The measurement failed: {type(e).__name__}: {e}")
+        outcome = yield from guarded(page.status, experiment(page, i, loaded, prompt, settings),
+                                     "The measurement failed")
         for point in outcome.get("points", ()):
             ctx.measurements.add(session_of(request), point)  # the Theory tab shows them too
         shown = VIEWS[i](predicted, outcome, loaded)
@@ -186,6 +178,15 @@ def lesson_handler(ctx: AppContext, page: LessonPage):
                page.state: progress, page.status: status_html(f"Measured.{nxt}")}
 
     return measure
+
+
+def experiment(page: LessonPage, i: int, loaded, prompt: str, settings):
+    """Step i's experiment in lockstep, its progress in the status box; returns its outcome."""
+    from playground.models.text import encode_prompt
+
+    ids = encode_prompt(loaded.tokenizer, prompt)
+    return (yield from streamed(lambda report: EXPERIMENTS[i](loaded, ids, settings, prompt, report),
+                                lambda message, fraction: {page.status: status_html(message, fraction)}))
 
 
 def generation(loaded, ids, settings, prompt, report) -> dict:

@@ -77,6 +77,19 @@ def fail(status, message: str):
     raise gr.Error(message, print_exception=False)
 
 
+def guarded(status, work: Iterator, failed: str):
+    """`result = yield from guarded(view.status, work, "The lab failed")`: stream a model job's work (a
+    generator of redraws) and return its result; settings or a prompt the models cannot take
+    (ValueError) and any other failure become a message in the status box, never a traceback."""
+    try:
+        return (yield from work)
+    except ValueError as e:
+        yield from fail(status, str(e))
+    except Exception as e:
+        log.exception(failed)
+        yield from fail(status, f"{failed}: {type(e).__name__}: {e}")
+
+
 def loading(progress: Iterator[Loading], status):
     """Stream load progress to the status box; returns what the loader returns (the pair)."""
     while True:

@@ -18,7 +18,7 @@ from playground.app.shared import controls
 from playground.app.theory import explain as theory
 from playground.app.theory import plots as theory_plots
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import (check_prompt, fail, load_pair, model_job, outputs, read_settings,
+from playground.app.shared.flow import (check_prompt, fail, guarded, load_pair, model_job, outputs, read_settings,
                                         status_html, whole)
 from playground.app.shared.lockstep import streamed
 from playground.measure.points import session_of
@@ -182,31 +182,8 @@ def measure_handler(ctx: AppContext, view: TheoryView, curves=None):
         except ValueError as e:
             yield from fail(view.status, str(e))
         loaded = yield from load_pair(ctx, settings, view.status)
-        try:
-            from playground.models.text import encode_prompt
-
-            ids = encode_prompt(loaded.tokenizer, prompt)
-
-            def work(report):
-                point = measure_point(loaded, ids, settings, 1, report, "measure", short(prompt))
-                if curves is not None:  # v(k) of this target, once per app run (a few seconds)
-                    from playground.measure.machine import spare_a_core
-
-                    with spare_a_core():  # the same threads as the runs it is set beside
-                        curves.measure(loaded.target, max_k=VERIFY_K, repeats=3)
-                    report(3, 3, "v(k) of the target")
-                return point
-
-            def show(done: int, total: int, what: str) -> dict:
-                progress((done, total), desc=f"ran {what}")
-                return {view.status: status_html(f"Measuring: ran {what} ({done}/{total})", done / total)}
-
-            point = yield from streamed(work, show)
-        except ValueError as e:
-            yield from fail(view.status, str(e))
-        except Exception as e:
-            log.exception("measurement failed")
-            yield from fail(view.status, f"Measurement failed: {type(e).__name__}: {e}")
+        point = yield from guarded(view.status, measuring(view, loaded, prompt, settings, curves, progress),
+                                   "Measurement failed")
         session = session_of(request)
         ctx.measurements.add(session, point)
         done = (
@@ -217,6 +194,30 @@ def measure_handler(ctx: AppContext, view: TheoryView, curves=None):
                view.status: status_html(done)}
 
     return measure
+
+
+def measuring(view: TheoryView, loaded, prompt: str, settings, curves, progress):
+    """One point measured in lockstep (and the target's v(k), once per app run), its progress in the
+    status box; returns the point."""
+    from playground.models.text import encode_prompt
+
+    ids = encode_prompt(loaded.tokenizer, prompt)
+
+    def work(report):
+        point = measure_point(loaded, ids, settings, 1, report, "measure", short(prompt))
+        if curves is not None:  # v(k) of this target, once per app run (a few seconds)
+            from playground.measure.machine import spare_a_core
+
+            with spare_a_core():  # the same threads as the runs it is set beside
+                curves.measure(loaded.target, max_k=VERIFY_K, repeats=3)
+            report(3, 3, "v(k) of the target")
+        return point
+
+    def show(done: int, total: int, what: str) -> dict:
+        progress((done, total), desc=f"ran {what}")
+        return {view.status: status_html(f"Measuring: ran {what} ({done}/{total})", done / total)}
+
+    return (yield from streamed(work, show))
 
 
 def short(prompt: str, n: int = 40) -> str:
