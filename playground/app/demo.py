@@ -1,9 +1,12 @@
 """The Gradio app: a header and one tab per module in TABS.
 
-Adding a tab: write `playground/ui/tab_<name>.py` with `TITLE` and `build(ctx)` (layout, then
+Adding a tab: write `playground/app/<name>/tab.py` with `TITLE` and `build(ctx)` (layout, then
 wiring: `flow.model_job` for a button that runs the models, or `**context.SERIAL` on any other
-event that does), and add it to TABS below. A tab that hands something to another returns its
-components from build(); build_demo wires the two.
+event that does), and add it to TABS below. Its handlers yield dicts keyed by the components they
+redraw (a small dataclass, the tab's view; `flow.outputs(view)` is the event's outputs), its
+knobs are `controls.control(name)` and its pair `controls.pair_control`. A tab imports app/shared
+and the layers below, never another tab: one that hands something to another returns its
+components from build(), and build_demo wires the two.
 Nothing here loads a model: pairs load on the first run, through the context's PairCache.
 """
 
