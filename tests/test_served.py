@@ -159,3 +159,19 @@ def test_a_server_that_exits_before_ready_shows_its_log(tmp_path):
     with pytest.raises(ServedError, match="exited .* before it was ready.*its log"):
         launch.start_vllm([str(tmp_path / "no-such-model")], name="vllm-bad")
     assert not [s for s in launch.LIVE if s.name == "vllm-bad"]
+
+
+def test_the_benchmark_attached_by_url_writes_the_engine_report_schema(plain, speculative, tmp_path):
+    from playground.measure.cli import main
+
+    out = tmp_path / "served.json"
+    code = main(["--served", f"{plain.url},{speculative.url}", "--pair", "tiny", "--categories", "coding,math",
+                 "--limit", "1", "--max-new-tokens", "16", "--repeats", "1", "--concurrency", "1,2",
+                 "--json", str(out)])
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert report["schema"] == "playground.bench/1" and len(report["runs"]) == 1
+    summary = report["runs"][0]["summary"]
+    assert summary["prompts"] == 2 and summary["identical_prompts"] == 2 and 0 <= summary["alpha"] <= 1
+    curves = report["served"]["concurrency"]
+    assert [p["concurrency"] for p in curves["plain"]] == [1, 2] and all(p["whole"] for p in curves["served-1"])
