@@ -13,7 +13,8 @@ from typing import Callable
 from playground.config import PROMPT_LOOKUP, TREE, RunConfig
 from playground.engine import factory
 from playground.engine.generate import SpecConfig, clock, generate
-from playground.engine.events import StepEvent, acceptance_by_rank, costs, output_tokens, steady_events, summarize
+from playground.engine.events import (StepEvent, acceptance_by_rank, costs, output_tokens, steady_events, summarize,
+                                      tree_costs)
 from playground.measure.divergence import first_divergence, margin_at
 from playground.measure.reference import hf_generate
 
@@ -226,6 +227,7 @@ def tree_fields(base: Run, chain: Run, tree: Run, config: SpecConfig) -> dict:
     """The tree beside the chain: speed, accepted tokens per call, and the raw sums behind its
     costs (decoding calls only): nodes verified, draft forwards (one per depth) and their seconds."""
     steady = [e for e in steady_events(tree.events) if e.tree is not None]
+    cost = tree_costs(tree.events)  # the engine's sums over those calls, drafts counted per depth
     hits, trials = acceptance_by_rank(tree.events)
     return {
         "tree_new_tokens": len(tree.tokens),
@@ -236,11 +238,11 @@ def tree_fields(base: Run, chain: Run, tree: Run, config: SpecConfig) -> dict:
         "tree_target_calls": len(tree.events),
         "tree_accepted": sum(e.n_accepted for e in tree.events),
         "tree_identical": tree.tokens == base.tokens if config.temperature == 0 else None,
-        "tree_cost_calls": len(steady),
+        "tree_cost_calls": cost.calls,
         "tree_nodes": sum(len(e.tree.nodes) for e in steady),
-        "tree_draft_forwards": sum(e.tree.draft_forwards for e in steady),
-        "tree_draft_seconds": sum(e.draft_s for e in steady),
-        "tree_verify_seconds": sum(e.verify_s for e in steady),
+        "tree_draft_forwards": cost.drafted,
+        "tree_draft_seconds": cost.draft_s,
+        "tree_verify_seconds": cost.verify_s,
         "tree_rank_hits": hits,  # per child rank: how often the k-th candidate was the one kept...
         "tree_rank_trials": trials,  # ...of how many reached nodes that had a k-th child
     }
