@@ -77,7 +77,7 @@ def stand_in(alpha, gamma, c, v):
 
 
 def test_every_prediction_comes_from_the_one_formula(monkeypatch):
-    from playground.app.lesson.tab import lesson_formula
+    from playground.app.lesson.views import lesson_formula
 
     monkeypatch.setattr(sampling, "expected_tokens_per_call", lambda alpha, gamma: 100 + gamma)
     m = summarize(SPEC, baseline=BASE)
