@@ -40,7 +40,8 @@ class TreeDraft:
 
 @runtime_checkable
 class Drafter(Protocol):
-    """What the engine drives; generate() dispatches on `speculation`, nothing else."""
+    """What the engine drives; generate() dispatches on `speculation`, nothing else. A tree
+    drafter also has `depth`, the levels it drafts: a tree step's lookahead in its event."""
 
     name: str
     speculation: str  # config.CHAIN: propose returns a Draft; config.TREE: a TreeDraft
