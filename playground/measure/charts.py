@@ -11,7 +11,7 @@ import itertools
 import json
 
 from playground.config import defaults
-from playground.measure.report import DRAFT_SETTINGS, SETTINGS, atomic_write
+from playground.measure.report import DRAFT_SETTINGS, SETTINGS, atomic_write, cell
 from playground.measure.report import varying as varying_settings
 
 DEFAULTS = defaults()
@@ -137,18 +137,9 @@ def summary_table(report: dict) -> str:
     rows = []
     for run in report["runs"]:
         for category, s in {**run["categories"], "all": run["summary"]}.items():
-            cells = [setting_label(run["settings"]), category] + [cell(s.get(k), fmt) for k, _, fmt in TABLE]
+            cells = [setting_label(run["settings"]), category] + [cell(s.get(k), fmt, "–") for k, _, fmt in TABLE]
             rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
-
-
-def cell(value, fmt: str) -> str:
-    if value is None:
-        return "–"
-    try:
-        return fmt.format(value)
-    except (ValueError, TypeError):
-        return str(value)
 
 
 def html_page(report: dict) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from playground.measure.report import label, varying
+from playground.measure.report import cell, label, varying
 
 COLUMNS = (  # (summary key, header, width, format)
     ("prompts", "n", 4, "{:d}"),
@@ -58,11 +58,3 @@ def run_label(s: dict, keys: list[str]) -> str:
     rest = [k for k in keys if k not in ("gamma", "temperature", "top_k", "top_p", "min_confidence", "adaptive")]
     return " ".join([name, *(f"{k}={s.get(k)}" for k in rest)])
 
-
-def cell(value, fmt: str) -> str:
-    if value is None:
-        return "-"
-    try:
-        return fmt.format(value)
-    except (ValueError, TypeError):
-        return str(value)

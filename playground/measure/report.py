@@ -40,6 +40,16 @@ def label(settings: dict, keys: list[str]) -> str:
     return " ".join(shown + [f"{k}={settings.get(k)}" for k in keys if k not in ("gamma", "temperature")])
 
 
+def cell(value, fmt: str, missing: str = "-") -> str:
+    """A summary value for a table (the console's, the HTML page's): formatted, or `missing` for None."""
+    if value is None:
+        return missing
+    try:
+        return fmt.format(value)
+    except (ValueError, TypeError):
+        return str(value)
+
+
 def describe_pair(pair) -> dict:
     """The report's "models": a loaded pair's target and draft as they ran."""
     def model(m):
