@@ -90,3 +90,26 @@ def test_html_in_the_prompt_is_text_and_stop_cancels(page, url):
     queue_barrier(url)
     assert page.locator(".race-text .tok").count() == count, "the race kept streaming after Stop"
     assert page.locator(".race-text script, .race-text img").count() == 0
+
+
+def test_controls_that_do_not_apply_are_hidden_until_they_do(page):
+    """Tree shape under "chain", n-gram sizes under the draft model, adaptive bounds under a fixed γ:
+    hidden; shown once the knob that needs them is chosen (and hidden again when it is not)."""
+    tree = [page.locator(f"#{name}") for name in ("tree_budget", "tree_depth", "tree_branching", "tree_width")]
+    for control in tree:
+        expect(control).to_be_hidden()
+    page.locator("#speculation label").filter(has_text=re.compile(r"^\s*tree\s*$")).click()
+    for control in tree:
+        expect(control).to_be_visible()
+    page.locator("#speculation label").filter(has_text=re.compile(r"^\s*chain\s*$")).click()
+    expect(tree[0]).to_be_hidden()
+    page.get_by_text("More settings").first.click()
+    expect(page.locator("#top_k")).to_be_visible()  # the accordion is open
+    for hidden in ("ngram_min", "ngram_max", "gamma_min", "gamma_max"):
+        expect(page.locator(f"#{hidden}")).to_be_hidden()
+    page.locator("#drafter label").filter(has_text="prompt lookup").click()
+    expect(page.locator("#ngram_min")).to_be_visible()
+    expect(page.locator("#ngram_max")).to_be_visible()
+    page.locator("#adaptive input[type=checkbox]").check()
+    expect(page.locator("#gamma_min")).to_be_visible()
+    expect(page.locator("#gamma_max")).to_be_visible()
