@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from playground.config import KNOBS, MODEL, PROMPT_LOOKUP, RunConfig
+from playground.config import MODEL, PROMPT_LOOKUP, RunConfig
 from playground.measure import export
 from playground.measure.points import session_of
 from playground.measure.served import launch
@@ -25,7 +25,7 @@ from playground.app.served import figures
 from playground.app.served.sessions import SessionServers
 from playground.app.shared import controls
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import check_prompt, fail, model_job, outputs, status_html, whole
+from playground.app.shared.flow import check_prompt, fail, model_job, outputs, status_html
 
 TITLE = "Served"
 METHODS = {"draft_model": MODEL, "ngram": PROMPT_LOOKUP}  # vLLM's method -> the run's drafter
@@ -58,10 +58,9 @@ def build(ctx: AppContext) -> dict:
             pair = controls.pair_control(ctx, elem_id="sv-pair")
             method = gr.Radio(list(METHODS), value="draft_model", label="vLLM speculative method",
                               elem_id="sv-method")
-            gamma = gr.Slider(1, 16, value=3, step=1, label=KNOBS["gamma"].label, elem_id="sv-gamma")
-            new = gr.Slider(1, 512, value=64, step=1, label=KNOBS["max_new_tokens"].label, elem_id="sv-new")
-            temperature = gr.Slider(0, 2, value=0, step=0.05, label=KNOBS["temperature"].label,
-                                    elem_id="sv-temperature")
+            gamma = controls.control("gamma", ctx.registry.pair(ctx.default_pair).gamma, elem_id="sv-gamma")
+            new = controls.control("max_new_tokens", elem_id="sv-new")
+            temperature = controls.control("temperature", elem_id="sv-temperature")
             plain_url = gr.Textbox(label="Plain server URL (empty: start one here)", elem_id="sv-plain-url")
             spec_url = gr.Textbox(label="Speculative server URL (empty: start one here)", elem_id="sv-spec-url")
             levels = gr.Textbox(LEVELS, label="Simultaneous requests to sweep", elem_id="sv-levels")
@@ -107,8 +106,9 @@ def build(ctx: AppContext) -> dict:
 def run_of(pair, method, gamma, new, temperature) -> RunConfig:
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    return RunConfig(pair=pair, drafter=METHODS[method], gamma=whole("gamma", gamma, 1, 16),
-                     max_new_tokens=whole("max_new_tokens", new, 1, 512), temperature=float(temperature))
+    # the run configuration checks each knob against its own range (the error names the field)
+    return RunConfig.from_values(dict(pair=pair, drafter=METHODS[method], gamma=gamma, max_new_tokens=new,
+                                      temperature=temperature))
 
 
 def clients(ctx, servers, session, run, method, plain_url, spec_url, status):
