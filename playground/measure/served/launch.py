@@ -79,7 +79,7 @@ class Server:
     def client(self, timeout: float = 120.0) -> ServedClient:
         return ServedClient(self.url, timeout=timeout)
 
-    def start(self) -> "Server":
+    def start(self) -> Server:
         if self.log_path is None:
             handle, path = tempfile.mkstemp(prefix=f"playground-{self.name}-", suffix=".log")
             os.close(handle)
@@ -105,7 +105,7 @@ class Server:
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def wait_ready(self, timeout: float = READY_TIMEOUT_S, poll_s: float = 0.5) -> "Server":
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S, poll_s: float = 0.5) -> Server:
         """Until /v1/models answers; ServedError with the log's tail if it exits or times out."""
         try:
             return self._wait_ready(timeout, poll_s)
@@ -113,7 +113,7 @@ class Server:
             self.stop()
             raise
 
-    def _wait_ready(self, timeout: float, poll_s: float) -> "Server":
+    def _wait_ready(self, timeout: float, poll_s: float) -> Server:
         deadline = time.monotonic() + timeout
         while not self.ready_now():
             if time.monotonic() > deadline:
@@ -155,7 +155,7 @@ class Server:
         signal_group(self.process.pid, signal.SIGKILL)
         self.process.wait()  # reap our own child
 
-    def __enter__(self) -> "Server":
+    def __enter__(self) -> Server:
         return self
 
     def __exit__(self, *exc) -> None:
