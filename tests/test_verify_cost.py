@@ -153,15 +153,20 @@ def test_the_theory_tab_recommends_from_the_curve_and_draws_it():
 def test_measure_now_also_measures_the_targets_curve_and_draws_it():
     from types import SimpleNamespace
 
+    import gradio as gr
+
     from playground.app.shared.context import build_context
+    from playground.app.theory import tab as tab_theory
     from playground.app.theory.tab import measure_handler, redraw_handler
 
     ctx, curves = build_context(), VerifyCurves()
+    with gr.Blocks():
+        view = tab_theory.build(ctx)["view"]  # the handlers' dicts are keyed by its components
     request = SimpleNamespace(session_hash="me")
-    figure, explain, _, _, status = list(measure_handler(ctx, curves)("def f(n):", "tiny", "model", 0.0,
-                                                                   3, 16, request))[-1]
+    last = list(measure_handler(ctx, view, curves)("def f(n):", "tiny", "model", 0.0, 3, 16, request))[-1]
+    figure, explain, status = last[view.plot], last[view.explain], last[view.status]
     curve = curves.for_model(ctx.registry.pair("tiny").target)
     assert curve is not None and len(curve.v) == 9 and "Measured at γ = 3" in status
     assert "v(k)" in explain and any(t.type == "bar" for t in figure.data)
-    again = redraw_handler(ctx, curves)("tiny", "model", 0.0, request)
-    assert any(t.type == "bar" for t in again[0].data)  # cached: drawn without measuring again
+    again = redraw_handler(ctx, view, curves)("tiny", "model", 0.0, request)
+    assert any(t.type == "bar" for t in again[view.plot].data)  # cached: drawn without measuring again
