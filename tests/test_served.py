@@ -174,3 +174,12 @@ def test_the_benchmark_attached_by_url_writes_the_engine_report_schema(plain, sp
     assert summary["prompts"] == 2 and summary["identical_prompts"] == 2 and 0 <= summary["alpha"] <= 1
     curves = report["served"]["concurrency"]
     assert [p["concurrency"] for p in curves["plain"]] == [1, 2] and all(p["whole"] for p in curves["served-1"])
+
+
+def test_a_server_not_ready_in_time_is_stopped_and_shows_its_log(settings):
+    port, placement = launch.free_port(), launch.CpuPlacement()
+    argv = launch.vllm_argv(export.vllm_serve_args(settings, export.PLAIN), port, placement)
+    server = launch.Server(argv, port, placement.env(), "vllm-slow").start()
+    with pytest.raises(ServedError, match=rf"not ready on http://127.0.0.1:{port} within 1 s; its log .* ends"):
+        server.wait_ready(timeout=1)
+    assert server not in launch.LIVE and not server.alive() and launch.group_members(server.process.pid) == []
