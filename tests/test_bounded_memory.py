@@ -12,6 +12,7 @@ import threading
 import weakref
 from types import SimpleNamespace
 
+import gradio as gr
 import psutil
 import pytest
 
@@ -21,9 +22,9 @@ from playground.models.tiny import tiny_model, tiny_pair
 from playground.app.shared.context import AppContext, Loading
 from playground.config import RunConfig
 from playground.app.stepthrough.run import Stepper
-from playground.app.lab.tab import lab_handler
-from playground.app.race.tab import race_handler
-from playground.app.stepthrough.tab import step_handler
+from playground.app.lab import tab as tab_lab
+from playground.app.race import tab as tab_race
+from playground.app.stepthrough import tab as tab_stepthrough
 
 
 def knobs(pair: str, **changes) -> list:
@@ -60,35 +61,46 @@ def new_ctx(config, keep=1) -> AppContext:
     return AppContext(registry, PairCache(registry, keep=keep))
 
 
-def last(outputs) -> tuple:
+def last(outputs) -> dict:
     *_, final = outputs
     return final
 
 
-def test_paused_step_through_lets_go_on_a_pair_switch_and_resumes_the_same_run(config):
-    ctx = new_ctx(config)
-    step = step_handler(ctx)
+@pytest.fixture(scope="module")
+def views(config):
+    """The Race, Step-through and Lab tabs' outputs (the handlers' dicts are keyed by these)."""
+    with gr.Blocks():
+        ctx = new_ctx(config)
+        return SimpleNamespace(race=tab_race.build(ctx)["view"], step=tab_stepthrough.build(ctx)["view"],
+                               lab=tab_lab.build(ctx)["view"])
+
+
+def test_paused_step_through_lets_go_on_a_pair_switch_and_resumes_the_same_run(config, views):
+    ctx, paused = new_ctx(config), views.step.stepper
+    step = tab_stepthrough.step_handler(ctx, views.step)
     stepper = None
     for _ in range(2):
-        stepper = last(step("Once upon a time", "", stepper, *knobs("tiny")))[0]
+        stepper = last(step("Once upon a time", "", stepper, *knobs("tiny")))[paused]
     held = weakref.ref(stepper.pair.target.model)
-    last(race_handler(ctx)("hello", "", *knobs("tiny2", max_new_tokens=4)))  # another tab switches pairs
+    last(tab_race.race_handler(ctx, views.race)("hello", "", *knobs("tiny2", max_new_tokens=4)))  # another tab
     gc.collect()
     assert stepper.released and held() is None, "the paused run still holds the old pair's models"
     assert ctx.cache.resident() == ["tiny2"]
     resumed = last(step("Once upon a time", "", stepper, *knobs("tiny")))
-    assert resumed[0] is stepper and "freed while this run was paused" in html.unescape(resumed[-1])
-    assert "Step 3:" in resumed[-1]
-    reference, uninterrupted = None, step_handler(new_ctx(config))  # the same run, never released
+    status = html.unescape(resumed[views.step.status])
+    assert resumed[paused] is stepper and "freed while this run was paused" in status
+    assert "Step 3:" in status
+    reference, uninterrupted = None, tab_stepthrough.step_handler(new_ctx(config), views.step)  # never released
     for _ in range(3):
-        reference = last(uninterrupted("Once upon a time", "", reference, *knobs("tiny")))[0]
+        reference = last(uninterrupted("Once upon a time", "", reference, *knobs("tiny")))[paused]
     assert [e.emitted for e in stepper.history] == [e.emitted for e in reference.history]
 
 
-def test_a_warm_second_pair_keeps_the_paused_run(config):
+def test_a_warm_second_pair_keeps_the_paused_run(config, views):
     ctx = new_ctx(config, keep=2)
-    stepper = last(step_handler(ctx)("Once upon a time", "", None, *knobs("tiny")))[0]
-    last(race_handler(ctx)("hello", "", *knobs("tiny2", max_new_tokens=4)))
+    stepper = last(tab_stepthrough.step_handler(ctx, views.step)("Once upon a time", "", None,
+                                                                 *knobs("tiny")))[views.step.stepper]
+    last(tab_race.race_handler(ctx, views.race)("hello", "", *knobs("tiny2", max_new_tokens=4)))
     assert not stepper.released and ctx.cache.resident() == ["tiny", "tiny2"]
 
 
@@ -155,7 +167,7 @@ def rss() -> int:
 
 
 @pytest.mark.slow  # minutes on 2 cores: twenty-five loads, two in five of them ~250 MB
-def test_twenty_pair_switches_across_tabs_keep_memory_bounded(config, capsys):
+def test_twenty_pair_switches_across_tabs_keep_memory_bounded(config, views, capsys):
     """tiny ↔ big ↔ tiny with int8, through the race, step-through and lab handlers; a paused
     step-through run rides along. Resident memory after the last switch is within 10 % of after the first."""
     ctx = new_ctx(config)
@@ -166,13 +178,14 @@ def test_twenty_pair_switches_across_tabs_keep_memory_bounded(config, capsys):
     for tab, name in plan:
         pair, quant = (("tiny", {"target_quantization": "int8"}) if name == "tiny-int8" else (name, {}))
         if tab == "race":
-            last(race_handler(ctx)("hello", "", *knobs(pair, max_new_tokens=4, **quant)))
+            last(tab_race.race_handler(ctx, views.race)("hello", "", *knobs(pair, max_new_tokens=4, **quant)))
         elif tab == "step":
             values = knobs(pair, max_new_tokens=8, **quant)
-            paused = last(step_handler(ctx)("Once upon a time", "", paused, *values))[0]
+            step = tab_stepthrough.step_handler(ctx, views.step)
+            paused = last(step("Once upon a time", "", paused, *values))[views.step.stepper]
             assert isinstance(paused, Stepper)
         else:
-            last(lab_handler(ctx)("hello", pair, 20, 1.0, 0, 1.0, 0))
+            last(tab_lab.lab_handler(ctx, views.lab)("hello", pair, 20, 1.0, 0, 1.0, 0))
         assert len(ctx.cache.resident()) == 1
         after.append(rss())
     first, final = after[len(cycle):2 * len(cycle)], after[-len(cycle):]  # first and last measured round

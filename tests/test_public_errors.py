@@ -12,7 +12,7 @@ from playground.models.registry import DEFAULT_CONFIG, load_registry
 from playground.app.shared.context import AppContext
 from playground.app.shared.flow import public
 from playground.config import RunConfig
-from playground.app.race.tab import race_handler
+from playground.app.race import tab as tab_race
 
 
 def test_unknown_pair_in_the_shipped_registry_names_models_yaml_not_where_it_lies():
@@ -53,10 +53,12 @@ def test_a_failing_local_source_reaches_the_page_without_server_paths(tmp_path):
     registry = load_registry(config)
     ctx = AppContext(registry, PairCache(registry))
     values = {**{n: getattr(RunConfig(pair="lost"), n) for n in RunConfig.names()}, "max_new_tokens": 4}
+    with gr.Blocks():
+        view = tab_race.build(ctx)["view"]  # the handler's dicts are keyed by its components
     outputs = []
     with pytest.raises(gr.Error) as raised:
-        for o in race_handler(ctx)("hello", "", *[values[n] for n in RunConfig.names()]):
+        for o in tab_race.race_handler(ctx, view)("hello", "", *[values[n] for n in RunConfig.names()]):
             outputs.append(o)
-    shown = raised.value.message + html.unescape(outputs[-1][-1])
+    shown = raised.value.message + html.unescape(outputs[-1][view.status])
     assert "Could not load pair 'lost'" in shown and "weights does not exist" in shown
     assert str(tmp_path) not in shown and "server-side" not in shown

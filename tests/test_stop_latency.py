@@ -14,17 +14,20 @@ import random
 import threading
 import time
 
+import gradio as gr
 import pytest
 
 from playground.app.shared.context import build_context
 from playground.config import RunConfig
-from playground.app.race.tab import race_handler
+from playground.app.race import tab as tab_race
 
 pytestmark = pytest.mark.slow  # a measurement: twenty 1024-token races started and stopped
 
 
 def test_stop_is_honoured_within_one_engine_step_worst_of_20(capsys):
     ctx = build_context()
+    with gr.Blocks():
+        view = tab_race.build(ctx)["view"]  # the handler's dicts are keyed by its components
     pair = ctx.cache.get("tiny")
     calls = []
     hook = pair.target.model.register_forward_hook(lambda *_: calls.append(time.monotonic()))
@@ -33,7 +36,7 @@ def test_stop_is_honoured_within_one_engine_step_worst_of_20(capsys):
     rng = random.Random(0)
     waits, after = [], []
     for _ in range(20):
-        run = race_handler(ctx)("Once upon a time", "", *values)
+        run = tab_race.race_handler(ctx, view)("Once upon a time", "", *values)
         stop, closed, frames = threading.Event(), threading.Event(), []
 
         def gradio_worker():
