@@ -160,3 +160,17 @@ def test_the_bench_takes_a_runner_flag():
     assert build_parser().parse_args(["--runner", "compiled"]).runner == "compiled"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--runner", "fast"])
+
+
+def test_the_gpu_script_runs_its_identity_check_on_the_cpu(tmp_path):
+    """measure/gpu_runners.py is left ready for a GPU; its checks run here on tiny shapes."""
+    import json
+
+    from playground.measure import gpu_runners
+
+    out = tmp_path / "runners.json"
+    assert gpu_runners.main(["--cpu-smoke", "--checks", "identity", "--runners", "eager,static",
+                             "--json", str(out)]) == 0
+    identity = json.loads(out.read_text())["identity"]
+    assert set(identity) == {"eager chain", "eager tree", "static chain", "static tree"}
+    assert all(row["identical"] for row in identity.values())

@@ -51,6 +51,8 @@ class CompiledRunner(StaticRunner):
         args = (self.model, self.head, self.cache, torch.tensor([ids], device=self.device),
                 positions[None].to(self.device), mask, b)
         key = self.key(b)
+        if self.device.type == "cuda":
+            torch.compiler.cudagraph_mark_step_begin()  # no graph output is held: the rows below are copies
         if key in self.steps:
             out = self.steps[key](*args)
         else:  # the first call of a shape compiles it (and captures its graph): timed, kept beside
