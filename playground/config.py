@@ -108,7 +108,8 @@ class RunConfig:
                                    choices=QUANTIZATIONS, sweep=True)
     runner: str = knob("auto", "Runner", "how each forward runs: eager (dynamic cache), static (fixed-size "
                        "cache, rollback moves an integer) or compiled (static, each step shape compiled "
-                       "once; CUDA graphs on a GPU); the baseline uses the same", "models", choices=RUNNERS)
+                       "once; CUDA graphs on a GPU); the baseline uses the same", "models", choices=RUNNERS,
+                       sweep=True)
     speculation: str = knob(CHAIN, "Speculation: chain or tree", "tree: several candidates per position, all "
                             "verified in one target call (draft model only)", "drafter", choices=SPECULATIONS)
     tree_budget: int = knob(16, "Tree: most nodes", "most draft nodes in a tree", "drafter", low=1,

@@ -59,9 +59,10 @@ def test_spec_config_is_the_decoding_group_with_the_same_defaults_and_checks():
             with pytest.raises(ValueError, match=rf"^{k.name} must be"):
                 SpecConfig(**{k.name: outside(k)[1]})
     assert factory.spec_config(RunConfig(gamma=7, temperature=0.5)) == SpecConfig(gamma=7, temperature=0.5)
-    # a report's settings: the decoding knobs, then what shapes the draft (what a sweep compares)
+    # a report's settings: the decoding knobs, then what shapes the draft (what a sweep compares),
+    # then the runner both runs went through
     drafting = [k.name for k in group("drafter")] + ["draft_quantization"]
-    assert list(settings_of(RunConfig())) == [k.name for k in group("decoding")] + drafting
+    assert list(settings_of(RunConfig())) == [k.name for k in group("decoding")] + drafting + ["runner"]
     assert report.SETTINGS == tuple(settings_of(RunConfig()))
     assert set(SWEEPABLE) == {k.name for k in KNOBS.values() if k.sweep} and set(SWEEPABLE) <= set(report.SETTINGS)
 

@@ -174,3 +174,17 @@ def test_the_gpu_script_runs_its_identity_check_on_the_cpu(tmp_path):
     identity = json.loads(out.read_text())["identity"]
     assert set(identity) == {"eager chain", "eager tree", "static chain", "static tree"}
     assert all(row["identical"] for row in identity.values())
+
+
+def test_a_benchmark_sweep_compares_runners_and_records_each(tmp_path):
+    """--sweep runner=...: one report, each run's settings naming the runner both its methods used."""
+    import json
+
+    from playground.measure import cli
+
+    out = tmp_path / "runners.json"
+    assert cli.main(["--pair", "tiny", "--categories", "coding", "--limit", "1", "--max-new-tokens", "12",
+                     "--repeats", "1", "--warmup", "0", "--sweep", "runner=eager,static", "--json", str(out)]) == 0
+    runs = json.loads(out.read_text())["runs"]
+    assert [r["settings"]["runner"] for r in runs] == ["eager", "static"]
+    assert all(p["identical"] for r in runs for p in r["prompts"])
