@@ -16,6 +16,7 @@ on every device (each bucket's output buffer is reused), and the rows handed out
 
 from __future__ import annotations
 
+import threading
 import time
 import types
 
@@ -53,22 +54,30 @@ class CompiledRunner(StaticRunner):
         key = self.key(b)
         if self.device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # no graph output is held: the rows below are copies
-        if key in self.steps:
-            out = self.steps[key](*args)
-        else:  # the first call of a shape compiles it (and captures its graph): timed, kept beside
-            started = time.perf_counter()
-            self.steps[key] = compile_step(f"step_{b}x{self.capacity}", self.mode, self.device.type != "cuda")
-            out = self.steps[key](*args)
-            self.steps.seconds[key] = time.perf_counter() - started
+        out = self.run_step(key, b, args)
         self.set_length(self.length + n)  # back over the pad rows
         return out[n - keep : n].clone()  # the next step of this shape overwrites `out`
+
+    def run_step(self, key: tuple, b: int, args: tuple) -> torch.Tensor:
+        """The step of this shape; its first call compiles it (and captures its graph), once for
+        all runners of the model, timed: the seconds are kept beside the timings, not inside them."""
+        if key not in self.steps.seconds:
+            with self.steps.lock:
+                if key not in self.steps.seconds:
+                    started = time.perf_counter()
+                    self.steps[key] = compile_step(f"step_{b}x{self.capacity}", self.mode,
+                                                   self.device.type != "cuda")
+                    out = self.steps[key](*args)
+                    self.steps.seconds[key] = time.perf_counter() - started
+                    return out
+        return self.steps[key](*args)
 
     def shape_for(self, n: int) -> int | None:
         """The smallest shape already compiled that holds n rows, else n's bucket: a short last
         draft (fewer tokens left to make) rides on γ + 1's shape instead of compiling its own."""
         if bucket(n) is None:
             return None
-        ready = [b for b in BUCKETS if b >= n and self.key(b) in self.steps]
+        ready = [b for b in BUCKETS if b >= n and self.key(b) in self.steps.seconds]
         return ready[0] if ready else bucket(n)
 
     def key(self, b: int) -> tuple:
@@ -113,7 +122,8 @@ class Steps(dict):
 
     def __init__(self):
         super().__init__()
-        self.seconds: dict[tuple, float] = {}
+        self.seconds: dict[tuple, float] = {}  # set once a shape's first call has finished
+        self.lock = threading.Lock()
 
 
 def steps_of(model) -> Steps:

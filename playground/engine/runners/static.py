@@ -9,6 +9,7 @@ size it; a compiled step is built per capacity, which doubling keeps to a few.
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 import torch
@@ -111,16 +112,19 @@ class CachePool:
     def __init__(self, model):
         self.config, self.dtype, self.device = model.config, model.dtype, model.device
         self.free: list[StaticCache] = []
+        self.lock = threading.Lock()  # two sessions' runs on one loaded pair must never share a cache
 
     def take(self, capacity: int) -> StaticCache:
-        for cache in self.free:
-            if cache.layers[0].max_cache_len == capacity:
-                self.free.remove(cache)
-                return cache
+        with self.lock:
+            for cache in self.free:
+                if cache.layers[0].max_cache_len == capacity:
+                    self.free.remove(cache)
+                    return cache
         return self.new(capacity)
 
     def give(self, cache: StaticCache) -> None:
-        self.free.append(cache)
+        with self.lock:
+            self.free.append(cache)
 
     def new(self, capacity: int) -> StaticCache:
         text = self.config.get_text_config()
