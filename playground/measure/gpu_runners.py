@@ -9,8 +9,9 @@ shape; Qwen2-7B), each check written to the JSON as soon as it ends:
    draft, and the formula's speedup at an assumed α (--alpha: the default pair's CPU runs, an
    assumption stated in the JSON).
 2. engine: the 1.5B-shaped target and an early-exit draft (its first layers, embeddings and head)
-   in bf16, autoregressive and chain per runner, alternated; every speedup also over the fastest
-   autoregressive run of any runner ("faster than what?").
+   in bf16, autoregressive and chain per runner, alternated, and the oracle (the target's own
+   recorded greedy output as a free draft) against plain decoding; every speedup also over the
+   fastest autoregressive run of any runner ("faster than what?").
 3. identity: the same pair in float32; greedy chain and tree through each runner equal eager
    autoregressive decoding token for token.
 
@@ -38,7 +39,8 @@ def options(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m playground.measure.gpu_runners",
                                 description=__doc__.split("\n")[0].strip("`"))
     p.add_argument("--cpu-smoke", action="store_true", help="tiny models on the CPU: checks the script")
-    p.add_argument("--runners", default=",".join(RUNNERS), help="runners to measure, in order")
+    p.add_argument("--runners", help="runners to time, in order (default eager,compiled on a GPU, where "
+                   "static launches what eager does; all three on the CPU); identity checks all three")
     p.add_argument("--checks", default="steps,engine,identity", help="which checks to run, in order")
     p.add_argument("--gamma", type=int, default=4, help="chain lookahead (default 4)")
     p.add_argument("--alpha", type=float, default=0.85,
@@ -50,7 +52,8 @@ def options(argv=None) -> argparse.Namespace:
     args = p.parse_args(argv)
     for name, value in (SMOKE if args.cpu_smoke else FULL).items():
         setattr(args, name, value)
-    args.runners = tuple(r for r in args.runners.split(",") if r)
+    args.runners = tuple(r for r in (args.runners or ("eager,static,compiled" if args.cpu_smoke else
+                                                      "eager,compiled")).split(",") if r)
     if not args.runners or any(r not in RUNNERS for r in args.runners):
         p.error(f"argument --runners: expected a comma-separated list of {', '.join(RUNNERS)}")
     args.started = time.monotonic()
@@ -149,6 +152,7 @@ def engine(args) -> dict:
         fastest = max(r["baseline_tok_s"] for r in timed)
         for r in timed:
             r["chain_vs_fastest_plain"] = round(r["chain_tok_s"] / fastest, 3)
+            r["oracle_vs_fastest_plain"] = round(r["oracle_tok_s"] / fastest, 3)
     del target, draft
     free()
     return rows
@@ -172,7 +176,34 @@ def engine_row(target, draft, runner: str, args) -> dict:
     records = [measure_prompt(setup, ids, config, args.repeats) for ids in ids_list]
     row = pooled_row(records, measure_curve(target, max_k=args.gamma + 1, runner=runner).v,
                      f"{args.pair_shape} {runner}", tree=False)
-    return {**row, "warm_up_s": round(warm_s, 2), "compile_s_so_far": compile_seconds(target, draft)}
+    return {**row, **oracle_fields(target, ids_list[0], config, args), "warm_up_s": round(warm_s, 2),
+            "compile_s_so_far": compile_seconds(target, draft)}
+
+
+def oracle_fields(target, ids, config, args) -> dict:
+    """A free drafter (the target's own recorded greedy output) against plain decoding, both through
+    this runner and alternated: what verification alone allows on this device."""
+    import statistics
+
+    from playground.engine.events import output_tokens
+    from playground.engine.generate import clock, generate
+    from playground.measure.oracle import OracleDrafter, converge_oracle, greedy_continuation
+
+    recording = greedy_continuation(target, ids, config.max_new_tokens)
+    recording, _ = converge_oracle(target, ids, recording, config.gamma)
+
+    def tok_s(drafter) -> tuple[float, int]:
+        started = clock(target.device)
+        events = list(generate(target, ids, config, drafter))
+        return len(output_tokens(events)) / (clock(target.device) - started), len(events)
+
+    plain, oracle = [], []
+    for _ in range(max(args.repeats, 3)):
+        plain.append(tok_s(None)[0])
+        oracle.append(tok_s(OracleDrafter(list(ids) + recording)))
+    speed = statistics.median(x for x, _ in oracle)
+    return {"oracle_tok_s": speed, "oracle_speedup": speed / statistics.median(plain),
+            "oracle_tokens_per_call": len(recording) / oracle[-1][1]}
 
 
 # ---- 3. identity: float32, greedy, every runner against eager AR ------------------------------
@@ -190,7 +221,7 @@ def identity(args) -> dict:
     plain = RunConfig(max_new_tokens=args.max_new_tokens, runner="eager")
     expected = output_tokens(list(generate(target, ids, factory.spec_config(plain))))
     out = {}
-    for runner in args.runners:
+    for runner in RUNNERS:
         for speculation in ("chain", "tree"):
             if over_budget(args):
                 out[f"{runner} {speculation}"] = "skipped: over the call's budget"
