@@ -187,3 +187,14 @@ def test_a_benchmark_sweep_compares_runners_and_records_each(tmp_path):
     runs = json.loads(out.read_text())["runs"]
     assert [r["settings"]["runner"] for r in runs] == ["eager", "static"]
     assert all(p["identical"] for r in runs for p in r["prompts"])
+
+
+def test_a_copy_of_a_model_starts_without_its_runners_caches_and_compiled_steps(pair):
+    import copy
+
+    target = pair[0]
+    CachedModel(target, runner="compiled").logits_for(PROMPT + [1], 1)  # the model now holds both
+    twin = copy.deepcopy(target)
+    lm = CachedModel(twin, runner="compiled")
+    assert lm.runner.pool is not CachedModel(target, runner="static").runner.pool
+    assert not lm.runner.steps and close(lm.logits_for(PROMPT + [1], 1), CachedModel(target).logits_for(PROMPT + [1], 1))

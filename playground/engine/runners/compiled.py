@@ -23,7 +23,7 @@ import types
 import torch
 
 from playground.engine.runners.eager import additive_mask
-from playground.engine.runners.static import StaticRunner, pattern, step, widen
+from playground.engine.runners.static import StaticRunner, pattern, state_of, step, widen
 
 BUCKETS = (1, 2, 4, 8, 16, 32)  # γ + 1 up to 32 and trees of up to 31 nodes run compiled
 
@@ -127,5 +127,8 @@ class Steps(dict):
 
 
 def steps_of(model) -> Steps:
-    """The model's compiled steps, kept on the model: compiled once per shape for the session."""
-    return model.__dict__.setdefault("_playground_compiled_steps", Steps())
+    """The model's compiled steps, kept with it: compiled once per shape for the session."""
+    state = state_of(model)
+    if state.steps is None:
+        state.steps = Steps()
+    return state.steps

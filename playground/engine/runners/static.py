@@ -139,9 +139,31 @@ class CachePool:
         return cache
 
 
+class ModelState:
+    """What a model's runners share: its cache pool and its compiled steps, kept on the model (they
+    live and die with it; no global registry). A copy of the model (deepcopy, pickle) starts with
+    none: caches and compiled code belong to the weights they ran with."""
+
+    def __init__(self):
+        self.pool: CachePool | None = None
+        self.steps = None  # compiled.Steps, made by the first compiled runner
+
+    def __deepcopy__(self, memo) -> ModelState:
+        return ModelState()
+
+    def __reduce__(self):
+        return (ModelState, ())
+
+
+def state_of(model) -> ModelState:
+    state = model.__dict__.get("_playground_runners")
+    if state is None:
+        state = model.__dict__["_playground_runners"] = ModelState()
+    return state
+
+
 def pool_of(model) -> CachePool:
-    """The model's own pool, kept on the model (it lives and dies with it; no global registry)."""
-    pool = model.__dict__.get("_playground_cache_pool")
-    if pool is None:
-        pool = model.__dict__["_playground_cache_pool"] = CachePool(model)
-    return pool
+    state = state_of(model)
+    if state.pool is None:
+        state.pool = CachePool(model)
+    return state.pool
