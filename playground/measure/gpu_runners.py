@@ -22,10 +22,7 @@ shape; Qwen2-7B), each check written to the JSON as soon as it ends:
 from __future__ import annotations
 
 import argparse
-import json
 import time
-import traceback
-from types import SimpleNamespace
 
 RUNNERS = ("eager", "static", "compiled")
 FULL = dict(device="cuda", shapes=("1.5b", "0.5b", "7b"), pair_shape="1.5b", draft_layers=4, max_k=5,
@@ -240,33 +237,9 @@ CHECKS = (("steps", steps), ("engine", engine), ("identity", identity))
 
 
 def main(argv=None) -> int:
-    args = options(argv)
-    import torch
-    from transformers.utils import logging
+    from playground.measure.gpu_paths import run_checks  # the GPU scripts' one check loop and report
 
-    from playground.measure.machine import environment
-
-    logging.set_verbosity_error()
-    if not args.cpu_smoke and not torch.cuda.is_available():
-        raise SystemExit("gpu_runners: no CUDA device; use --cpu-smoke to check the script on CPU")
-    report = {"environment": environment(args.device), "date": time.strftime("%Y-%m-%d"),
-              "args": {k: v for k, v in vars(args).items() if isinstance(v, (int, float, str, tuple))}}
-    failed = 0
-    for name, check in CHECKS:
-        if name not in args.checks.split(","):
-            continue
-        started = time.monotonic()
-        try:
-            report[name] = check(SimpleNamespace(**vars(args)))
-        except Exception:  # a failed check is reported, and the next one still runs
-            report[name] = {"error": traceback.format_exc(limit=6)}
-            failed += 1
-        report[name + "_s"] = round(time.monotonic() - started, 1)
-        print(json.dumps({name: report[name]}, indent=1, default=str), flush=True)
-        if args.json:
-            with open(args.json, "w") as f:
-                json.dump(report, f, indent=1, default=str)
-    return 1 if failed else 0
+    return run_checks("gpu_runners", CHECKS, options(argv))
 
 
 if __name__ == "__main__":
