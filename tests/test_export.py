@@ -175,6 +175,8 @@ def test_caveats_say_what_does_not_carry_over(registry):
     notes = " ".join(export.caveats(settings(registry, adaptive=True, min_confidence=0.3)))
     assert "vLLM has no per-request adaptive draft length" in notes and "vLLM has no such option" in notes
     assert "Quantization is not exported" in notes
+    assert "Runner (auto) is not exported" in notes
+    assert "Runner (compiled)" in " ".join(export.caveats(settings(registry, runner="compiled")))
 
 
 def test_a_trimmed_draft_vocabulary_is_said_not_to_carry_over(registry):

@@ -328,6 +328,10 @@ def caveats(s: ExportSettings) -> list[str]:
             f"transformers from {s.ngram_max} down to 1; llama.cpp's ngram-simple matches exactly "
             f"{s.ngram_max} tokens."
         )
+    notes.append(f"Runner ({s.runner}) is not exported: it sets what a step costs here, not which tokens are "
+                 "accepted. vLLM compiles and captures CUDA graphs of its own (--enforce-eager turns that off), "
+                 "llama.cpp runs its own kernels, and transformers' generate() takes cache_implementation=\"static\" "
+                 "with torch.compile for what the static and compiled runners do.")
     notes.append("Quantization is not exported: each tool has its own (GGUF types, AWQ/GPTQ, bitsandbytes).")
     notes.append("The playground's int8-cpu and int4-cpu (weight-only, on PyTorch's CPU kernels, output layer in "
                  "int8) are closest to torchao's Int8WeightOnlyConfig and Int4WeightOnlyConfig (transformers' "
