@@ -189,6 +189,21 @@ def test_a_benchmark_sweep_compares_runners_and_records_each(tmp_path):
     assert all(p["identical"] for r in runs for p in r["prompts"])
 
 
+def test_the_benchmark_reports_compile_seconds_beside_the_timings_and_only_for_compiled(tmp_path, capsys):
+    """DESIGN.md: compile time is reported beside the per-token figures, never hidden. The warm-up
+    meets each shape first, so the medians leave it out and the run's summary says what it was."""
+    import json
+
+    from playground.measure import cli
+
+    out = tmp_path / "compiled.json"
+    assert cli.main(["--pair", "tiny", "--categories", "coding", "--limit", "1", "--max-new-tokens", "12",
+                     "--repeats", "1", "--warmup", "1", "--sweep", "runner=eager,compiled", "--json", str(out)]) == 0
+    eager, compiled = json.loads(out.read_text())["runs"]
+    assert "compile_s" not in eager["summary"] and compiled["summary"]["compile_s"] > 0
+    assert "compile s" in capsys.readouterr().out
+
+
 def test_a_copy_of_a_model_starts_without_its_runners_caches_and_compiled_steps(pair):
     import copy
 

@@ -26,6 +26,7 @@ COLUMNS = (  # (summary key, header, width, format)
     ("tree_verify_cost", "v(nodes)", 8, "{:.2f}"),
     ("tree_c_depth", "c/depth", 7, "{:.3f}"),
     ("tree_identical", "tree ident", 10, "{}"),
+    ("compile_s", "compile s", 9, "{:.1f}"),  # the compiled runner's first calls, outside every timing
 )
 
 
@@ -44,6 +45,9 @@ def format_report(report: dict) -> str:
             lines.append(f"  skipped {skipped['id']} ({skipped['category']}): {skipped['reason']}")
     lines.append("speedup: median over prompts of spec tok/s / AR tok/s; tok/s include prefill; "
                  "verify: one verification forward / one decoding step")
+    if any("compile_s" in run["summary"] for run in report["runs"]):
+        lines.append("compile s: seconds the compiled runner's first call of each step shape took in this "
+                     "setting's warm-up (compiling, capturing on a GPU), kept out of every tok/s")
     if any("tree_tok_s" in run["summary"] for run in report["runs"]):
         lines.append("tree/chain: median over prompts of tree tok/s / chain tok/s; nodes: per tree; "
                      "v(nodes): one tree verification / one decoding step; c/depth: one draft forward "

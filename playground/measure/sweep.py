@@ -208,6 +208,7 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report) -> list[dict]:
     report's runs, one per cell."""
     from playground.engine import factory
     from playground.engine.generate import context_problem
+    from playground.engine.runners import compile_seconds
     from playground.measure.machine import peak_memory, reset_peak_memory
     from playground.measure.runs import Setup, measure_prompt, warm_up
     from playground.measure.summary import by_category, summarize_records
@@ -222,6 +223,7 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report) -> list[dict]:
         reasons = [context_problem(setup.target, ids, config) for _, ids in encoded]
         fitting = [item for item, reason in zip(encoded, reasons) if reason is None]
         reset_peak_memory(setup.target.device)
+        compiled_before = compile_seconds(setup.target, setup.draft)
         if fitting and plan.warmup:
             warm_up(setup, fitting[0][1], config, plan.warmup)
             done += 1
@@ -238,8 +240,11 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report) -> list[dict]:
             progress(Progress(done, plan.total_runs, f"{prompt_name(prompt.id, prompt.category)} ({name})",
                               cell, record=records[-1]))
         done = (index + 1) * plan.runs_per_cell  # prompts too long for the context are skipped
+        # compiling (the warm-up meets each shape first) is kept out of the medians, and shown here
+        compiled = compile_seconds(setup.target, setup.draft) - compiled_before
         runs.append({"settings": settings_of(cell),
-                     "summary": {**summarize_records(records), "peak_memory": peak_memory(setup.target.device)},
+                     "summary": {**summarize_records(records), "peak_memory": peak_memory(setup.target.device),
+                                 **({"compile_s": round(compiled, 2)} if compiled > 0 else {})},
                      "categories": by_category(records), "prompts": records,
                      "skipped": [{"id": p.id, "category": p.category, "reason": reason}
                                  for (p, _), reason in zip(encoded, reasons) if reason is not None],

@@ -31,6 +31,15 @@ def resolve(name: str, device) -> str:
     return AUTO_RUNNER.get(str(device).split(":")[0], EAGER) if name == "auto" else name
 
 
+def compile_seconds(*models) -> float:
+    """Seconds the first call of each compiled shape took on these models (compile, and capture on
+    a GPU): what per-token timings leave out, to be reported beside them. 0 for eager and static."""
+    from playground.engine.runners.static import state_of
+
+    return sum(sum(steps.seconds.values()) for m in models if m is not None
+               for steps in [state_of(m).steps] if steps is not None)
+
+
 def make_runner(model, name: str = "auto", head=None):
     """A fresh runner (its own cache) for `model`; `head` maps hidden states to logits when the
     caller trims the output layer (None: the model's own head)."""
