@@ -114,25 +114,16 @@ def run_record(prompt, base: dict, spec: dict, greedy: bool) -> dict:
 
 
 def summarize(records: list[dict]) -> dict:
+    """The engine's rate and identity summary (measure/summary.py), with the server's own
+    acceptance figures in place of the engine's pooled α, c and v (a server reports no step costs)."""
+    from playground.measure.summary import identity_summary, rate_summary, total
+
     if not records:
         return {"prompts": 0}
-    tot = lambda k: sum(r[k] for r in records)
-    base = tot("baseline_new_tokens") / tot("baseline_seconds")
-    spec = tot("new_tokens") / tot("speculative_seconds")
-    speedups = [r["speedup"] for r in records]
-    flags = [r["identical"] for r in records if r["identical"] is not None]
-    drafted, drafts = tot("drafted"), tot("drafts")
-    return {"prompts": len(records), "baseline_tok_s": base, "speculative_tok_s": spec,
-            "speedup": statistics.median(speedups), "speedup_total": spec / base,
-            "losing_prompts": sum(s < 1 for s in speedups),
-            "alpha": tot("accepted") / drafted if drafted else None,
-            "mean_accepted_tokens": (tot("accepted") + drafts) / drafts if drafts else None,
-            "identical_prompts": sum(flags) if flags else None}
-
-
-def by_category(records):
-    cats = list(dict.fromkeys(r["category"] for r in records))
-    return {c: summarize([r for r in records if r["category"] == c]) for c in cats}
+    accepted, drafted, drafts = (total(records, k) for k in ("accepted", "drafted", "drafts"))
+    return {"prompts": len(records), **rate_summary(records), **identity_summary(records),
+            "alpha": accepted / drafted if drafted else None,
+            "mean_accepted_tokens": (accepted + drafts) / drafts if drafts else None}
 
 
 def settings_for(run, method: str) -> dict:
@@ -175,6 +166,7 @@ def report_of(measured: list[dict], encoded, run, command: str, config: dict, mo
     """The engine's report schema: a run per speculative deployment against the first (plain)."""
     from playground.measure.machine import environment
     from playground.measure.report import SCHEMA
+    from playground.measure.summary import by_category
 
     base, runs, curves = measured[0], [], {}
     for m in measured:
@@ -183,7 +175,7 @@ def report_of(measured: list[dict], encoded, run, command: str, config: dict, mo
         records = [run_record(p, b, s, run.temperature == 0)
                    for (p, _), b, s in zip(encoded, base["timed"], m["timed"])]
         runs.append({"settings": settings_for(run, m["deployment"]["name"]), "summary": summarize(records),
-                     "categories": by_category(records), "prompts": records, "skipped": []})
+                     "categories": by_category(records, summarize), "prompts": records, "skipped": []})
     plain_curve = curves.get(measured[0]["deployment"]["name"], [])
     return {"schema": SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "command": command,
             "config": config, "models": models, "environment": environment("cpu"), "runs": runs,
