@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from playground.engine.sampling import expected_speedup, expected_tokens_per_call, verify_cost
+from playground.engine.sampling import expected_speedup, verify_cost
 
 # Fates of a token, as the UI colours them.
 ACCEPTED, REJECTED, RESAMPLED, BONUS, TARGET = "accepted", "rejected", "resampled", "bonus", "target"
@@ -300,8 +300,3 @@ def acceptance_by_rank(events: list[StepEvent]) -> tuple[list[int], list[int]]:
 def output_tokens(events: list[StepEvent]) -> list[int]:
     """The generated tokens, in order."""
     return [t for e in events for t in e.emitted]
-
-
-def predicted_tokens_per_call(metrics: RunMetrics) -> float:
-    """What the formula expects for tokens per target call, to set beside the measured value."""
-    return expected_tokens_per_call(metrics.alpha, metrics.mean_gamma)
