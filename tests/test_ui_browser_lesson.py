@@ -10,7 +10,7 @@ from __future__ import annotations
 from browser import PAIR, needs_chromium, shoot
 from playwright.sync_api import expect
 
-from playground.app.lesson.steps import SAME, STEPS
+from playground.app.lesson.steps import LESS, SAME, STEPS
 
 STEP_MS = 120_000 if PAIR == "tiny" else 1_800_000
 
@@ -38,11 +38,11 @@ def test_walk_the_lesson_entering_predictions(page, tmp_path):
     if PAIR not in pair.input_value():
         pair.click()
         page.get_by_role("option", name=PAIR).first.click()
-    predictions = ["2", "0.5", SAME, "1.5", "4"]
+    predictions = ["2", "0.5", SAME, "1.5", "4", LESS]
     for i, (step, prediction) in enumerate(zip(STEPS, predictions, strict=True)):
-        expect(page.locator("#lesson-text")).to_contain_text(f"Step {i + 1} of 5: {step.title}")
-        if prediction == SAME:
-            page.locator("#lesson-choice").get_by_text(SAME).click()
+        expect(page.locator("#lesson-text")).to_contain_text(f"Step {i + 1} of {len(STEPS)}: {step.title}")
+        if prediction in (SAME, LESS):
+            page.locator("#lesson-choice").get_by_text(prediction).click()
         else:
             page.locator("#lesson-prediction input").fill(prediction)
         expect(page.locator("#lesson-status")).to_contain_text("Predict first")
@@ -61,8 +61,9 @@ def test_walk_the_lesson_entering_predictions(page, tmp_path):
         page.locator("#lesson-next").click()
     expect(page.locator("#lesson-progress")).to_contain_text("Lesson complete")
     # Back shows a finished step's result again, kept in this browser session
-    page.locator("#lesson-back").click()
-    expect(page.locator("#lesson-text")).to_contain_text("Step 4 of 5")
+    for _ in range(len(STEPS) - 4):  # back from the last step to step 4
+        page.locator("#lesson-back").click()
+    expect(page.locator("#lesson-text")).to_contain_text(f"Step 4 of {len(STEPS)}")
     expect(page.locator("#lesson-result")).to_contain_text("measured speedup")
 
 

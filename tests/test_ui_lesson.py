@@ -1,4 +1,4 @@
-"""The guided lesson: its pure bookkeeping, and its handler walked through all five steps on the
+"""The guided lesson: its pure bookkeeping, and its handler walked through all six steps on the
 tiny random pair (no download)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 
 from playground.app.lesson import steps as lesson
 from playground.app.shared.context import build_context
-from playground.app.lesson.steps import GAMMAS, SAME, STEPS, Progress
+from playground.app.lesson.steps import GAMMAS, LESS, SAME, STEPS, Progress
 from playground.app.lesson import tab as tab_lesson
 from playground.app.lesson.tab import progress_html, show_step
 
@@ -66,7 +66,7 @@ def run_step(ctx, page, progress, prediction=None, choice=None, gamma=4):
 def test_walk_the_whole_lesson_on_the_tiny_pair(ctx, page):
     progress = Progress()
     predictions = [dict(prediction=2.5), dict(prediction=0.5), dict(choice=SAME), dict(prediction=1.5, gamma=3),
-                   dict(prediction=4)]
+                   dict(prediction=4), dict(choice=LESS)]
     for i, prediction in enumerate(predictions):
         assert progress.step == i
         result, figure, progress = run_step(ctx, page, progress, **prediction)

@@ -2,13 +2,19 @@
 (the bench's own measure_prompt), with a token tree from the same draft beside the chain; and the
 points of one pair, drafter and temperature pooled into the α and c the formula is fed.
 
-The Theory and Lesson tabs both measure through this module, so neither reaches into the other.
+The Theory and Lesson tabs both measure through this module, so neither reaches into the other;
+so do the per-runner costs, c and v(k) of a pair through each runner, that they and the race's tree
+forecast read.
 """
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
+
 from playground.config import MODEL, RunConfig
 from playground.measure.points import Point, Pooled, point_from_record, pool
+from playground.measure.verify_cost import VerifyCurve, VerifyCurves
 
 
 def measure_point(
@@ -55,3 +61,93 @@ def pooled_for(
     """The matching points and their pooled α, c and v (None without a measured draft)."""
     chosen = matching(points, pair, drafter, temperature)
     return chosen, pool(chosen)
+
+
+# -- c and v(k) per runner ----------------------------------------------------------------------
+
+TREE_K = 33  # the longest curve a tree forecast measures: a 32-node tree (a few forwards more a round)
+
+
+@dataclass(frozen=True)
+class RunnerCost:
+    """c and v(k) of one loaded pair through one runner, as measured on this machine."""
+
+    runner: str  # the runner as resolved on the device (auto is what it stands for there)
+    target: VerifyCurve  # the target's v(k) and plain step
+    draft: VerifyCurve  # the draft's: its plain step is the draft step
+
+    @property
+    def c(self) -> float:
+        """One draft step ÷ one plain target step, both through this runner."""
+        return self.draft.step_s / self.target.step_s
+
+    def speedup(self, alpha: float, gamma: int) -> float:
+        """The one formula (engine/sampling) at this runner's c and measured v(γ + 1)."""
+        from playground.engine.sampling import expected_speedup
+
+        return expected_speedup(alpha, gamma, self.c, self.target.v)
+
+
+class RunnerCosts:
+    """v(k) of each loaded model per runner, measured once per app run (a fact of the machine, the
+    model as loaded and the runner), so every tab and session reads the same curves: the Theory
+    tab's, the Lesson's and the race's tree forecast. Owned by the app's context, not a global."""
+
+    def __init__(self):
+        self.holders: dict[str, VerifyCurves] = {}  # resolved runner -> its curves
+        self.lock = threading.Lock()
+
+    def curves(self, runner: str) -> VerifyCurves:
+        with self.lock:
+            return self.holders.setdefault(runner, VerifyCurves(runner))
+
+    def measure(self, loaded, runner: str, max_k: int, repeats: int = 3) -> VerifyCurve:
+        """One model's curve through `runner`, measured now unless this app run has one long enough."""
+        return self.curves(resolved(runner, loaded.device)).measure(loaded, max_k=max_k, repeats=repeats)
+
+    def cost(self, pair, runner: str, max_k: int, repeats: int = 3) -> RunnerCost:
+        """c and v(k) of a loaded pair through `runner`: the target to k = max_k, the draft to two rows
+        (its plain step is all c needs)."""
+        name = resolved(runner, pair.target.device)
+        return RunnerCost(name, self.measure(pair.target, name, max_k, repeats),
+                          self.measure(pair.draft, name, 2, repeats))
+
+    def known(self, target: str, draft: str) -> dict[str, RunnerCost]:
+        """This app run's costs of a pair by model names, per runner that has measured both models."""
+        with self.lock:
+            holders = dict(self.holders)
+        found = {}
+        for runner, holder in holders.items():
+            t, d = holder.for_model(target), holder.for_model(draft)
+            if t is not None and d is not None:
+                found[runner] = RunnerCost(runner, t, d)
+        return found
+
+    def target_curve(self, target: str, runner: str | None = None) -> VerifyCurve | None:
+        """The target's curve through `runner` (resolved), or through any runner when None: the longest."""
+        with self.lock:
+            holders = dict(self.holders)
+        if runner is not None:
+            holder = holders.get(runner)
+            return None if holder is None else holder.for_model(target)
+        found = [c for h in holders.values() if (c := h.for_model(target)) is not None]
+        return max(found, key=lambda c: len(c.v), default=None)
+
+    def tree_check(self, pair, settings: RunConfig) -> tuple[VerifyCurve | None, float | None]:
+        """What a tree race's forecast reads: the target's curve through the race's runner, measured
+        now to the tree's nodes + 1 (at most TREE_K) unless known, and c of the one-row draft step
+        when this app run measured it (else None). (None, None) for a tree past TREE_K nodes."""
+        k = settings.tree_budget + 1
+        if k > TREE_K:
+            return None, None
+        runner = resolved(settings.runner, pair.target.device)
+        curve = self.measure(pair.target, runner, max(k, settings.gamma + 1), repeats=2)
+        known = self.known(pair.target.name, pair.draft.name).get(runner)
+        return curve, None if known is None else known.c
+
+
+def resolved(runner: str, device) -> str:
+    """The runner a name stands for on this device (auto: what measured fastest there)."""
+    from playground.engine.runners import resolve
+
+    return resolve(runner, device)

@@ -89,9 +89,11 @@ def model_key(loaded) -> tuple:
 class VerifyCurves:
     """Curves measured in this session, one per (model, quantization, dtype, device).
 
-    Owned by whoever needs them (a UI tab, a benchmark run), not a module global."""
+    Owned by whoever needs them (a UI tab, a benchmark run), not a module global. runner: how
+    every curve of this holder is measured (engine/runners); one holder per runner."""
 
-    def __init__(self):
+    def __init__(self, runner: str = "auto"):
+        self.runner = runner
         self.curves: dict[tuple, VerifyCurve] = {}
         self.latest: dict[str, tuple] = {}  # model name -> key of its most recently measured curve
         self.lock = threading.Lock()
@@ -110,7 +112,7 @@ class VerifyCurves:
         with self.lock:
             known = self.curves.get(key)
             if known is None or len(known.v) < max_k:
-                known = measure_curve(loaded.model, max_k, repeats, key=key)
+                known = measure_curve(loaded.model, max_k, repeats, key=key, runner=self.runner)
                 self.curves[key] = known
             self.latest[loaded.name] = key
             return known

@@ -1,4 +1,4 @@
-"""The guided lesson's content and bookkeeping: five steps, each with a paragraph, one experiment
+"""The guided lesson's content and bookkeeping: six steps, each with a paragraph, one experiment
 and one prediction checked against a measurement. Pure data and functions (no Gradio, no model),
 so the tab only lays them out and the tests read them directly.
 """
@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 NUMBER, CHOICE = "number", "choice"
 SAME, DIFFERENT = "no detectable difference from p", "a significant difference from p"
+MORE, LESS = "more than 1.5 plain steps", "1.5 plain steps or less"  # step 6's verdicts on v(5)
+VERIFY_TOKENS, VERIFY_LINE = 5, 1.5  # step 6 asks whether v(VERIFY_TOKENS) > VERIFY_LINE
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,22 @@ STEPS = (
         allowed=GAMMAS,
         button="Measure four γ",
     ),
+    Step(
+        "What a step costs here: c and v",
+        "c and v are facts of the hardware and of how each forward runs (the **runner**: eager, static or "
+        "compiled). On a GPU at batch 1 a small model's step is *launch-bound*: each of its many small kernels "
+        "waits on its own launch, so an eager 0.5B draft costs nearly what its 1.5B target does (c near 1) and "
+        "the gain is gone; compiled steps replayed as CUDA graphs take the launches away. Verification there is "
+        "*memory-bound*: the weights are read once for all γ + 1 rows, so v stays near 1. On some CPU kernels "
+        "it is *compute-bound*: the int4 kernel works on blocks of rows, so v jumps at 5 rows. The **Theory** "
+        "tab draws v(k) for every runner side by side.",
+        "Time a few forwards of each model through the run's runner: the draft's step over the target's (c), "
+        "and one target forward over γ + 1 = 5 tokens over one (v(5)).",
+        "Will verifying 5 tokens in one target forward cost more than 1.5 plain steps here?",
+        kind=CHOICE,
+        choices=(MORE, LESS),
+        button="Measure c and v(5)",
+    ),
 )
 
 
@@ -128,6 +146,11 @@ def grade(predicted: float, measured: float, tolerance: float = 0.25) -> str:
     if measured == 0:
         return "close" if abs(predicted) <= tolerance else "off"
     return "close" if abs(predicted - measured) <= tolerance * abs(measured) else "off"
+
+
+def verify_verdict(v) -> str:
+    """Step 6's answer from a measured curve v(1), v(2), ...: is v(5) above the line?"""
+    return MORE if v[VERIFY_TOKENS - 1] > VERIFY_LINE else LESS
 
 
 def grade_gamma(predicted: int, best: int) -> str:

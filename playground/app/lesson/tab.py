@@ -1,10 +1,11 @@
-"""The Lesson tab: five short steps on the loaded pair; in each the learner predicts a number (or a
+"""The Lesson tab: six short steps on the loaded pair; in each the learner predicts a number (or a
 verdict), presses Measure, and sees the prediction beside the measurement. Progress lives in a
 gr.State, so it is kept per browser session.
 
 Measurements reuse the app's own layers: a generation through the bench's engine_run (steps 1,
-2), the fast lab (step 3), and measure/theory.py's measure_point, i.e. bench.measure's alternated
-warm timing (steps 4, 5); those points also reach this session's Theory tab.
+2), the fast lab (step 3), measure/theory.py's measure_point, i.e. bench.measure's alternated
+warm timing (steps 4, 5), whose points also reach this session's Theory tab, and the app's per-runner
+costs (step 6: c and v(k) through the run's runner, which the Theory tab draws beside the others).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class LessonPage:
     """What moving between steps redraws; field order is the order of the navigation's outputs."""
 
     state: gr.State  # this session's Progress
-    bar: gr.HTML  # the five steps, the current one marked
+    bar: gr.HTML  # the steps, the current one marked
     text: gr.Markdown  # the step's explanation and experiment
     prediction: gr.Number  # a number to predict, or
     choice: gr.Radio  # a verdict to choose
@@ -135,7 +136,8 @@ def show_step(page: LessonPage, progress: Progress) -> dict:
         page.text: step_markdown(i),
         page.prediction: gr.update(label=step.question, visible=number,
                                    value=kept["prediction"] if kept and number else None),
-        page.choice: gr.update(visible=not number, value=kept["prediction"] if kept and not number else None),
+        page.choice: gr.update(visible=not number, value=kept["prediction"] if kept and not number else None,
+                               **({} if number else {"choices": list(step.choices), "label": step.question})),
         page.gamma: gr.update(visible=i == 3),
         page.run: gr.update(value=step.button),
         page.result: kept["html"] if kept else "",
@@ -162,7 +164,7 @@ def lesson_handler(ctx: AppContext, page: LessonPage):
         except ValueError as e:
             yield from fail(page.status, str(e))
         loaded = yield from load_pair(ctx, settings, page.status)
-        outcome = yield from guarded(page.status, experiment(page, i, loaded, prompt, settings),
+        outcome = yield from guarded(page.status, experiment(page, i, loaded, prompt, settings, ctx.costs),
                                      "The measurement failed")
         for point in outcome.get("points", ()):
             ctx.measurements.add(session_of(request), point)  # the Theory tab shows them too
@@ -175,16 +177,17 @@ def lesson_handler(ctx: AppContext, page: LessonPage):
     return measure
 
 
-def experiment(page: LessonPage, i: int, loaded, prompt: str, settings):
-    """Step i's experiment in lockstep, its progress in the status box; returns its outcome."""
+def experiment(page: LessonPage, i: int, loaded, prompt: str, settings, costs):
+    """Step i's experiment in lockstep, its progress in the status box; returns its outcome.
+    costs: the app's RunnerCosts (measure/theory.py), which step 6 measures into."""
     from playground.models.text import encode_prompt
 
     ids = encode_prompt(loaded.tokenizer, prompt)
-    return (yield from streamed(lambda report: EXPERIMENTS[i](loaded, ids, settings, prompt, report),
+    return (yield from streamed(lambda report: EXPERIMENTS[i](loaded, ids, settings, prompt, report, costs),
                                 lambda message, fraction: {page.status: status_html(message, fraction)}))
 
 
-def generation(loaded, ids, settings, prompt, report) -> dict:
+def generation(loaded, ids, settings, prompt, report, costs=None) -> dict:
     """Steps 1 and 2: one speculative generation through the bench's engine_run; its events."""
     from playground.engine import factory
     from playground.measure.runs import engine_run
@@ -196,7 +199,7 @@ def generation(loaded, ids, settings, prompt, report) -> dict:
     return {"events": run.events}
 
 
-def lab_draws(loaded, ids, settings, prompt, report) -> dict:
+def lab_draws(loaded, ids, settings, prompt, report, costs=None) -> dict:
     """Step 3: the fast losslessness lab on the prompt's first token."""
     from playground.engine import factory
     from playground.measure.lab import fast_lab
@@ -208,14 +211,14 @@ def lab_draws(loaded, ids, settings, prompt, report) -> dict:
     return {"lab": last}
 
 
-def timed(loaded, ids, settings, prompt, report) -> dict:
+def timed(loaded, ids, settings, prompt, report, costs=None) -> dict:
     """Step 4: baseline and speculative runs at the chosen γ, warm and alternated (bench.measure)."""
     point = measure_point(loaded, ids, settings, 1, lambda d, t, what: report(f"Timing: ran {what} ({d}/{t})", d / t),
                           "lesson", prompt[:40])
     return {"points": [point]}
 
 
-def timed_gammas(loaded, ids, settings, prompt, report) -> dict:
+def timed_gammas(loaded, ids, settings, prompt, report, costs=None) -> dict:
     """Step 5: the same timing at each γ of lesson.GAMMAS."""
     from dataclasses import replace
 
@@ -228,4 +231,13 @@ def timed_gammas(loaded, ids, settings, prompt, report) -> dict:
     return {"points": points}
 
 
-EXPERIMENTS = (generation, generation, lab_draws, timed, timed_gammas)
+def step_costs(loaded, ids, settings, prompt, report, costs) -> dict:
+    """Step 6: c and v(1..5) of the pair through the run's runner (measured once per app run)."""
+    from playground.measure.machine import spare_a_core
+
+    report(f"Timing a few forwards of each model through the {settings.runner} runner…", None)
+    with spare_a_core():  # the same threads as the timed runs of steps 4 and 5
+        return {"cost": costs.cost(loaded, settings.runner, lesson.VERIFY_TOKENS)}
+
+
+EXPERIMENTS = (generation, generation, lab_draws, timed, timed_gammas, step_costs)

@@ -126,7 +126,43 @@ def gamma_view(predicted: float, outcome: dict, loaded) -> dict:
     return {"html": panel(rows, grade, note), "figure": fig, "measured": best.gamma, "grade": grade}
 
 
-VIEWS = (tokens_view, alpha_view, lab_view, speedup_view, gamma_view)
+def costs_view(predicted: str, outcome: dict, loaded) -> dict:
+    """Step 6: the verdict on v(5) beside the measured c and v(1..5), and what they say."""
+    cost = outcome["cost"]
+    v, k = cost.target.v, lesson.VERIFY_TOKENS
+    found = lesson.verify_verdict(v)
+    grade = "exact" if predicted == found else "off"
+    ks = list(range(1, len(v) + 1))
+    fig = go.Figure(go.Bar(x=[f"k = {x}" for x in ks], y=list(v), name="v(k)",
+                           marker_color=[SPEC_COLOR if x == k else BASELINE_COLOR for x in ks]))
+    fig.add_hline(y=lesson.VERIFY_LINE, line=dict(color=THEORY_COLOR, dash="dash"),
+                  annotation_text=f"{lesson.VERIFY_LINE:g} plain steps", annotation_position="top left")
+    finish(fig, f"v(k) through the {cost.runner} runner: one forward over k tokens ÷ one plain step",
+           "tokens in one target forward", "plain steps")
+    rows = [("your prediction", html.escape(predicted)), (f"measured v({k})", f"{v[k - 1]:.2f} plain steps"),
+            ("so verifying 5 tokens costs", html.escape(found)),
+            ("c (draft step ÷ target step)", f"{cost.c:.2f}"),
+            ("plain steps: target / draft", f"{cost.target.step_s * 1000:.1f} / {cost.draft.step_s * 1000:.1f} ms"),
+            ("runner", html.escape(cost.runner))]
+    return {"html": panel(rows, grade, costs_reading(cost.c, v)), "figure": fig, "measured": found, "grade": grade}
+
+
+def costs_reading(c: float, v) -> str:
+    """What the measured c and v(k) say about this machine, in a sentence or two."""
+    k = lesson.VERIFY_TOKENS
+    if v[k - 1] > lesson.VERIFY_LINE:
+        verify = ("Verification climbs here: the forward is compute-bound, or its kernel works on blocks of rows, "
+                  f"so γ + 1 = {k} rows cost {v[k - 1]:.2f} steps and the best γ stops before the climb.")
+    else:
+        verify = (f"Verification stays cheap here ({v[k - 1]:.2f} steps for {k} rows): the forward waits on reading "
+                  "the weights, once for all rows (memory-bound), as the paper's formula assumes.")
+    draft = (f"The draft costs {c:.2f} of a target step: nearly all of it, so its step is set by per-kernel latency "
+             "(launch-bound), not by its size." if c >= 0.8 else
+             f"The draft costs {c:.2f} of a target step: γ drafts cost γ × {c:.2f} steps.")
+    return f"{draft} {verify}"
+
+
+VIEWS = (tokens_view, alpha_view, lab_view, speedup_view, gamma_view, costs_view)
 
 
 def guides(fig: go.Figure, predicted: float, measured: float) -> None:

@@ -19,6 +19,7 @@ CSS = """
 .stats .badge.same { background: rgba(34, 160, 70, .18); color: #137333; }
 .stats .badge.diff { background: rgba(220, 40, 40, .18); color: #b42318; }
 .stats .badge.info { background: rgba(140, 140, 140, .16); }
+.stats .warn { color: #b42318; font-size: 13px; margin: 4px 0; }
 """
 
 
@@ -26,7 +27,9 @@ def placeholder() -> str:
     return '<div class="stats"><span class="hint">The numbers appear here when the race starts.</span></div>'
 
 
-def stats_html(frame: RaceFrame) -> str:
+def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None) -> str:
+    """The panel; with a tree race's measured v(k) `curve` (and the draft's one-row c), a warning
+    when the curve predicts the tree loses to the chain."""
     a = summarize(frame.baseline.events)
     s = summarize(frame.speculative.events, baseline=frame.baseline.events)
     speedup = s.tok_s / a.tok_s if a.tok_s and s.tok_s else None
@@ -43,10 +46,20 @@ def stats_html(frame: RaceFrame) -> str:
         f'<div><span class="big">{shown}</span> measured speedup '
         f'<span class="hint">(speculative tok/s ÷ autoregressive tok/s{"" if frame.done else ", so far"})'
         "</span></div>"
-        f"{badge(frame)}"
+        f"{badge(frame)}{tree_warning(frame, curve, chain_c)}"
         f"<table><tr><th></th><th>autoregressive</th><th>speculative</th></tr>{table}</table>"
         f"{theory(s)}</div>"
     )
+
+
+def tree_warning(frame: RaceFrame, curve, chain_c: float | None) -> str:
+    """measure/tree_budget's warning line, from the measured curve and this race's tree so far."""
+    from playground.measure.tree_budget import race_warning
+
+    if curve is None:
+        return ""
+    text = race_warning(frame.speculative.events, frame.baseline.events, curve.v, frame.settings, chain_c)
+    return "" if text is None else f'<p class="warn" id="tree-warning">⚠ {html.escape(text[0].upper() + text[1:])}.</p>'
 
 
 def theory(s: RunMetrics) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from playground.config import DRAFTER_LABELS, RunConfig
+from playground.config import DRAFTER_LABELS, TREE, RunConfig
 from playground.engine.events import summarize
 from playground.app.shared import controls
 from playground.app.shared import plots
@@ -121,6 +121,7 @@ def race_handler(ctx: AppContext, view: RaceView):
         pair = yield from load_pair(ctx, settings, view.status)
         flag = ctx.stops.begin(session)  # Stop raises it; the race checks it after each step
         try:
+            tree = yield from tree_check(ctx, pair, settings, view.status)
             for frame in race_frames(pair, prompt, system, settings, every=ctx.frame_every, stopped=flag.is_set):
                 if flag.is_set():  # stopped: a cut-short race is neither shown as finished nor measured,
                     # and its last output says so (Gradio re-sends a finished job's last output)
@@ -128,7 +129,7 @@ def race_handler(ctx: AppContext, view: RaceView):
                     return
                 if (point := point_from_race(frame, prompt[:40])) is not None:
                     ctx.measurements.add(session, point)
-                yield shown(view, frame, pair.random_weights)
+                yield shown(view, frame, pair.random_weights, tree)
         except ValueError as e:  # the prompt or settings do not fit the model (context length…)
             yield from fail(view.status, str(e))
         except Exception as e:
@@ -140,8 +141,18 @@ def race_handler(ctx: AppContext, view: RaceView):
     return race
 
 
-def shown(view: RaceView, frame: RaceFrame, random_weights: bool) -> dict:
-    """Every output of the view for one frame of the race."""
+def tree_check(ctx: AppContext, pair, settings: RunConfig, status):
+    """`tree = yield from tree_check(...)`: for a tree race, the target's measured v(k) (measured now
+    to the tree's nodes + 1 if this app run has none: a few forwards) and the draft's measured c, which
+    the stats panel's forecast reads (measure/tree_budget.py); (None, None) for a chain."""
+    if settings.speculation != TREE:
+        return None, None
+    yield {status: status_html("Measuring v(k) of the target for the tree's forecast (a few forwards)…")}
+    return ctx.costs.tree_check(pair, settings)
+
+
+def shown(view: RaceView, frame: RaceFrame, random_weights: bool, tree=(None, None)) -> dict:
+    """Every output of the view for one frame of the race (tree: tree_check's curve and c)."""
     base, spec = frame.baseline, frame.speculative
     a_spans, s_spans = frame.spans
     metrics = summarize(spec.events, baseline=base.events)
@@ -153,7 +164,7 @@ def shown(view: RaceView, frame: RaceFrame, random_weights: bool) -> dict:
             base.events, spec.events, metrics.predicted_speedup if metrics.drafted else None
         ),
         view.accept: plots.acceptance_by_position_figure(spec.events, metrics.alpha if metrics.drafted else None),
-        view.stats: summary.stats_html(frame),
+        view.stats: summary.stats_html(frame, *tree),
         view.status: status_html(status_line(frame, random_weights)),
     }
 

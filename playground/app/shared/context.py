@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from playground.measure.points import Measurements
+from playground.measure.theory import RunnerCosts
 
 # Every event that runs a model takes this: one shared queue for all tabs, one job at a time,
 # because the models and the CPU are shared and timings are only honest when nothing else runs.
@@ -71,6 +72,8 @@ class AppContext:
     frame_every: float = 0.15  # least seconds of computing between two redraws of a streaming view
     # Each session's measured speedups (race, sweep, "measure now"), for the theory view; bounded.
     measurements: Measurements = field(default_factory=Measurements)
+    # c and v(k) per (model, runner), measured once per app run: the Theory, Lesson and race tabs read them
+    costs: RunnerCosts = field(default_factory=RunnerCosts)
     loader: Loader | None = None  # the latest pair load; still running after a Stop until finished
     stops: StopFlags = field(default_factory=StopFlags)  # Stop pressed, per session
     wait_report_s: float = 1.0  # how often a job waiting for an earlier load says so

@@ -1,5 +1,6 @@
 """The Theory tab: the expected speedup against γ from this session's measured α and c, with the
-measured points on top, the recommended γ, and a button to measure α and c now.
+measured points on top, the recommended γ, and a button to measure α and c now; below, c and v(k)
+of the pair through each runner chosen, side by side, with the formula's speedup per runner.
 
 Points come from ctx.measurements (this session's runs: the sweep, this tab's button, and the
 race once it records its runs there), filtered to the pair, drafter and temperature chosen here.
@@ -17,6 +18,7 @@ from playground.config import KNOBS
 from playground.app.shared import controls
 from playground.app.theory import explain as theory
 from playground.app.theory import plots as theory_plots
+from playground.app.theory import runner_section
 from playground.app.shared.context import AppContext
 from playground.app.shared.flow import (check_prompt, fail, guarded, load_pair, model_job, outputs, read_settings,
                                         status_html, whole)
@@ -48,10 +50,8 @@ class TheoryView:
 
 
 def build(ctx: AppContext) -> dict:
-    from playground.measure.verify_cost import VerifyCurves
-
     spec = ctx.registry.pair(ctx.default_pair)
-    curves = VerifyCurves()  # v(k) per loaded target, measured once per app run: a machine fact
+    curves = None  # v(k) of the targets: the app's RunnerCosts (ctx.costs), shared with the race and lesson
     gr.Markdown(
         "How much should speculation help, and at which γ? The curve is the paper's formula fed with **α** "
         "and **c** measured here on this machine; the dots are speedups actually measured in this session."
@@ -101,6 +101,7 @@ def build(ctx: AppContext) -> dict:
         elem_id="th-points",
     )
     tree_plot = gr.Plot(theory_plots.tree_length_figure([], None), show_label=False, elem_id="th-tree")
+    runner_view, runners, runners_button = runner_section.build(ctx, spec.name)
 
     chosen = [pair, drafter, temperature]
     view = TheoryView(plot, explain, table, tree_plot, status)
@@ -109,13 +110,16 @@ def build(ctx: AppContext) -> dict:
     controls.describe_pair(ctx, pair)
     for control in chosen:
         control.change(redraw, chosen, figures, queue=False, api_visibility="private")
+    runner_section.wire(ctx, runner_view, runners, runners_button, chosen, gamma)
     model_job(measure, measure_handler(ctx, view, curves), [prompt, *chosen, gamma, tokens], outputs(view), status,
               "measure", stop=stop, stop_api="measure_stop")
     clear.click(clear_handler(ctx, view, curves), chosen, figures, queue=False, api_visibility="private")
     tab = gr.context.Context.block  # the enclosing gr.Tab: redraw when it is opened (points may be new)
     if isinstance(tab, gr.Tab):
         tab.select(redraw, chosen, figures, queue=False, api_visibility="private")
-    return {"view": view}
+        tab.select(runner_section.redraw_handler(ctx, runner_view), [pair, temperature, gamma],
+                   runner_section.figures(runner_view), queue=False, api_visibility="private")
+    return {"view": view, "runners": runner_view}
 
 
 def draw(ctx: AppContext, view: TheoryView, session, pair: str, drafter: str, temperature: float,
@@ -134,9 +138,11 @@ def draw(ctx: AppContext, view: TheoryView, session, pair: str, drafter: str, te
 
 
 def target_curve(ctx: AppContext, curves, pair: str):
-    if curves is None or pair not in ctx.registry.pairs:
+    """The pair's target's v(k): from `curves` when given, else the one this app run measured last."""
+    if pair not in ctx.registry.pairs:
         return None
-    return curves.for_model(ctx.registry.pair(pair).target)
+    target = ctx.registry.pair(pair).target
+    return ctx.costs.target_curve(target) if curves is None else curves.for_model(target)
 
 
 def redraw_handler(ctx: AppContext, view: TheoryView, curves=None):
@@ -182,7 +188,9 @@ def measure_handler(ctx: AppContext, view: TheoryView, curves=None):
         except ValueError as e:
             yield from fail(view.status, str(e))
         loaded = yield from load_pair(ctx, settings, view.status)
-        point = yield from guarded(view.status, measuring(view, loaded, prompt, settings, curves, progress),
+        curve_of = (lambda m: ctx.costs.measure(m, settings.runner, VERIFY_K, 3)) if curves is None else \
+            (lambda m: curves.measure(m, max_k=VERIFY_K, repeats=3))
+        point = yield from guarded(view.status, measuring(view, loaded, prompt, settings, curve_of, progress),
                                    "Measurement failed")
         session = session_of(request)
         ctx.measurements.add(session, point)
@@ -196,20 +204,20 @@ def measure_handler(ctx: AppContext, view: TheoryView, curves=None):
     return measure
 
 
-def measuring(view: TheoryView, loaded, prompt: str, settings, curves, progress):
-    """One point measured in lockstep (and the target's v(k), once per app run), its progress in the
-    status box; returns the point."""
+def measuring(view: TheoryView, loaded, prompt: str, settings, curve_of, progress):
+    """One point measured in lockstep (and the target's v(k) by curve_of, once per app run), its
+    progress in the status box; returns the point."""
     from playground.models.text import encode_prompt
 
     ids = encode_prompt(loaded.tokenizer, prompt)
 
     def work(report):
         point = measure_point(loaded, ids, settings, 1, report, "measure", short(prompt))
-        if curves is not None:  # v(k) of this target, once per app run (a few seconds)
+        if curve_of is not None:  # v(k) of this target, once per app run (a few seconds)
             from playground.measure.machine import spare_a_core
 
             with spare_a_core():  # the same threads as the runs it is set beside
-                curves.measure(loaded.target, max_k=VERIFY_K, repeats=3)
+                curve_of(loaded.target)
             report(3, 3, "v(k) of the target")
         return point
 
@@ -223,3 +231,4 @@ def measuring(view: TheoryView, loaded, prompt: str, settings, curves, progress)
 def short(prompt: str, n: int = 40) -> str:
     text = " ".join(prompt.split())
     return text if len(text) <= n else text[: n - 1] + "…"
+

@@ -1,0 +1,57 @@
+"""The Lesson's sixth step: c and v(5) of the tiny pair through the run's runner, the learner's
+verdict on v(5) graded against the measurement. The handler is called directly; no timing is
+asserted (the verdict is read off the same measured curve the step shows)."""
+
+from __future__ import annotations
+
+import html
+
+import gradio as gr
+import pytest
+
+from playground.app.lesson import steps as lesson
+from playground.app.lesson import tab as tab_lesson
+from playground.app.lesson.steps import LESS, MORE, STEPS, Progress
+from playground.app.shared.context import build_context
+
+COSTS = len(STEPS) - 1  # the step on c and v
+
+
+@pytest.fixture(scope="module")
+def lesson_tab():
+    ctx = build_context()
+    with gr.Blocks():
+        return ctx, tab_lesson.build(ctx)["view"]
+
+
+def test_the_verdict_is_read_off_v_at_five_rows():
+    assert lesson.verify_verdict([1.0, 1.1, 1.2, 1.4, 2.3]) == MORE
+    assert lesson.verify_verdict([1.0, 1.0, 1.0, 1.01, 1.02, 3.0]) == LESS
+    assert lesson.verify_verdict([1.0, 1.1, 1.2, 1.3, 1.5]) == LESS  # 1.5 itself is not more than 1.5
+    assert lesson.check_prediction(STEPS[COSTS], MORE) == MORE
+    with pytest.raises(ValueError, match="prediction must be one of"):
+        lesson.check_prediction(STEPS[COSTS], "2 steps")
+
+
+def test_the_step_offers_its_own_two_verdicts(lesson_tab):
+    _, page = lesson_tab
+    shown = tab_lesson.show_step(page, Progress(step=COSTS))
+    assert shown[page.choice]["visible"] is True and shown[page.choice]["choices"] == [MORE, LESS]
+    assert shown[page.prediction]["visible"] is False and shown[page.gamma]["visible"] is False
+    assert "c and v" in shown[page.text]
+
+
+@pytest.mark.parametrize("verdict", [MORE, LESS])
+def test_measuring_grades_the_verdict_against_the_measured_curve(lesson_tab, verdict):
+    ctx, page = lesson_tab
+    frames = list(tab_lesson.lesson_handler(ctx, page)(Progress(step=COSTS), "def add(a, b):", "tiny", None, verdict, 4))
+    last = frames[-1]
+    assert "Measured." in last[page.status]
+    spec = ctx.registry.pair("tiny")
+    cost = ctx.costs.known(spec.target, spec.draft)["eager"]  # auto is eager on a CPU: the run's runner
+    found = lesson.verify_verdict(cost.target.v)
+    result = last[page.state].results[COSTS]
+    assert result["measured"] == found and result["grade"] == ("exact" if verdict == found else "off")
+    text = html.unescape(last[page.result])
+    assert f"{cost.target.v[4]:.2f} plain steps" in text and f"{cost.c:.2f}" in text and "eager" in text
+    assert ("bound" in text) and list(last[page.plot].data[0].y) == pytest.approx(list(cost.target.v))

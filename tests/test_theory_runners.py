@@ -1,0 +1,81 @@
+"""The Theory tab's runner section: c and v(k) of the tiny pair measured per runner by its handler,
+cached per pair and runner, drawn side by side with the formula's speedup per runner once α is
+known. Handlers are called directly; no timing is asserted."""
+
+from __future__ import annotations
+
+import html
+from types import SimpleNamespace
+
+import gradio as gr
+import pytest
+
+from playground.app.shared.context import build_context
+from playground.app.theory import runner_section
+from playground.app.theory import runners as runner_views
+from playground.app.theory import tab as tab_theory
+from playground.config import MODEL
+
+REQUEST = SimpleNamespace(session_hash="learner")
+
+
+@pytest.fixture(scope="module")
+def tab():
+    ctx = build_context()
+    with gr.Blocks():
+        built = tab_theory.build(ctx)
+    return ctx, built["view"], built["runners"]
+
+
+def test_each_chosen_runner_is_measured_once_and_drawn_beside_the_others(tab):
+    ctx, _, view = tab
+    last = list(runner_section.measure_handler(ctx, view)("tiny", ["eager", "static"], 0.0, 3, REQUEST))[-1]
+    assert "Measured eager, static." in last[view.status]
+    spec = ctx.registry.pair("tiny")
+    costs = ctx.costs.known(spec.target, spec.draft)
+    assert set(costs) == {"eager", "static"}
+    for cost in costs.values():
+        assert len(cost.target.v) == runner_section.VERIFY_K and cost.target.v[0] == 1.0
+        assert cost.c == pytest.approx(cost.draft.step_s / cost.target.step_s) and cost.c > 0
+    lines = [t for t in last[view.v].data if t.type == "scatter"]
+    assert sorted(t.name.split(":")[0] for t in lines) == ["eager", "static"]
+    explain = html.unescape(last[view.explain])
+    assert "<td>eager</td>" in explain and "<td>static</td>" in explain and "needs α" in explain
+    assert "launch-bound" in explain and "memory-bound" in explain and "compute-bound" in explain
+    assert "Measure α and c now" in str(last[view.speedup].layout.annotations[0].text)  # no α yet: no curve
+    again = list(runner_section.measure_handler(ctx, view)("tiny", ["eager"], 0.0, 3, REQUEST))[-1]
+    assert ctx.costs.known(spec.target, spec.draft)["eager"].target is costs["eager"].target  # cached, not re-measured
+    assert len([t for t in again[view.v].data if t.type == "scatter"]) == 2  # both still drawn
+
+
+def test_with_alpha_measured_the_speedup_per_runner_is_the_formulas(tab):
+    ctx, main, view = tab
+    list(tab_theory.measure_handler(ctx, main)("def f(n):", "tiny", MODEL, 0.0, 3, 16, REQUEST))
+    drawn = runner_section.redraw_handler(ctx, view)("tiny", 0.0, 3, REQUEST)
+    spec = ctx.registry.pair("tiny")
+    costs = ctx.costs.known(spec.target, spec.draft)
+    alpha = ctx.measurements.get("learner")[-1].alpha
+    own = {t.name: list(t.y) for t in drawn[view.speedup].data if t.type == "scatter"}
+    for runner, cost in costs.items():
+        assert own[runner] == pytest.approx([cost.speedup(alpha, g) for g in range(len(cost.target.v))])
+        assert f"{runner}, over the fastest plain step" in own
+    assert "needs α" not in drawn[view.explain]
+
+
+def test_a_runner_outside_the_choices_is_a_message_naming_the_field(tab):
+    ctx, _, view = tab
+    with pytest.raises(gr.Error, match="runners must be one or more of: eager, static, compiled"):
+        list(runner_section.measure_handler(ctx, view)("tiny", ["warp"], 0.0, 3, REQUEST))
+    with pytest.raises(gr.Error, match="runners must be one or more of"):
+        list(runner_section.measure_handler(ctx, view)("tiny", [], 0.0, 3, REQUEST))
+
+
+def test_the_reading_of_a_curve_names_what_bounds_the_step():
+    from playground.measure.theory import RunnerCost
+    from playground.measure.verify_cost import curve_from_costs
+
+    gpu = RunnerCost("eager", curve_from_costs([18.9, 19.0, 19.2, 19.5, 20.1]), curve_from_costs([18.1, 18.2]))
+    cpu = RunnerCost("eager", curve_from_costs([79, 91, 98, 111, 185]), curve_from_costs([31.6, 38]))
+    assert "launch-bound" in runner_views.reading("eager", gpu) and "memory-bound" in runner_views.reading("eager", gpu)
+    said = runner_views.reading("eager", cpu)
+    assert "launch-bound" not in said and "jump at k = 5" in said
