@@ -9,7 +9,9 @@ Plain Python, no torch, and a leaf: it imports nothing of playground, so every l
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 
 MAX_GAMMA = 64  # past this a draft is nearly never fully accepted and verification dominates
 MAX_NEW_TOKENS = 4096  # past this a CPU run takes hours; the target's context may allow less
@@ -248,3 +250,12 @@ def parse_text(k: Knob, text: str):
             raise ValueError(f"{k.name} takes {'integers' if k.kind is int else 'numbers'}, "
                              f"got {text!r}") from None
     return text.strip()
+
+
+def cache_dir() -> Path:
+    """$PLAYGROUND_CACHE, else the user's cache dir ($XDG_CACHE_HOME or ~/.cache)/speculative-playground:
+    where the models keep checkpoints and the compiled runner inductor's caches (both layers read it here)."""
+    if os.environ.get("PLAYGROUND_CACHE"):
+        return Path(os.environ["PLAYGROUND_CACHE"]).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "speculative-playground"

@@ -18,6 +18,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from playground.config import cache_dir  # declared in the leaf: the compiled runner keeps its caches there too
 from playground.models.cachefiles import (discard, exclusive, folder_problems, record, remove_stale, replace_folder, unchanged,
                          write_manifest, write_text_atomic)
 from playground.models.registry import ModelSpec, Source
@@ -30,13 +31,6 @@ HUB_FILES = ["*.json", "*.safetensors", "tokenizer*", "*.model", "*.txt", "*.tik
 class SourceError(RuntimeError):
     """This source cannot provide the model (offline, missing, bad download); the next one is tried."""
 
-
-def cache_dir() -> Path:
-    """$PLAYGROUND_CACHE, else the user's cache dir ($XDG_CACHE_HOME or ~/.cache)/speculative-playground."""
-    if os.environ.get("PLAYGROUND_CACHE"):
-        return Path(os.environ["PLAYGROUND_CACHE"]).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "speculative-playground"
 
 
 

@@ -42,6 +42,7 @@ class RaceFrame:
     speculative: RunTrack
     settings: RunConfig
     done: bool = False
+    compile_s: float = 0.0  # seconds this pair's compiled step shapes took (once, before), outside every timing
 
     @property
     def spans(self) -> tuple[list[Span], list[Span]]:
@@ -89,6 +90,7 @@ def race_frames(
     from playground.measure.machine import spare_a_core
     from playground.measure.runs import Setup, warm_up
     from playground.engine.generate import check_inputs, generate
+    from playground.engine.runners import COMPILED, compile_seconds, resolve
     from playground.models.text import encode_prompt, eos_ids
 
     tokenizer = pair.tokenizer
@@ -102,7 +104,9 @@ def race_frames(
         # each model pay one-time costs that neither timed run should carry
         warm_up(Setup.of(pair, settings), ids[-8:], replace(config, max_new_tokens=3), 1)
         tracks = {name: new_track(name, tokenizer, settings.greedy) for name in (BASELINE, SPECULATIVE)}
-        frame = RaceFrame(tracks[BASELINE], tracks[SPECULATIVE], settings)
+        compiled = resolve(settings.runner, pair.target.model.device) == COMPILED
+        frame = RaceFrame(tracks[BASELINE], tracks[SPECULATIVE], settings,
+                          compile_s=compile_seconds(pair.target.model, pair.draft.model) if compiled else 0.0)
         yield frame  # clears the page before the first step
         streams = {
             BASELINE: generate(pair.target.model, ids, config, None, eos_token_ids=eos),

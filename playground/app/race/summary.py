@@ -48,8 +48,16 @@ def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None) -> st
         "</span></div>"
         f"{badge(frame)}{tree_warning(frame, curve, chain_c)}"
         f"<table><tr><th></th><th>autoregressive</th><th>speculative</th></tr>{table}</table>"
-        f"{theory(s)}</div>"
+        f"{compiled(frame)}{theory(s)}</div>"
     )
+
+
+def compiled(frame: RaceFrame) -> str:
+    """The compiled runner's compile seconds, beside the timings: never inside them, never out of sight."""
+    if not frame.compile_s:
+        return ""
+    return (f'<p class="hint">+ {frame.compile_s:.1f} s compiling this pair\'s step shapes (runner compiled), '
+            "once per pair and session before the first run: in neither run's compute seconds.</p>")
 
 
 def tree_warning(frame: RaceFrame, curve, chain_c: float | None) -> str:

@@ -101,15 +101,37 @@ def loading(progress: Iterator[Loading], status):
 
 
 def load_pair(ctx, settings: RunConfig, status):
-    """`pair = yield from load_pair(ctx, settings, view.status)`: the settings' pair, or a message
-    in the status box."""
+    """`pair = yield from load_pair(ctx, settings, view.status)`: the settings' pair, its step shapes
+    compiled when the runner is compiled (see compiling), or a message in the status box."""
     try:
-        return (yield from loading(ctx.load(settings), status))
+        pair = yield from loading(ctx.load(settings), status)
     except ValueError as e:
         yield from fail(status, str(e))
     except Exception as e:  # offline, disk full, no source: say so, keep serving
         log.exception("loading pair %s failed", settings.pair)
         yield from fail(status, f"Could not load pair {settings.pair!r}: {e}")
+    yield from guarded(status, compiling(pair, settings, status), f"Could not compile the steps of {pair.name}")
+    return pair
+
+
+def compiling(pair, settings: RunConfig, status):
+    """Right after the pair loads, compile the step shapes the settings' run will meet (runner
+    compiled), with progress in the status box as loading shows it: the first run then neither
+    waits for a compile in mid-race nor carries one. Once per pair and shape for the session; a
+    shape already compiled is skipped, so this yields nothing the second time."""
+    from playground.engine.runners.warmup import warm_up
+
+    for event in warm_up(pair.target.model, pair.draft.model, settings):
+        yield {status: status_html(compile_message(event), (event.index - (not event.done)) / event.total)}
+
+
+def compile_message(event) -> str:
+    """What the page says of one shape of a warm-up (runners/warmup.Compiling)."""
+    shape = f"shape {event.rows}: {event.rows} row{'s' if event.rows > 1 else ''} a forward"
+    if not event.done:
+        return (f"Compiling {event.model} step {event.index} of {event.total} ({shape}), once per pair "
+                "and session; not part of any timing…")
+    return f"Compiled {event.model} step {event.index} of {event.total} ({shape}) in {event.seconds:.1f} s."
 
 
 def in_order(knobs: dict) -> list:

@@ -3,8 +3,14 @@
 A step of n new tokens is padded to the next bucket B (1 for a draft step and plain decoding,
 then 2, 4, ... for verification and trees); each (B, capacity) gets its own compiled function,
 so a shape is compiled once and no step recompiles (dynamo's recompile limit, 8 a function,
-never comes into play). Longer inputs (a prompt) run the static step uncompiled. On a GPU the
-steps are CUDA graphs (mode "reduce-overhead"); on a CPU inductor's default code.
+never comes into play). A prompt (the first forward after a reset, whatever its length) and any
+input longer than the largest bucket run the static step uncompiled: prompts vary run to run, and
+a shape compiled for one would cost a compile for a single forward. On a GPU the steps are CUDA
+graphs (mode "reduce-overhead"); on a CPU inductor's default code.
+
+A run's shapes can be compiled ahead of it (`warm`, driven by runners/warmup.py, with progress);
+otherwise each compiles on its first call. Either way inductor's on-disk caches sit under the
+playground's cache folder (`use_disk_cache`), so a later start of the app compiles faster.
 
 Padding: the pad rows come after the real ones, so causal real rows never see them; each pad row
 sees only itself (a finite softmax); afterwards the length moves back over them, which leaves their
@@ -16,12 +22,14 @@ on every device (each bucket's output buffer is reused), and the rows handed out
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 import types
 
 import torch
 
+from playground.config import cache_dir
 from playground.engine.runners.eager import additive_mask
 from playground.engine.runners.static import StaticRunner, pattern, state_of, step, widen
 
@@ -41,10 +49,14 @@ class CompiledRunner(StaticRunner):
         self.mode = "reduce-overhead" if self.device.type == "cuda" else None
 
     def forward(self, new: list[int], positions, allowed, keep: int) -> torch.Tensor:
-        n = len(new)
-        b = self.shape_for(n)
+        b = self.shape_for(len(new)) if self.length else None
         if b is None:
             return super().forward(new, positions, allowed, keep)  # a prompt: uncompiled, once per run
+        return self.padded(new, positions, allowed, keep, b)
+
+    def padded(self, new: list[int], positions, allowed, keep: int, b: int) -> torch.Tensor:
+        """The step of b rows over `new` (n <= b rows) and b - n pad rows.  -> [keep, V]"""
+        n = len(new)
         positions, allowed = pattern(n, self.length, positions, allowed)
         self.reserve(self.length + b)
         ids, positions, allowed = pad(new, positions, allowed, b, self.length)
@@ -64,6 +76,7 @@ class CompiledRunner(StaticRunner):
         if key not in self.steps.seconds:
             with self.steps.lock:
                 if key not in self.steps.seconds:
+                    use_disk_cache()
                     started = time.perf_counter()
                     self.steps[key] = compile_step(f"step_{b}x{self.capacity}", self.mode,
                                                    self.device.type != "cuda")
@@ -81,7 +94,39 @@ class CompiledRunner(StaticRunner):
         return ready[0] if ready else bucket(n)
 
     def key(self, b: int) -> tuple:
-        return (b, self.capacity, getattr(self.head, "rows", None))  # one trimmed head per row count
+        return step_key(b, self.capacity, getattr(self.head, "rows", None))
+
+    @torch.inference_mode()  # as runs call it (CachedModel): with autograd on, tracing needs derivatives quantized kernels lack
+    def warm(self, b: int) -> float | None:
+        """Compile the step of b rows now, at this runner's capacity, on throwaway tokens (a
+        warm-up, before anything is timed): the seconds its first call took, or None when this
+        model already had it. Leaves the cache empty."""
+        if self.key(b) in self.steps.seconds:
+            return None
+        self.reset()
+        super().forward([0], None, None, 1)  # one entry, as a run has before its first step (uncompiled)
+        self.padded([0] * b, None, None, 1, b)
+        self.reset()
+        return self.steps.seconds[self.key(b)]
+
+
+def step_key(b: int, capacity: int, head_rows: int | None) -> tuple:
+    """A compiled step's key in Steps: its rows, the cache's capacity, the trimmed head's rows."""
+    return (b, capacity, head_rows)  # one trimmed head per row count
+
+
+def use_disk_cache() -> str:
+    """Inductor's on-disk caches (its FX graph and AOT autograd caches, on by default, and on a GPU
+    Triton's kernels) in the playground's cache folder rather than the system's temporary one, so
+    they outlive a reboot and sit beside the checkpoints; a TORCHINDUCTOR_CACHE_DIR the user set
+    wins. Called before the first compile, not at import: it changes the environment. (Importing
+    torchao already wrote torch's default folder into the environment, so that one counts as unset.)"""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if chosen is None or os.path.abspath(chosen) == os.path.abspath(default_cache_dir()):
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir() / "torchinductor")
+    return os.environ["TORCHINDUCTOR_CACHE_DIR"]
 
 
 def pad(new, positions, allowed, b: int, length: int):

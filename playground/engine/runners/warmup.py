@@ -1,0 +1,104 @@
+"""Compiling a run's step shapes ahead of it, once per model and shape, with progress.
+
+The compiled runner compiles each step shape on its first call; left to itself that happens in
+the middle of the first run (about 25 s a shape for the 1.5B target on two cores, cold), inside
+nobody's progress bar. `warm_up` compiles the shapes a run will meet right after its pair loads,
+on a throwaway runner, and yields an event before and after each one, so a page can say
+"compiling target step 2 of 3 (shape 8)" and then what it took. The seconds are kept with the
+model (compiled.Steps), which is how they are reported beside the timings and never inside them.
+A shape the model already has is skipped: a second warm-up compiles nothing.
+
+Which shapes a run meets (after its prompt, which runs uncompiled):
+- the target: 1 row (plain decoding: the baseline, and a step with no room left for a draft),
+  and the verification shape: γ + 1 rows (γmax + 1 when adaptive) for a chain, budget + 1 for a
+  tree; a shorter check rides on the smallest compiled shape that holds it.
+- a chain's draft: 1 row a draft token, and 2 rows after a fully accepted draft (the last draft
+  token and the bonus token, which its cache has not seen).
+- a tree's draft: 1 row, and one shape for what a draft forward reads at once: a depth's frontier
+  (at most budget / branching nodes, or the width) or the accepted path and the bonus token.
+Capacity: a step is compiled per cache capacity too (256 entries, doubled as a run needs), so a
+run that will grow past 256 entries gets its longer shapes compiled as well when `longest` says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from playground.config import MODEL, TREE, RunConfig
+from playground.engine.kvcache import CachedModel
+from playground.engine.runners import COMPILED, resolve
+from playground.engine.runners.compiled import bucket, step_key, steps_of
+from playground.engine.runners.static import MIN_CAPACITY
+
+TARGET, DRAFT = "target", "draft"
+
+
+@dataclass(frozen=True)
+class Compiling:
+    """One shape of one model's warm-up: yielded before its compile (seconds None), then after."""
+
+    model: str  # "target" or "draft"
+    index: int  # this shape's place among the shapes compiled now for this model, from 1
+    total: int  # shapes compiled now for this model (those it already had are not counted)
+    rows: int  # rows a step of this shape reads
+    capacity: int  # the cache's capacity the step is compiled for
+    seconds: float | None = None  # None: about to compile; then what its first call took
+
+    @property
+    def done(self) -> bool:
+        return self.seconds is not None
+
+
+def run_shapes(run: RunConfig) -> dict[str, tuple[int, ...]]:
+    """Rows of the compiled steps each model of this run meets, smallest first (see the module's
+    docstring); a model that drafts nothing (prompt lookup) has none. Shapes past the largest
+    bucket run uncompiled and are left out."""
+    if run.speculation == TREE:
+        verify = run.tree_budget + 1
+        frontier = math.ceil(run.tree_budget / run.tree_branching)
+        reads = max(run.tree_depth + 1, min(frontier, run.tree_width) if run.tree_width else frontier)
+        draft = (1, bucket(reads))
+    else:
+        verify = (max(run.gamma, run.gamma_max) if run.adaptive else run.gamma) + 1
+        draft = (1, 2)
+    shapes = {TARGET: (1, bucket(verify)), DRAFT: draft if run.drafter == MODEL else ()}
+    return {name: tuple(sorted({b for b in rows if b is not None})) for name, rows in shapes.items()}
+
+
+def capacities(longest: int | None) -> tuple[int, ...]:
+    """The cache capacities a run of at most `longest` entries passes through (None: the first)."""
+    out = [MIN_CAPACITY]
+    while longest is not None and out[-1] < longest:
+        out.append(out[-1] * 2)
+    return tuple(out)
+
+
+def warm_up(target, draft, run: RunConfig, longest: int | None = None) -> Iterator[Compiling]:
+    """Compile the steps this run will meet, on both models, yielding progress; nothing when the
+    run's runner is not compiled on this device, or when every shape is already compiled.
+    `longest`: most cache entries the run may hold (prompt + new tokens + a check), if known."""
+    if resolve(run.runner, target.device) != COMPILED:
+        return
+    heads = {TARGET: None, DRAFT: run.draft_vocab or None}  # the drafter factory's head, as a run builds it
+    models = {TARGET: target, DRAFT: draft}
+    for name, rows in run_shapes(run).items():
+        if rows and models[name] is not None:
+            yield from warm_model(models[name], rows, heads[name], capacities(longest), name)
+
+
+def warm_model(model, rows: tuple[int, ...], head_rows: int | None, caps: tuple[int, ...],
+               name: str = TARGET) -> Iterator[Compiling]:
+    """Compile the steps of `rows` at each capacity that `model` does not have yet, smallest first."""
+    have = steps_of(model).seconds
+    todo = [(c, b) for c in caps for b in rows if step_key(b, c, head_rows) not in have]
+    lm = None
+    for index, (capacity, b) in enumerate(todo, 1):
+        yield Compiling(name, index, len(todo), b, capacity)
+        if lm is None or lm.runner.capacity != capacity:
+            lm = CachedModel(model, head_rows=head_rows, runner=COMPILED)  # throwaway: its cache goes back to the pool
+            lm.runner.reserve(capacity)
+        seconds = lm.runner.warm(b)
+        yield Compiling(name, index, len(todo), b, capacity,
+                        seconds if seconds is not None else have[step_key(b, capacity, head_rows)])
