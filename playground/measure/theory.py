@@ -134,16 +134,14 @@ class RunnerCosts:
         return max(found, key=lambda c: len(c.v), default=None)
 
     def tree_check(self, pair, settings: RunConfig) -> tuple[VerifyCurve | None, float | None]:
-        """What a tree race's forecast reads: the target's curve through the race's runner, measured
-        now to the tree's nodes + 1 (at most TREE_K) unless known, and c of the one-row draft step
-        when this app run measured it (else None). (None, None) for a tree past TREE_K nodes."""
+        """What a tree race's forecast reads: the target's curve through the race's runner to the
+        tree's nodes + 1 (at most TREE_K) and c of the chain's one-row draft step, each measured now
+        unless this app run has it. (None, None) for a tree past TREE_K nodes."""
         k = settings.tree_budget + 1
         if k > TREE_K:
             return None, None
-        runner = resolved(settings.runner, pair.target.device)
-        curve = self.measure(pair.target, runner, max(k, settings.gamma + 1), repeats=2)
-        known = self.known(pair.target.name, pair.draft.name).get(runner)
-        return curve, None if known is None else known.c
+        cost = self.cost(pair, settings.runner, max(k, settings.gamma + 1), repeats=2)
+        return cost.target, cost.c
 
 
 def resolved(runner: str, device) -> str:
