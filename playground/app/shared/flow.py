@@ -110,7 +110,7 @@ def load_pair(ctx, settings: RunConfig, status):
     except Exception as e:  # offline, disk full, no source: say so, keep serving
         log.exception("loading pair %s failed", settings.pair)
         yield from fail(status, f"Could not load pair {settings.pair!r}: {e}")
-    yield from guarded(status, compiling(pair, settings, status), f"Could not compile the steps of {pair.name}")
+    yield from guarded(status, compiling(pair, settings, status), f"Could not compile the steps of {settings.pair or 'the default pair'}")
     return pair
 
 
