@@ -22,6 +22,7 @@ from typing import Callable
 
 from playground.models.checkpoints import SourceError, cache_dir, hub_checkpoint, local_checkpoint, pack_checkpoint  # noqa: F401
 from playground.config import AUTO_QUANTIZATION
+from playground.models import gguf_file
 from playground.models.registry import DEVICES, DTYPES, QUANTIZATIONS, ModelSpec, PairSpec, Registry, Source
 
 BITSANDBYTES = ("nf4", "int8")  # quantized while loading a checkpoint; the others after (cpu_quant.py)
@@ -169,7 +170,11 @@ def load_from(source: Source, spec: ModelSpec, device, dtype, quantization, repo
         path = pack_checkpoint(source.ref, report)
     report(f"{spec.name}: loading ({dtype}, quantization {quantization}, {device})", None)
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=spec.trust_remote_code)
-    return load_weights(path, device, dtype, quantization, spec), tokenizer
+    model = load_weights(path, device, dtype, quantization, spec)
+    locate = gguf_file.locator(source, report)
+    if locate is not None:  # the llamacpp runner runs this file itself
+        gguf_file.record(model, locate)
+    return model, tokenizer
 
 
 def load_weights(path: Path, device, dtype, quantization, spec: ModelSpec):
@@ -208,6 +213,7 @@ def load_tiny(role: str, device, dtype, quantization, name):
     model = target if role == "target" else draft
     if quantization not in BITSANDBYTES:
         model = model.to(device=device, dtype=getattr(torch, dtype)).eval()
+        gguf_file.record(model, gguf_file.written_locator(model, tokenizer))  # written in float32 when asked
         return after_loading(model, quantization), tokenizer
     with tempfile.TemporaryDirectory(prefix="tiny-") as tmp:
         model.save_pretrained(tmp)

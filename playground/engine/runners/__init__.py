@@ -15,13 +15,16 @@ static: a StaticCache of fixed capacity; rollback moves an integer, the rejected
   buffer behind the mask; explicit position ids and a 4D mask as long as the cache.
 compiled: the static runner with each fixed-shape step compiled once (torch.compile; CUDA graphs on
   a GPU) and shorter inputs padded up to the next shape.
+llamacpp: llama.cpp's kernels on the GGUF file the model was loaded from (llama-cpp-python, an
+  optional extra); its KV memory is the cache, rollback `llama_memory_seq_rm`, a tree's branches
+  sequence ids.
 """
 
 from __future__ import annotations
 
 from playground.config import AUTO_RUNNER, RUNNERS
 
-EAGER, STATIC, COMPILED = "eager", "static", "compiled"
+EAGER, STATIC, COMPILED, LLAMACPP = "eager", "static", "compiled", "llamacpp"
 
 
 def resolve(name: str, device) -> str:
@@ -48,6 +51,10 @@ def make_runner(model, name: str = "auto", head=None):
         from playground.engine.runners.eager import EagerRunner
 
         return EagerRunner(model, head)
+    if kind == LLAMACPP:
+        from playground.engine.runners.llamacpp import LlamaCppRunner
+
+        return LlamaCppRunner(model, head)
     if kind == STATIC:
         from playground.engine.runners.static import StaticRunner
 
