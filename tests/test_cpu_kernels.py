@@ -30,6 +30,18 @@ def test_command_prints_a_row_per_candidate_and_runner_and_writes_the_json(tmp_p
     assert hybrid["v"][2] == pytest.approx(bf16["v"][2] * bf16["step_ms"] / int4["step_ms"])
 
 
+def test_the_draft_is_loaded_and_measured_when_asked(tmp_path):
+    """--model draft: the pair's draft as the candidate holds it (the tiny draft has 1 layer, its target 4)."""
+    candidate = cpu_kernels.CANDIDATES["int8-cpu"]
+    assert cpu_kernels.load_as(candidate, "tiny", "draft").config.num_hidden_layers == 1
+    assert cpu_kernels.load_as(candidate, "tiny").config.num_hidden_layers == 4
+    out = tmp_path / "draft.json"
+    assert cpu_kernels.main(["--pair", "tiny", "--model", "draft", "--candidates", "int8-cpu", "--runners",
+                             "eager", "--max-k", "2", "--repeats", "1", "--json", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["candidate"] == "int8-cpu" and row["step_ms"] > 0 and len(row["v"]) == 2
+
+
 def test_hybrid_takes_the_int4_step_and_the_bf16_multi_token_costs():
     rows = [Row("int4-cpu", "eager", 80.0, [1.0, 1.2, 1.4, 2.3], 1.0),
             Row("bf16", "eager", 200.0, [1.0, 1.0, 1.02, 1.05], 1.0)]

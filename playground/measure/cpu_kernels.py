@@ -1,7 +1,8 @@
 """Which CPU kernel keeps verification flat: the target's plain step and v(2..K) per kernel and runner.
 
     python -m playground.measure.cpu_kernels [--candidates int4-cpu,bf16,...] [--runners eager,...]
-                                             [--pair NAME] [--max-k 8] [--repeats 3] [--json out.json]
+                                             [--pair NAME] [--model target|draft] [--max-k 8] [--repeats 3]
+                                             [--load-library PATH.so] [--json out.json]
 
 Issue 20 asks for a CPU path where a forward over 2-8 tokens costs little more than one, at a plain
 step no slower than int4-cpu's. Each candidate is one way to hold the target's linear layers; each
@@ -13,7 +14,8 @@ v(k) is measured as everywhere else (verify_cost.measure_curve: k new tokens aft
 Why it differs by kernel: at batch 1 a step reads every weight once, so it waits on memory and a few
 more rows ride along for free, unless the kernel does arithmetic per row that costs more than the
 read (dequantizing in registers for each block of rows, as PyTorch's int4/int8 pack kernels do for
-blocks of 4): then each block costs about a step. The `hybrid` row is derived, not loaded: int4-cpu
+blocks of 4): then each block costs about a step; da8w4 (int8 activations x int4 weights, integer
+dot products) does far less arithmetic per row, so it stays flat to 4 rows. The `hybrid` row is derived, not loaded: int4-cpu
 eager for a plain step, bf16 eager for k > 1 (both weight copies resident).
 """
 
@@ -65,7 +67,7 @@ class Row:
 
 
 def apply_torchao(model, which: str) -> None:
-    """Quantize the model's linear layers in place with torchao's weight-only configs."""
+    """Quantize the model's linear layers in place with a torchao config (weight-only, or da8w4)."""
     from torchao.quantization import Int8WeightOnlyConfig, quantize_
 
     if which == "int8":
@@ -75,19 +77,21 @@ def apply_torchao(model, which: str) -> None:
 
         config = PrototypeInt4WeightOnlyConfig(group_size=128, set_inductor_config=False)
     else:  # da8w4: each token's activations quantized to uint8, the int4 weights dequantized to int8 tiles
-        from torchao.prototype.quantization.int4.inference_workflow import Int8DynamicActivationInt4WeightConfig
+        from torchao.prototype.quantization.int4.inference_workflow import (
+            Int8DynamicActivationInt4WeightConfig,
+        )
 
         config = Int8DynamicActivationInt4WeightConfig(group_size=128, set_inductor_config=False)
     quantize_(model, config)
 
 
-def load_target(candidate: Candidate, pair: str | None):
-    """The pair's target as this candidate holds it (the model only; the draft is not needed)."""
+def load_as(candidate: Candidate, pair: str | None, role: str = "target"):
+    """The pair's target (or draft) as this candidate holds it; the other model is not loaded."""
     from playground.models.loading import load_model
     from playground.models.registry import load_registry
 
     registry = load_registry()
-    spec = registry.model(registry.pair(pair).target)
+    spec = registry.model(getattr(registry.pair(pair), role))
     loaded = load_model(spec, quantization=candidate.quantization, dtype=candidate.dtype, device="cpu")
     if candidate.torchao:
         apply_torchao(loaded.model, candidate.torchao)
@@ -134,7 +138,7 @@ def hybrid_row(rows: list[Row]) -> Row | None:
 
 
 def measure_all(candidates: list[Candidate], runners: list[str], pair: str | None, max_k: int,
-                repeats: int) -> list[Row]:
+                repeats: int, role: str = "target") -> list[Row]:
     """One model load per candidate; each runner measured on it in turn. A candidate that cannot
     load or run (torchao missing, a kernel that refuses the shapes) gives a row saying why."""
     rows: list[Row] = []
@@ -146,7 +150,7 @@ def measure_all(candidates: list[Candidate], runners: list[str], pair: str | Non
                 continue
             started = time.perf_counter()
             try:
-                model = load_target(candidate, pair)
+                model = load_as(candidate, pair, role)
             except (ImportError, ValueError, RuntimeError, TypeError, AssertionError) as error:
                 rows += [Row(candidate.name, r, float("nan"), [], 0.0, f"failed to load: {error}") for r in mine]
                 bar.update(len(mine))
@@ -196,6 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                         type=lambda s: parse_list(s, CANDIDATES, "--candidates"))
     parser.add_argument("--runners", default=",".join(RUNNERS), type=lambda s: parse_list(s, RUNNERS, "--runners"))
     parser.add_argument("--pair", default=None, help="a pair in models.yaml (default: the default pair)")
+    parser.add_argument("--model", default="target", choices=("target", "draft"),
+                        help="which model of the pair (the draft's plain step gives c)")
     parser.add_argument("--max-k", type=int, default=8, choices=range(2, 33), metavar="2..32")
     parser.add_argument("--repeats", type=int, default=3, choices=range(1, 51), metavar="1..50")
     parser.add_argument("--json", default=None, help="also write the rows here")
@@ -210,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     from playground.measure.cli import quiet_transformers
 
     quiet_transformers()
-    rows = measure_all([CANDIDATES[n] for n in args.candidates], args.runners, args.pair, args.max_k, args.repeats)
+    rows = measure_all([CANDIDATES[n] for n in args.candidates], args.runners, args.pair, args.max_k, args.repeats,
+                       args.model)
     print(format_table(rows, args.max_k))
     if args.json:
         with open(args.json, "w") as out:
