@@ -15,8 +15,9 @@ Why it differs by kernel: at batch 1 a step reads every weight once, so it waits
 more rows ride along for free, unless the kernel does arithmetic per row that costs more than the
 read (dequantizing in registers for each block of rows, as PyTorch's int4/int8 pack kernels do for
 blocks of 4): then each block costs about a step; da8w4 (int8 activations x int4 weights, integer
-dot products) does far less arithmetic per row, so it stays flat to 4 rows. The `hybrid` row is derived, not loaded: int4-cpu
-eager for a plain step, bf16 eager for k > 1 (both weight copies resident).
+dot products) does far less arithmetic per row, so it stays flat to 4 rows. The `hybrid` row is
+derived, not loaded: int4-cpu eager for a plain step, bf16 eager for k > 1 (both weight copies
+resident).
 """
 
 from __future__ import annotations
