@@ -126,6 +126,8 @@ class CachePool:
         with self.lock:
             self.free.append(cache)
 
+    @torch.inference_mode(False)  # normal tensors even when a forward grows the cache: a rollback,
+    # outside inference mode, moves the length in place, which an inference tensor refuses
     def new(self, capacity: int) -> StaticCache:
         text = self.config.get_text_config()
         cache = StaticCache(config=self.config, max_cache_len=capacity)
