@@ -27,7 +27,15 @@ from playground.engine.events import output_tokens
 from playground.engine.generate import generate
 from playground.engine.runners import compile_seconds
 from playground.engine.runners.compiled import steps_of, use_disk_cache
-from playground.engine.runners.warmup import DRAFT, TARGET, capacities, run_shapes, warm_model, warm_up
+from playground.engine.runners.warmup import (
+    DRAFT,
+    TARGET,
+    capacities,
+    run_capacities,
+    run_shapes,
+    warm_model,
+    warm_up,
+)
 from playground.models.cpu_quant import quantize_for_cpu
 from playground.models.tiny import tiny_pair
 
@@ -51,7 +59,10 @@ def test_the_shapes_a_run_meets():
     assert run_shapes(replace(CHAIN, adaptive=True, gamma_max=6)) == {TARGET: (1, 8), DRAFT: (1, 2)}
     assert run_shapes(TREE) == {TARGET: (1, 8), DRAFT: (1, 4)}  # 7 nodes + 1; depth + 1 and 4 frontier nodes
     assert run_shapes(replace(CHAIN, drafter="prompt_lookup", gamma=40)) == {TARGET: (1,), DRAFT: ()}  # 41: uncompiled
-    assert capacities(None) == (256,) and capacities(600) == (256, 512, 1024)
+    assert capacities() == (256,) and capacities(0, 600) == (256, 512, 1024)
+    assert capacities(600, 1000) == (256, 1024)  # a long prompt: 512 is never stepped in, 256 by the race's warm-up
+    assert run_capacities(CHAIN, None) == (256,) and run_capacities(CHAIN, 200) == (256,)  # 200 + 24 + 8 fit
+    assert run_capacities(CHAIN, 230) == (256, 512)
 
 
 def test_warm_up_compiles_each_shape_once_in_order_then_nothing(models):
@@ -90,11 +101,23 @@ def test_a_cpu_quantized_model_warms_up_as_its_runs_call_it():
     a run never calls it, fails to trace; compiled as runs call it, the run afterwards adds nothing."""
     target = tiny_pair(seed=1)[0]
     quantize_for_cpu(target, "int8-cpu")
-    events = list(warm_model(target, (1,), None, capacities(None)))
+    events = list(warm_model(target, (1,), None, capacities()))
     assert [(e.rows, e.done) for e in events] == [(1, False), (1, True)]
     seconds = compile_seconds(target)
     list(generate(target, SHORT_PROMPT, factory.spec_config(replace(CHAIN, max_new_tokens=6))))
     assert compile_seconds(target) == seconds and compiled_rows(target) == [1]
+
+
+def test_a_static_cache_grown_in_a_forward_still_rolls_back(models):
+    """Met by the warm-up's longer caches: a cache the runner grows inside a forward (inference
+    mode) is still rolled back in place outside it, so the pool makes its tensors normal ones."""
+    target = models[0]
+    stranger = tiny_pair(seed=5)[1]  # another pair's draft: rejections, so rollbacks, every few tokens
+    prompt = [(7 * i + 3) % 250 for i in range(250)]  # 250 + 4 drafts fit 256; the second step grows it
+    run = replace(CHAIN, runner="static", max_new_tokens=12)
+    expected = output_tokens(list(generate(target, prompt, factory.spec_config(replace(run, runner="eager")))))
+    drafter = factory.make_drafter(run, stranger)
+    assert output_tokens(list(generate(target, prompt, factory.spec_config(run), drafter))) == expected
 
 
 def test_no_warm_up_for_other_runners(models):
@@ -151,6 +174,17 @@ def test_a_compiled_race_shows_compile_progress_then_its_seconds_beside_the_timi
     again = list(race_handler(ctx, view)("def fibonacci(n):", "", *knobs()))  # kept for the session
     assert not any("Compiling" in html.unescape(o[view.status]) for o in again)
     assert "s compiling this pair" in html.unescape(again[-1][view.stats])
+
+
+def test_a_race_whose_prompt_fills_the_first_cache_compiles_the_longer_one_first(app):
+    ctx, view = app
+    prompt = "def fibonacci(n):\n" * 13  # 234 bytes and the chat template: the run steps past 256 entries
+    outputs = list(race_handler(ctx, view)(prompt, "", *knobs(max_new_tokens=8)))
+    said = [text(o[view.status]) for o in outputs if "Compil" in text(o[view.status])]
+    assert any("512-entry cache" in s for s in said)  # the longer cache's shapes, before the race
+    assert "Done" in outputs[-1][view.status]
+    again = list(race_handler(ctx, view)(prompt, "", *knobs(max_new_tokens=8)))
+    assert not any("Compil" in text(o[view.status]) for o in again)
 
 
 def test_an_eager_race_compiles_nothing_and_says_nothing_of_it(app):

@@ -118,7 +118,7 @@ def race_handler(ctx: AppContext, view: RaceView):
                 check_prompt(system, "system prompt", empty_ok=True)
         except ValueError as e:
             yield from fail(view.status, str(e))
-        pair = yield from load_pair(ctx, settings, view.status)
+        pair = yield from load_pair(ctx, settings, view.status, prompt=(prompt, system))
         flag = ctx.stops.begin(session)  # Stop raises it; the race checks it after each step
         try:
             tree = yield from tree_check(ctx, pair, settings, view.status)

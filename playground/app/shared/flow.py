@@ -100,9 +100,10 @@ def loading(progress: Iterator[Loading], status):
         yield {status: status_html(f"Loading: {report.message}", report.fraction)}
 
 
-def load_pair(ctx, settings: RunConfig, status):
+def load_pair(ctx, settings: RunConfig, status, prompt: tuple[str, str] | None = None):
     """`pair = yield from load_pair(ctx, settings, view.status)`: the settings' pair, its step shapes
-    compiled when the runner is compiled (see compiling), or a message in the status box."""
+    compiled when the runner is compiled (see compiling), or a message in the status box.
+    `prompt` (text, system prompt), when a tab knows it: also the longer caches that prompt needs."""
     try:
         pair = yield from loading(ctx.load(settings), status)
     except ValueError as e:
@@ -110,24 +111,39 @@ def load_pair(ctx, settings: RunConfig, status):
     except Exception as e:  # offline, disk full, no source: say so, keep serving
         log.exception("loading pair %s failed", settings.pair)
         yield from fail(status, f"Could not load pair {settings.pair!r}: {e}")
-    yield from guarded(status, compiling(pair, settings, status), f"Could not compile the steps of {settings.pair or 'the default pair'}")
+    yield from guarded(status, compiling(pair, settings, status, prompt),
+                       f"Could not compile the steps of {settings.pair or 'the default pair'}")
     return pair
 
 
-def compiling(pair, settings: RunConfig, status):
+def compiling(pair, settings: RunConfig, status, prompt: tuple[str, str] | None = None):
     """Right after the pair loads, compile the step shapes the settings' run will meet (runner
     compiled), with progress in the status box as loading shows it: the first run then neither
     waits for a compile in mid-race nor carries one. Once per pair and shape for the session; a
     shape already compiled is skipped, so this yields nothing the second time."""
     from playground.engine.runners.warmup import warm_up
 
-    for event in warm_up(pair.target.model, pair.draft.model, settings):
+    length = prompt_length(pair, settings, prompt)
+    for event in warm_up(pair.target.model, pair.draft.model, settings, length):
         yield {status: status_html(compile_message(event), (event.index - (not event.done)) / event.total)}
+
+
+def prompt_length(pair, settings: RunConfig, prompt: tuple[str, str] | None) -> int | None:
+    """The prompt's tokens, or None when unknown or when it does not fit the target's context (the
+    run then refuses it, naming the field: nothing is compiled for it first)."""
+    from playground.engine import factory
+    from playground.engine.generate import context_problem
+    from playground.models.text import encode_prompt
+
+    if prompt is None:
+        return None
+    ids = encode_prompt(pair.tokenizer, prompt[0], system=prompt[1] or None)
+    return None if context_problem(pair.target.model, ids, factory.spec_config(settings)) else len(ids)
 
 
 def compile_message(event) -> str:
     """What the page says of one shape of a warm-up (runners/warmup.Compiling)."""
-    shape = f"shape {event.rows}: {event.rows} row{'s' if event.rows > 1 else ''} a forward"
+    shape = f"shape {event.rows}: {event.rows} row{'s' if event.rows > 1 else ''} a forward, {event.capacity}-entry cache"
     if not event.done:
         return (f"Compiling {event.model} step {event.index} of {event.total} ({shape}), once per pair "
                 "and session; not part of any timing…")

@@ -16,8 +16,10 @@ Which shapes a run meets (after its prompt, which runs uncompiled):
   token and the bonus token, which its cache has not seen).
 - a tree's draft: 1 row, and one shape for what a draft forward reads at once: a depth's frontier
   (at most budget / branching nodes, or the width) or the accepted path and the bonus token.
-Capacity: a step is compiled per cache capacity too (256 entries, doubled as a run needs), so a
-run that will grow past 256 entries gets its longer shapes compiled as well when `longest` says so.
+Capacity: a step is compiled per cache capacity too (256 entries, doubled as a run needs). Given
+the prompt's length, the warm-up also compiles the capacities a run of that prompt steps in (from
+the one holding the prompt to the one holding all its new tokens); 256 always, where every short
+warm-up run steps.
 """
 
 from __future__ import annotations
@@ -67,25 +69,37 @@ def run_shapes(run: RunConfig) -> dict[str, tuple[int, ...]]:
     return {name: tuple(sorted({b for b in rows if b is not None})) for name, rows in shapes.items()}
 
 
-def capacities(longest: int | None) -> tuple[int, ...]:
-    """The cache capacities a run of at most `longest` entries passes through (None: the first)."""
-    out = [MIN_CAPACITY]
-    while longest is not None and out[-1] < longest:
-        out.append(out[-1] * 2)
+def capacities(shortest: int = 0, longest: int = 0) -> tuple[int, ...]:
+    """The first capacity, and those a run steps in while its cache holds `shortest` to `longest`
+    entries (the runner doubles it from the first until a step fits)."""
+    out, capacity = [MIN_CAPACITY], MIN_CAPACITY
+    while capacity < longest:
+        capacity *= 2
+        if capacity >= shortest:
+            out.append(capacity)
     return tuple(out)
 
 
-def warm_up(target, draft, run: RunConfig, longest: int | None = None) -> Iterator[Compiling]:
+def run_capacities(run: RunConfig, prompt_tokens: int | None) -> tuple[int, ...]:
+    """Capacities a run of this prompt steps in: its first compiled step comes after the prompt, its
+    last holds every new token and a padded step (None: the prompt unknown, the first capacity)."""
+    if prompt_tokens is None:
+        return capacities()
+    widest = max(max(rows, default=1) for rows in run_shapes(run).values())
+    return capacities(prompt_tokens + 1, prompt_tokens + run.max_new_tokens + widest)
+
+
+def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None) -> Iterator[Compiling]:
     """Compile the steps this run will meet, on both models, yielding progress; nothing when the
     run's runner is not compiled on this device, or when every shape is already compiled.
-    `longest`: most cache entries the run may hold (prompt + new tokens + a check), if known."""
+    `prompt_tokens`: the prompt's length, if known (see run_capacities)."""
     if resolve(run.runner, target.device) != COMPILED:
         return
     heads = {TARGET: None, DRAFT: run.draft_vocab or None}  # the drafter factory's head, as a run builds it
     models = {TARGET: target, DRAFT: draft}
     for name, rows in run_shapes(run).items():
         if rows and models[name] is not None:
-            yield from warm_model(models[name], rows, heads[name], capacities(longest), name)
+            yield from warm_model(models[name], rows, heads[name], run_capacities(run, prompt_tokens), name)
 
 
 def warm_model(model, rows: tuple[int, ...], head_rows: int | None, caps: tuple[int, ...],
