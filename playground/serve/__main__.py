@@ -1,6 +1,7 @@
 """`python -m playground.serve`: served engines from the command line.
 
   python -m playground.serve setup vllm [--venv DIR] [--force]   create vLLM's own venv
+  python -m playground.serve setup llamacpp                       build llama-cpp-python into this python
   python -m playground.serve status                               where it is, whether it is ready
 """
 
@@ -17,13 +18,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m playground.serve", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     setup = sub.add_parser("setup", help="create a served engine's environment")
-    setup.add_argument("engine", choices=["vllm"])
+    setup.add_argument("engine", choices=["vllm", "llamacpp"])
     setup.add_argument("--venv", type=Path, default=None, help="where (default: <cache>/vllm-venv)")
     setup.add_argument("--force", action="store_true", help="make it anew even if it is ready")
     sub.add_parser("status", help="where vLLM's environment is and whether it is ready")
     args = ap.parse_args(argv)
     if args.cmd == "setup":
         try:
+            if args.engine == "llamacpp":
+                from playground.measure.served.llamacpp_extra import setup_llamacpp
+
+                setup_llamacpp()
+                return 0
             environment.setup_vllm(args.venv, force=args.force)
         except RuntimeError as e:
             print(f"error: {e}", file=sys.stderr)
