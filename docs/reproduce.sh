@@ -68,11 +68,24 @@ python -m playground.measure.profile $EARLIER --gamma 4 --max-new-tokens 96 --dr
 python -m playground.measure.profile $EARLIER --gamma 4 --max-new-tokens 96 --draft-vocab 0 | tee out/profile.txt
 # The losslessness lab, fast against slow, on the default pair (about 4 min)
 python -m playground.measure.lab_timing --pair default $EARLIER --draws 20000 --slow-draws 400 | tee out/lab-timing.txt
+# Runners - eager against compiled, alternated per cell (about 6 min; the compiled one also compiles)
+python -m playground.bench --categories coding --limit 2 --temperature 0 --repeats 3 --sweep runner=eager,compiled \
+    --json out/runners.json
+# CPU kernels - plain step and v(2..8) of the target per kernel and runner (about 40 min; see the section)
+python -m playground.measure.cpu_kernels --json out/cpu_kernels.json
+# The llamacpp runner and llama.cpp's own plain decoding (the optional extra; about 15 min)
+if python -m playground.serve setup llamacpp; then
+  python -m playground.bench --categories coding --limit 4 --temperature 0 --max-new-tokens 96 --repeats 1 \
+      --sweep runner=llamacpp gamma=2,3,4 --json out/llamacpp.json
+  python -m playground.bench --categories coding --limit 4 --temperature 0 --max-new-tokens 96 --repeats 1 \
+      --runner llamacpp --reference llama.cpp --json out/llamacpp-reference.json
+fi
 # Table 5 - the GPU oracle and the app's CUDA paths (one CUDA GPU, no network, no model files;
 # about 12 min on an H200; skipped without a GPU)
 if python -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
   python -m playground.measure.gpu_oracle --json out/gpu_oracle.json
   python -m playground.measure.gpu_paths --json out/gpu_paths.json
+  python -m playground.measure.gpu_runners --json out/gpu_runners.json
 else
   echo "no CUDA GPU: table 5 (the GPU oracle and CUDA paths) not run"
 fi
