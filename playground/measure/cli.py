@@ -121,9 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="timed runs per prompt and method; the median is reported (default 3)")
     timing.add_argument("--warmup", type=int_in(0, 100), default=1,
                         help="untimed warm-up rounds per setting (default 1)")
-    timing.add_argument("--reference", choices=["transformers"],
-                        help="also time transformers' generate() and assisted generation, "
-                             "same models and settings")
+    timing.add_argument("--reference", choices=["transformers", "llama.cpp"],
+                        help="transformers: also time its generate() and assisted generation, same models and "
+                             "settings; llama.cpp: also time llama.cpp's own plain decoding of the target's GGUF "
+                             "file (needs llama-cpp-python, an optional extra)")
     served = p.add_argument_group("served engines (docs/benchmarks.md, 'Served engines')")
     served.add_argument("--served", metavar="vllm|URL[,URL]",
                         help="time vLLM instead of our engine: 'vllm' starts plain and speculative servers "
@@ -161,10 +162,12 @@ def make_plan(args) -> Plan:
     except ValueError as error:
         raise SettingError("--pair", str(error)) from None
     check_target_quantizations(args)
+    check_reference(args)
     axes = parse_axes(args.sweep)
     take_suggestions(args, spec)
     plan = sweep.make_plan(Grid(base_run(args, spec.name), axes), prompts, repeats=args.repeats,
                            warmup=args.warmup, tree=args.tree, reference=args.reference == "transformers",
+                           llamacpp=args.reference == "llama.cpp",
                            command=shlex.join(["python", "-m", "playground.bench", *args.argv]))
     if args.png and len({c.gamma for c in plan.cells}) < 2:
         raise SettingError("--png", "the speedup-vs-gamma plot needs a gamma sweep, "
@@ -194,6 +197,18 @@ def base_run(args, pair: str) -> RunConfig:
         return RunConfig(pair=pair, **{name: getattr(args, name) for name in RUN_FLAGS})
     except ValueError as error:
         raise SettingError(KNOBS[str(error).split(" ", 1)[0]].flag, str(error)) from None
+
+
+def check_reference(args) -> None:
+    from playground.measure.reference_llamacpp import check_installed
+
+    if args.reference == "llama.cpp":
+        if args.served:
+            raise SettingError("--reference", "llama.cpp is timed beside our engine, not with --served")
+        try:
+            check_installed()
+        except ValueError as error:
+            raise SettingError("--reference", str(error)) from None
 
 
 def check_target_quantizations(args) -> None:
@@ -296,6 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = PairCache(load_registry())
     try:
         check_drafters(parser, plan, load_pair(args, plan, cache))
+        check_gguf(parser, plan, load_pair(args, plan, cache))
         report = run_benchmark(args, plan, cache)
     except (ValueError, RuntimeError) as error:  # a draft quantization that fails to load, say
         print(f"{parser.prog}: error: could not load pair {plan.pair!r}: {error}", file=sys.stderr)
@@ -307,6 +323,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def check_gguf(parser, plan: Plan, pair) -> None:
+    """--reference llama.cpp: the target must have been loaded from a GGUF file, before anything is timed."""
+    from playground.measure.reference_llamacpp import gguf_path
+
+    if plan.llamacpp:
+        try:
+            gguf_path(pair.target.model)
+        except ValueError as error:
+            parser.error(f"argument --reference: {error}")
 
 
 def check_drafters(parser, plan: Plan, pair) -> None:
@@ -342,6 +369,7 @@ def compare_targets(parser, args, plan: Plan) -> int:
                   file=sys.stderr)
             return 1
         check_drafters(parser, plan, pair)
+        check_gguf(parser, plan, pair)
         curves[q] = measure_curve(pair.target.model, max_k=MAX_K, repeats=3,
                                   key=(pair.target.name, q, pair.target.dtype, pair.target.device))
         del pair

@@ -21,6 +21,14 @@ def plain_rate(report: dict) -> float:
     return tokens / seconds if seconds else 0.0
 
 
+def llamacpp_rate(reports: dict[str, dict]) -> float | None:
+    """llama.cpp's own plain tok/s (--reference llama.cpp), pooled over every report: each timed the
+    same GGUF file on the same prompts, whatever the target's quantization. None when not timed."""
+    prompts = [p for rep in reports.values() for r in rep["runs"] for p in r["prompts"] if "llamacpp_seconds" in p]
+    seconds = sum(p["llamacpp_seconds"] for p in prompts)
+    return sum(p["llamacpp_new_tokens"] for p in prompts) / seconds if seconds else None
+
+
 def comparison(reports: dict[str, dict], curves: dict[str, VerifyCurve]) -> dict:
     """reports: target quantization -> the bench report of that target; curves: its v(k)."""
     plain = [{"target_quantization": q, "tok_s": plain_rate(rep), "others_cpu_share":
@@ -28,6 +36,7 @@ def comparison(reports: dict[str, dict], curves: dict[str, VerifyCurve]) -> dict
     fastest = max(plain, key=lambda row: row["tok_s"]) if plain else None
     own = {row["target_quantization"]: row["tok_s"] for row in plain}
     best = fastest["tok_s"] if fastest else 0.0
+    cpp = llamacpp_rate(reports)
     speculative = []
     for q, rep in reports.items():
         curve = curves.get(q)
@@ -44,6 +53,7 @@ def comparison(reports: dict[str, dict], curves: dict[str, VerifyCurve]) -> dict
                 "tok_s": s["speculative_tok_s"],
                 "over_own_plain": s["speculative_tok_s"] / own[q] if own[q] else 0.0,
                 "over_fastest_plain": s["speculative_tok_s"] / best if best else 0.0,
+                "over_llamacpp": s["speculative_tok_s"] / cpp if cpp else None,
                 "alpha": s["alpha"],
                 "c": s["c"],
                 "verify_cost": s["verify_cost"],  # measured in the runs, at the mean gamma + 1
@@ -58,6 +68,7 @@ def comparison(reports: dict[str, dict], curves: dict[str, VerifyCurve]) -> dict
     return {
         "plain": sorted(plain, key=lambda row: -row["tok_s"]),
         "fastest_plain": fastest,
+        "llamacpp_tok_s": cpp,  # llama.cpp's own plain decoding of the GGUF file, when --reference llama.cpp
         "speculative": speculative,
         "best_speculative": speculative[0] if speculative else None,
         "curves": {q: {"v": list(c.v), "step_s": c.step_s} for q, c in curves.items()},
@@ -70,19 +81,23 @@ def format_comparison(table: dict) -> str:
         busy = row["others_cpu_share"]
         lines.append(f"  target {row['target_quantization']:<9} {row['tok_s']:7.2f} tok/s"
                      + (f"   (other processes used {busy:.0%} of the CPU)" if busy is not None else ""))
+    if table.get("llamacpp_tok_s"):
+        lines.append(f"  llama.cpp        {table['llamacpp_tok_s']:7.2f} tok/s   (its own plain decoding of the "
+                     "GGUF file; x llama.cpp below is over it)")
     lines.append("speculative runs, fastest first (x own: over the same target plain; x fastest: over "
                  "the fastest plain run above):")
     lines.append(f"  {'target':<9} {'draft':<9} {'gamma':>5} {'tok/s':>7} {'x own':>6} {'x fastest':>9} "
                  f"{'alpha':>6} {'c':>6} {'v run':>6} {'v(g+1)':>6} {'pred':>6} {'meas/pred':>9} "
                  f"{'ident':>6}")
     for r in table["speculative"]:
+        over_cpp = f"   {r['over_llamacpp']:.2f}x llama.cpp" if r.get("over_llamacpp") else ""
         v_curve = f"{r['v_curve']:.2f}" if r["v_curve"] is not None else "-"
         ident = "-" if r["identical_prompts"] is None else f"{r['identical_prompts']}/{r['prompts']}"
         gamma = f"{r['gamma']}{'+' if r['adaptive'] else ''}"
         lines.append(f"  {r['target_quantization']:<9} {r['draft_quantization']:<9} {gamma:>5} "
                      f"{r['tok_s']:7.2f} {r['over_own_plain']:5.2f}x {r['over_fastest_plain']:8.2f}x "
                      f"{r['alpha']:6.2f} {r['c']:6.3f} {r['verify_cost']:6.2f} {v_curve:>6} "
-                     f"{r['predicted_speedup']:5.2f}x {r['measured_over_predicted']:9.2f} {ident:>6}")
+                     f"{r['predicted_speedup']:5.2f}x {r['measured_over_predicted']:9.2f} {ident:>6}{over_cpp}")
     for q, curve in table["curves"].items():
         step_ms = curve["step_s"] * 1000
         lines.append(f"  v(k) of target {q}, k = 1..{len(curve['v'])} (plain step {step_ms:.0f} ms): "

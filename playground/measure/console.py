@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from playground.measure.reference_llamacpp import faster_than_what
 from playground.measure.report import cell, label, varying
 
 COLUMNS = (  # (summary key, header, width, format)
@@ -52,6 +53,7 @@ def format_report(report: dict) -> str:
         lines.append("tree/chain: median over prompts of tree tok/s / chain tok/s; nodes: per tree; "
                      "v(nodes): one tree verification / one decoding step; c/depth: one draft forward "
                      "(a whole depth) / one decoding step")
+    lines += faster_than_what(report, lambda settings: run_label(settings, keys))
     return "\n".join(lines)
 
 

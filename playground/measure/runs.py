@@ -16,6 +16,7 @@ from playground.engine.generate import SpecConfig, clock, generate
 from playground.engine.events import (StepEvent, acceptance_by_rank, costs, output_tokens, steady_events, summarize,
                                       tree_costs)
 from playground.measure.divergence import first_divergence, margin_at
+from playground.measure import reference_llamacpp
 from playground.measure.reference import hf_generate
 
 WARMUP_TOKENS = 16  # warm-up runs exercise every code path; they need not be full length
@@ -45,13 +46,15 @@ class Setup:
     pad_token_id: int | None = None
     reference: bool = False  # also time transformers' generate() and assisted generation
     tree: bool = False  # also time a token tree from the same draft, shaped by the run's tree knobs
+    llamacpp: bool = False  # also time llama.cpp's own plain decoding of the target's GGUF file
 
     @property
     def drafter(self) -> str:
         return self.run.drafter
 
     @classmethod
-    def of(cls, pair, run: RunConfig, tree: bool = False, reference: bool = False) -> "Setup":
+    def of(cls, pair, run: RunConfig, tree: bool = False, reference: bool = False,
+           llamacpp: bool = False) -> "Setup":
         """The Setup of a loaded pair (loading.LoadedPair): its models, end tokens and the drafter
         the run describes (kind, n-gram sizes, draft vocabulary, tree shape). The app's race,
         sweep and theory measure through this, as the CLI does."""
@@ -59,7 +62,7 @@ class Setup:
 
         return cls(pair.target.model, pair.draft.model, run,
                    eos_ids(pair.tokenizer, pair.target.model, pair.draft.model), pair.tokenizer.pad_token_id,
-                   reference=reference, tree=tree)
+                   reference=reference, tree=tree, llamacpp=llamacpp)
 
     def make_drafter(self):
         return factory.make_drafter(self.run, self.draft)
@@ -80,6 +83,8 @@ class Setup:
             methods["hf_generate"] = lambda ids: hf_run(self, ids, config)
             assistant = None if lookup else self.draft
             methods["hf_assisted"] = lambda ids: hf_run(self, ids, config, assistant, lookup)
+        if self.llamacpp:
+            methods["llamacpp"] = lambda ids: Run(*reference_llamacpp.plain_decode(self.target, ids, config, self.eos))
         return methods
 
 
@@ -144,6 +149,8 @@ def measure_prompt(setup: Setup, ids: list[int], config: SpecConfig, repeats: in
         record.update(reference_fields(runs, config))
     if "tree" in runs:
         record.update(tree_fields(base, spec, runs["tree"], config))
+    if "llamacpp" in runs:
+        record.update(reference_llamacpp.record_fields(runs, config))
     return record
 
 

@@ -17,6 +17,7 @@ from statistics import median
 
 from playground.engine.events import Costs, Tally, pooled
 from playground.engine.sampling import expected_speedup
+from playground.measure import reference_llamacpp
 
 
 def summarize_records(records: list[dict]) -> dict:
@@ -29,6 +30,8 @@ def summarize_records(records: list[dict]) -> dict:
         summary.update(reference_summary(records, summary))
     if "tree_tok_s" in records[0]:
         summary.update(tree_summary(records))
+    if "llamacpp_tok_s" in records[0]:
+        summary.update(reference_llamacpp.summary_fields(records, summary))
     return summary
 
 

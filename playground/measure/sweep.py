@@ -113,6 +113,7 @@ class Plan:
     warmup: int = 1  # untimed warm-up rounds per cell
     tree: bool = False  # also time a token tree beside the chain (the benchmark's --tree)
     reference: bool = False  # also time transformers' generate() and assisted generation
+    llamacpp: bool = False  # also time llama.cpp's own plain decoding of the target's GGUF file
     command: str = ""  # how the report says it was made
 
     @property
@@ -121,7 +122,7 @@ class Plan:
 
     @property
     def methods(self) -> int:
-        return 2 + self.tree + 2 * self.reference
+        return 2 + self.tree + 2 * self.reference + self.llamacpp
 
     @property
     def runs_per_cell(self) -> int:
@@ -218,7 +219,7 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report) -> list[dict]:
     for index, cell in enumerate(plan.cells):
         pair = pair_of(cell)
         encoded = encoded or [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
-        setup = Setup.of(pair, cell, tree=plan.tree, reference=plan.reference)
+        setup = Setup.of(pair, cell, tree=plan.tree, reference=plan.reference, llamacpp=plan.llamacpp)
         config, name = factory.spec_config(cell), cell_name(plan, cell)
         reasons = [context_problem(setup.target, ids, config) for _, ids in encoded]
         fitting = [item for item, reason in zip(encoded, reasons) if reason is None]

@@ -1,0 +1,197 @@
+"""What a CPU user would run instead: llama.cpp's own plain decoding of the same GGUF file.
+
+`python -m playground.bench --reference llama.cpp` times, beside our runs, llama-cpp-python's
+high-level `Llama.generate()` on the GGUF file the target was loaded from (`model.gguf_file`,
+models/gguf_file.py), on the same prompt token ids, for the same number of new tokens, stopping
+at the same end tokens. This is llama.cpp's decode loop, not our engine on its kernels (that is
+the `llamacpp` runner): a row that answers "faster than what?" with the fastest plain decoding
+a CPU user has.
+
+Choices, so a reader can check them:
+- tok/s = new tokens / wall seconds of the whole call, prefill included, as ours (runs.py);
+  loading the file and opening its context are outside the timing (once per target, reopened
+  larger only when a prompt needs more room);
+- every call starts from an empty cache (`reset()`, then `generate(reset=False)`): the
+  prompt-prefix reuse of `generate()` would otherwise skip the prefill on every repeat;
+- greedy (T = 0) is llama.cpp's greedy sampler. For T > 0 its own sampler runs with our
+  temperature, top-k and top-p (min-p, typical-p and the repeat penalty off), but its RNG is not
+  ours and it cuts top-k and top-p before applying the temperature: the tokens differ by design;
+- an all-float32 file (the tiny pair's) keeps a float32 cache without flash attention, as the
+  runner does, so its greedy tokens can be held to ours; a quantized file runs llama-cpp-python's
+  defaults (a float16 cache). Either way a different runtime may break a near-tie the other way:
+  whether its tokens equal our baseline's is reported, never assumed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import weakref
+from pathlib import Path
+
+INSTALL = ("install llama-cpp-python, the optional extra, built from its source distribution: "
+           "pip install --no-binary llama-cpp-python llama-cpp-python (see the README)")
+CONTEXT = 4096  # entries of the context a target's file is opened with; doubled while a prompt needs more
+BATCH = 512  # prompt tokens one llama_decode takes
+
+
+def check_installed() -> None:
+    """Before any model loads: --reference llama.cpp needs the optional extra."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise ValueError(f"llama.cpp needs llama_cpp, which is not importable here: {INSTALL}")
+
+
+def gguf_path(model) -> Path:
+    """The GGUF file the target was loaded from, or an error naming what has one."""
+    locate = getattr(model, "gguf_file", None)  # models/gguf_file.record: a callable -> the file's path
+    if locate is None:
+        name = getattr(model, "name_or_path", None) or type(model).__name__
+        raise ValueError(f"llama.cpp decodes the GGUF file the target was loaded from, and target {name!r} "
+                         "was not loaded from one: choose a pair whose target is a model pack, a local .gguf "
+                         "or a hub gguf_file source (the default pair is), or the tiny pair")
+    return Path(locate())
+
+
+class PlainDecoder:
+    """One target's GGUF file opened by llama-cpp-python, with its context."""
+
+    def __init__(self, path: Path):
+        self.path, self.llm, self.n_ctx = path, None, 0
+
+    def room(self, entries: int):
+        """The Llama, its context holding at least `entries` (reopened larger when it does not)."""
+        if entries > self.n_ctx:
+            import torch
+
+            from playground.engine.runners.llamacpp import llama
+
+            llama_cpp = llama()  # imported with llama.cpp's own log silenced (verbose=False misses some)
+
+            n_ctx = CONTEXT
+            while n_ctx < entries:
+                n_ctx *= 2
+            exact = float32_file(self.path)
+            cache = {"type_k": llama_cpp.GGML_TYPE_F32, "type_v": llama_cpp.GGML_TYPE_F32} if exact else {}
+            threads = torch.get_num_threads()  # what our engine computes with
+            if self.llm is not None:
+                self.llm.close()
+            self.llm = llama_cpp.Llama(model_path=str(self.path), n_ctx=n_ctx, n_batch=BATCH, n_threads=threads,
+                                       n_threads_batch=threads, n_gpu_layers=0, flash_attn=False,
+                                       verbose=False, **cache)
+            self.n_ctx = n_ctx
+        return self.llm
+
+
+def float32_file(path: Path) -> bool:
+    """Is every tensor of the file float32 (general.file_type ALL_F32)? Read from its header only."""
+    import gguf
+
+    field = gguf.GGUFReader(str(path)).fields.get("general.file_type")
+    return field is not None and int(field.parts[field.data[0]][0]) == int(gguf.LlamaFileType.ALL_F32)
+
+
+DECODERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> PlainDecoder, freed with it
+
+
+def decoder_for(model) -> PlainDecoder:
+    if model not in DECODERS:
+        DECODERS[model] = PlainDecoder(gguf_path(model))
+    return DECODERS[model]
+
+
+def sampler_options(config) -> dict:
+    """generate() arguments for our settings, all explicit (its defaults sample with min-p 0.05)."""
+    options = {"top_k": config.top_k, "top_p": config.top_p, "min_p": 0.0, "typical_p": 1.0,
+               "repeat_penalty": 1.0, "frequency_penalty": 0.0, "presence_penalty": 0.0}
+    return {**options, "temp": 0.0} if config.temperature == 0 else {**options, "temp": config.temperature}
+
+
+def plain_decode(target, prompt_ids, config, eos_token_ids) -> tuple[list[int], float]:
+    """(new tokens, wall seconds) of llama.cpp's own decoding of one prompt, prefill included.
+    Like ours, an end token is emitted and ends the run; so does the token budget."""
+    from playground.engine.generate import clock
+
+    ids, eos = list(prompt_ids), frozenset(eos_token_ids)
+    llm = decoder_for(target).room(len(ids) + config.max_new_tokens + 1)  # loading is not timed
+    llm.set_seed(config.seed)  # its sampler is made from this seed on every call: repeats agree
+    tokens: list[int] = []
+    started = clock(target.device)
+    llm.reset()  # an empty cache: no prefix of an earlier call is reused, the prefill is paid
+    if config.max_new_tokens > 0:
+        for token in llm.generate(ids, reset=False, **sampler_options(config)):
+            tokens.append(token)
+            if token in eos or len(tokens) >= config.max_new_tokens:
+                break
+    return tokens, clock(target.device) - started
+
+
+def record_fields(runs: dict, config) -> dict:
+    """One prompt's llama.cpp fields, beside transformers' (runs.reference_fields): its speed,
+    ours over it, and (greedy) whether its tokens equal our baseline's, and where they part."""
+    cpp, base, spec = runs["llamacpp"], runs["baseline"], runs["speculative"]
+    greedy = config.temperature == 0
+    parted = next((i for i, (a, b) in enumerate(zip(cpp.tokens, base.tokens)) if a != b),
+                  None if len(cpp.tokens) == len(base.tokens) else min(len(cpp.tokens), len(base.tokens)))
+    fields = {
+        "llamacpp_new_tokens": len(cpp.tokens),
+        "llamacpp_seconds": cpp.seconds,
+        "llamacpp_tok_s": cpp.tok_s,
+        "baseline_over_llamacpp": base.tok_s / cpp.tok_s if cpp.tok_s else 0.0,
+        "speculative_over_llamacpp": spec.tok_s / cpp.tok_s if cpp.tok_s else 0.0,
+        # greedy: a different runtime on the same file; a near-tie may go the other way (reported)
+        "llamacpp_identical": cpp.tokens == base.tokens if greedy else None,
+        "llamacpp_first_divergence": parted if greedy else None,
+        "llamacpp_sampling": "greedy" if greedy else "llama.cpp's own sampler and RNG",
+    }
+    if "tree" in runs:
+        fields["tree_over_llamacpp"] = runs["tree"].tok_s / cpp.tok_s if cpp.tok_s else 0.0
+    return fields
+
+
+def summary_fields(records: list[dict], ours: dict) -> dict:
+    """A group's llama.cpp summary, pooled as summary.py pools transformers': a total-token rate,
+    medians of the per-prompt ratios, identity over the greedy prompts."""
+    from statistics import median
+
+    seconds = sum(r["llamacpp_seconds"] for r in records)
+    cpp = sum(r["llamacpp_new_tokens"] for r in records) / seconds if seconds else 0.0
+    flags = [r["llamacpp_identical"] for r in records if r["llamacpp_identical"] is not None]
+    fields = {
+        "llamacpp_tok_s": cpp,
+        "baseline_over_llamacpp": ours["baseline_tok_s"] / cpp if cpp else 0.0,
+        "speculative_over_llamacpp": median(r["speculative_over_llamacpp"] for r in records),
+        "speculative_over_llamacpp_total": ours["speculative_tok_s"] / cpp if cpp else 0.0,
+        "llamacpp_identical": all(flags) if flags else None,
+        "llamacpp_identical_prompts": sum(flags) if flags else None,
+    }
+    if "tree_over_llamacpp" in records[0]:
+        fields["tree_over_llamacpp"] = median(r["tree_over_llamacpp"] for r in records)
+    return fields
+
+
+def faster_than_what(report: dict, label) -> list[str]:
+    """The console's rows for each setting, all prompts: every plain and speculative decoding timed,
+    fastest first, each over llama.cpp's own plain decoding. label(settings) names a setting."""
+    runs = [run for run in report["runs"] if "llamacpp_tok_s" in run["summary"]]
+    if not runs:
+        return []
+    runner = report["runs"][0]["settings"].get("runner")
+    lines = [("Faster than what? all prompts, tok/s with prefill; x llama.cpp: over llama.cpp's own plain "
+              "decoding of the same GGUF file (llama-cpp-python's Llama.generate)")]
+    for run in runs:
+        s = run["summary"]
+        rows = [("llama.cpp plain (its own decode loop)", s["llamacpp_tok_s"], s.get("llamacpp_identical_prompts")),
+                (f"ours plain, runner {runner}", s["baseline_tok_s"], None),
+                (f"ours speculative, runner {runner}", s["speculative_tok_s"], s.get("identical_prompts"))]
+        if "tree_tok_s" in s:
+            rows.append((f"ours tree, runner {runner}", s["tree_tok_s"], None))
+        if "hf_generate_tok_s" in s:
+            rows += [("transformers generate()", s["hf_generate_tok_s"], None),
+                     ("transformers assisted", s["hf_assisted_tok_s"], None)]
+        lines.append(f"  {label(run['settings'])}:")
+        for what, tok_s, same in sorted(rows, key=lambda row: -row[1]):
+            over = tok_s / s["llamacpp_tok_s"] if s["llamacpp_tok_s"] else 0.0
+            ident = "" if same is None else f"  same tokens as our plain on {same}/{s['prompts']}"
+            lines.append(f"    {what:<40} {tok_s:8.2f} tok/s {over:6.2f}x llama.cpp{ident}")
+    if any(run["settings"]["temperature"] != 0 for run in runs):
+        lines.append("  (T > 0: llama.cpp samples with its own sampler and RNG, top-k/top-p before the temperature)")
+    return lines
