@@ -74,6 +74,22 @@ def cheap_budget(v, cap: int, threshold: float = CHEAP_V) -> int:
     return max(cheap, default=1)
 
 
+def default_budget(v, default: int, threshold: float = CHEAP_V) -> tuple[int, str | None]:
+    """The budget a tree left at its default runs with: the largest the target verifies cheaply on
+    the measured curve (cheap_budget, never past the default), and the page's line saying so; the
+    default and None when the curve verifies the default's tree cheaply too."""
+    budget = cheap_budget(v, default, threshold)
+    if budget >= default:
+        return default, None
+    dear = (f"{default} nodes would cost v({default + 1}) = {v[default]:.2f}" if default < len(v)
+            else f"measured to k = {len(v)}")
+    why = (f"the largest this target verifies within {threshold:g} plain steps on the measured v(k) "
+           f"(v({budget + 1}) = {v[budget]:.2f}; {dear})" if v[budget] <= threshold else
+           f"the smallest tree: even 2 rows cost more than {threshold:g} plain steps on the measured v(k) "
+           f"(v(2) = {v[1]:.2f})")
+    return budget, f"tree budget {budget}, not the default {default}: {why}; set another budget to override"
+
+
 def tree_speedup(tokens: float, nodes: float, levels: float, c_level: float, v) -> float:
     """A tree's expected speedup over plain decoding: tokens per call over what a call costs in
     plain steps, `levels` draft forwards at c_level each and one verification over nodes + 1 rows."""

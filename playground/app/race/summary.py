@@ -27,9 +27,10 @@ def placeholder() -> str:
     return '<div class="stats"><span class="hint">The numbers appear here when the race starts.</span></div>'
 
 
-def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None) -> str:
+def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None, budget_note: str | None = None) -> str:
     """The panel; with a tree race's measured v(k) `curve` (and the draft's one-row c), a warning
-    when the curve predicts the tree loses to the chain."""
+    when the curve predicts the tree loses to the chain, and `budget_note` when the tree's budget
+    came from that curve rather than the knob's default."""
     a = summarize(frame.baseline.events)
     s = summarize(frame.speculative.events, baseline=frame.baseline.events)
     speedup = s.tok_s / a.tok_s if a.tok_s and s.tok_s else None
@@ -46,7 +47,7 @@ def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None) -> st
         f'<div><span class="big">{shown}</span> measured speedup '
         f'<span class="hint">(speculative tok/s ÷ autoregressive tok/s{"" if frame.done else ", so far"})'
         "</span></div>"
-        f"{badge(frame)}{tree_warning(frame, curve, chain_c)}"
+        f"{badge(frame)}{budget_line(budget_note)}{tree_warning(frame, curve, chain_c)}"
         f"<table><tr><th></th><th>autoregressive</th><th>speculative</th></tr>{table}</table>"
         f"{compiled(frame)}{theory(s)}</div>"
     )
@@ -58,6 +59,11 @@ def compiled(frame: RaceFrame) -> str:
         return ""
     return (f'<p class="hint">+ {frame.compile_s:.1f} s compiling this pair\'s step shapes (runner compiled), '
             "once per pair and session before the first run: in neither run's compute seconds.</p>")
+
+
+def budget_line(note: str | None) -> str:
+    """Where the tree's budget came from, when the measured curve chose it (race/tab.at_cheap_budget)."""
+    return "" if note is None else f'<p class="hint" id="tree-budget">{html.escape(note[0].upper() + note[1:])}.</p>'
 
 
 def tree_warning(frame: RaceFrame, curve, chain_c: float | None) -> str:

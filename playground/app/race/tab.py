@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gradio as gr
 
@@ -21,8 +21,8 @@ from playground.app.shared import render
 from playground.app.race import summary
 from playground.app.shared.context import AppContext
 from playground.app.shared.examples import RACE as EXAMPLES
-from playground.app.shared.flow import (check_prompt, fail, in_order, load_pair, model_job, outputs, read_settings,
-                                        status_html)
+from playground.app.shared.flow import (check_prompt, compiling, fail, guarded, in_order, load_pair, model_job,
+                                        outputs, read_settings, status_html)
 from playground.measure.points import point_from_race, session_of
 from playground.app.race.frames import BASELINE, SPECULATIVE, TIMING_NOTE, RaceFrame, race_frames
 
@@ -121,7 +121,7 @@ def race_handler(ctx: AppContext, view: RaceView):
         pair = yield from load_pair(ctx, settings, view.status, prompt=(prompt, system))
         flag = ctx.stops.begin(session)  # Stop raises it; the race checks it after each step
         try:
-            tree = yield from tree_check(ctx, pair, settings, view.status)
+            settings, tree = yield from tree_check(ctx, pair, settings, view.status, prompt=(prompt, system))
             for frame in race_frames(pair, prompt, system, settings, every=ctx.frame_every, stopped=flag.is_set):
                 if flag.is_set():  # stopped: a cut-short race is neither shown as finished nor measured,
                     # and its last output says so (Gradio re-sends a finished job's last output)
@@ -141,18 +141,39 @@ def race_handler(ctx: AppContext, view: RaceView):
     return race
 
 
-def tree_check(ctx: AppContext, pair, settings: RunConfig, status):
-    """`tree = yield from tree_check(...)`: for a tree race, the target's measured v(k) (measured now
-    to the tree's nodes + 1 if this app run has none: a few forwards) and the draft's measured c, which
-    the stats panel's forecast reads (measure/tree_budget.py); (None, None) for a chain."""
+def tree_check(ctx: AppContext, pair, settings: RunConfig, status, prompt: tuple[str, str] | None = None):
+    """`settings, tree = yield from tree_check(...)`: for a tree race, the target's measured v(k)
+    (measured now to the tree's nodes + 1 if this app run has none: a few forwards), the draft's
+    measured c, which the stats panel's forecast reads (measure/tree_budget.py), and the line saying
+    the budget came from that curve; the settings as the race runs them: a budget left at its
+    default becomes the largest the curve verifies cheaply. (None, None, None) for a chain."""
     if settings.speculation != TREE:
-        return None, None
+        return settings, (None, None, None)
     yield {status: status_html("Measuring v(k) of the target for the tree's forecast (a few forwards)…")}
-    return ctx.costs.tree_check(pair, settings)
+    curve, chain_c = ctx.costs.tree_check(pair, settings)
+    settings, note = at_cheap_budget(ctx, settings, curve)
+    if note is not None:  # the smaller tree's step shapes too, so nothing compiles in mid-race
+        yield {status: status_html(note[0].upper() + note[1:] + ".")}
+        yield from guarded(status, compiling(pair, settings, status, prompt),
+                           f"Could not compile the steps of {settings.pair or 'the default pair'}")
+    return settings, (curve, chain_c, note)
 
 
-def shown(view: RaceView, frame: RaceFrame, random_weights: bool, tree=(None, None)) -> dict:
-    """Every output of the view for one frame of the race (tree: tree_check's curve and c)."""
+def at_cheap_budget(ctx: AppContext, settings: RunConfig, curve) -> tuple[RunConfig, str | None]:
+    """The settings with a tree budget left at its default replaced by the largest the measured curve
+    verifies cheaply (measure/tree_budget.default_budget), and the line saying so; a budget the user
+    set, or one the curve verifies cheaply, is kept (None)."""
+    from playground.measure.tree_budget import default_budget
+
+    default = controls.shown_default(ctx, "tree_budget", settings.pair)
+    if curve is None or settings.tree_budget != default:
+        return settings, None
+    budget, note = default_budget(curve.v, default)
+    return (settings if note is None else replace(settings, tree_budget=budget)), note
+
+
+def shown(view: RaceView, frame: RaceFrame, random_weights: bool, tree=(None, None, None)) -> dict:
+    """Every output of the view for one frame of the race (tree: tree_check's curve, c and budget line)."""
     base, spec = frame.baseline, frame.speculative
     a_spans, s_spans = frame.spans
     metrics = summarize(spec.events, baseline=base.events)

@@ -163,6 +163,14 @@ def pair_defaults(ctx: AppContext, name: str):
     return gr.update(info=spec.description), *spec.suggested().values()
 
 
+def shown_default(ctx: AppContext, name: str, pair: str | None = None):
+    """The value a knob's control shows until the user moves it: the pair's suggestion where
+    models.yaml makes one (follow_pair sets it), else the knob's own default."""
+    if name in PAIR_KNOBS:
+        return ctx.registry.pair(pair or ctx.default_pair).suggested()[name]
+    return KNOBS[name].default
+
+
 def follow_pair(ctx: AppContext, knobs: dict) -> None:
     """Wire the pair dropdown of settings_controls() to show the chosen pair's description and set
     the knobs it suggests."""
