@@ -16,10 +16,13 @@ Choices, so a reader can check them:
 - greedy (T = 0) is llama.cpp's greedy sampler. For T > 0 its own sampler runs with our
   temperature, top-k and top-p (min-p, typical-p and the repeat penalty off), but its RNG is not
   ours and it cuts top-k and top-p before applying the temperature: the tokens differ by design;
-- an all-float32 file (the tiny pair's) keeps a float32 cache without flash attention, as the
-  runner does, so its greedy tokens can be held to ours; a quantized file runs llama-cpp-python's
-  defaults (a float16 cache). Either way a different runtime may break a near-tie the other way:
-  whether its tokens equal our baseline's is reported, never assumed.
+- the context is what the llamacpp runner opens, so the two differ only in the decode loop: an
+  all-float32 file (the tiny pair's) keeps a float32 cache without flash attention, so its greedy
+  tokens can be held to ours; a quantized file gets llama.cpp's own defaults, a float16 cache and
+  flash attention (what its `auto` picks on a CPU; llama-cpp-python's `Llama` would turn it off, and
+  on the default pair's coding prompt 122 that alone flips a first token whose top-2 margin is
+  0.004). Our eager or compiled runs may still break such a near-tie the other way: whether its
+  tokens equal our baseline's is reported, never assumed.
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ class PlainDecoder:
             if self.llm is not None:
                 self.llm.close()
             self.llm = llama_cpp.Llama(model_path=str(self.path), n_ctx=n_ctx, n_batch=BATCH, n_threads=threads,
-                                       n_threads_batch=threads, n_gpu_layers=0, flash_attn=False,
+                                       n_threads_batch=threads, n_gpu_layers=0, flash_attn=not exact,
                                        verbose=False, **cache)
             self.n_ctx = n_ctx
         return self.llm
