@@ -18,7 +18,7 @@ def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses(tmp_pa
     import shlex
 
     from playground.measure import lab_timing
-    from playground.measure import cli, gpu_oracle, gpu_paths, profile
+    from playground.measure import cli, cpu_kernels, gpu_oracle, gpu_paths, gpu_runners, profile
 
     root = Path(__file__).parents[1]
     script = (root / "docs" / "reproduce.sh").read_text()
@@ -28,10 +28,13 @@ def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses(tmp_pa
     lines = re.sub(r"\\\n\s*", "", script)
     for variable, value in (("$EARLIER", "--target-quantization none --draft-quantization nf4"), ("$tq", "nf4"), ("$dq", "none"), ("$n", "65536"), ("$t", "0.7")):
         lines = lines.replace(variable, value)
-    calls = [shlex.split(line.split("python -m ", 1)[1].split("|")[0])
+    calls = [shlex.split(line.split("python -m ", 1)[1].split("|")[0].split(";")[0])
              for line in lines.splitlines() if "python -m playground" in line]
     assert [c[0] for c in calls].count("playground.bench") >= 6
-    assert [c[0] for c in calls][-2:] == ["playground.measure.gpu_oracle", "playground.measure.gpu_paths"]
+    assert [c[0] for c in calls][-3:] == ["playground.measure.gpu_oracle", "playground.measure.gpu_paths",
+                                          "playground.measure.gpu_runners"]
+    assert ["playground.serve", "setup", "llamacpp"] in calls  # the optional extra, before its runs
+    calls = [c for c in calls if c[0] != "playground.serve"]  # a setup, not a measurement
     monkeypatch.chdir(tmp_path)  # the output folders the script writes to, as after its `mkdir -p out`
     (tmp_path / "out").mkdir()
     (tmp_path / "assets").mkdir()
@@ -42,4 +45,5 @@ def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses(tmp_pa
             cli.make_plan(args)
         else:
             {"playground.measure.profile": profile, "playground.measure.gpu_oracle": gpu_oracle,
-             "playground.measure.gpu_paths": gpu_paths, "playground.measure.lab_timing": lab_timing}[module].options(argv)
+             "playground.measure.gpu_paths": gpu_paths, "playground.measure.lab_timing": lab_timing,
+             "playground.measure.gpu_runners": gpu_runners, "playground.measure.cpu_kernels": cpu_kernels}[module].options(argv)

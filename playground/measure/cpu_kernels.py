@@ -194,7 +194,7 @@ def parse_list(text: str, allowed, flag: str) -> list[str]:
     return names
 
 
-def main(argv: list[str] | None = None) -> int:
+def options(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m playground.measure.cpu_kernels",
                                      description="plain step and v(2..K) of the target per CPU kernel and runner")
     parser.add_argument("--candidates", default=",".join(DEFAULT_CANDIDATES),
@@ -208,7 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="also write the rows here")
     parser.add_argument("--load-library", default=None, metavar="PATH.so",
                         help="a kernel library to load first (torchao's CPU kernels built from its source)")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = options(argv)
     if args.load_library:
         import torch
         import torchao  # noqa: F401  (defines the torchao:: schemas the library implements)
