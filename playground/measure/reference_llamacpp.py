@@ -177,11 +177,10 @@ def faster_than_what(report: dict, label) -> list[str]:
     runs = [run for run in report["runs"] if "llamacpp_tok_s" in run["summary"]]
     if not runs:
         return []
-    runner = report["runs"][0]["settings"].get("runner")
     lines = [("Faster than what? all prompts, tok/s with prefill; x llama.cpp: over llama.cpp's own plain "
               "decoding of the same GGUF file (llama-cpp-python's Llama.generate)")]
     for run in runs:
-        s = run["summary"]
+        s, runner = run["summary"], run["settings"].get("runner")
         rows = [("llama.cpp plain (its own decode loop)", s["llamacpp_tok_s"], s.get("llamacpp_identical_prompts")),
                 (f"ours plain, runner {runner}", s["baseline_tok_s"], None),
                 (f"ours speculative, runner {runner}", s["speculative_tok_s"], s.get("identical_prompts"))]
