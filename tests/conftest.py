@@ -58,3 +58,19 @@ def page(browser, url):
     yield page
     assert not dialogs, f"a script ran from the page's content: {dialogs}"
     page.close()
+
+
+@pytest.fixture(scope="module")
+def race_tab():
+    """(ctx, view): a race tab on a fresh app context, frames as fast as they come (one per module:
+    the context's measured curves are that module's own)."""
+    import gradio as gr
+
+    from playground.app.race import tab as tab_race
+    from playground.app.shared.context import build_context
+
+    ctx = build_context()
+    ctx.frame_every = 0.0
+    with gr.Blocks():
+        view = tab_race.build(ctx)["view"]
+    return ctx, view

@@ -67,20 +67,6 @@ def test_a_curve_that_does_not_reach_the_tree_is_refused():
 # -- the race's warning, from a real tree race --------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def race():
-    import gradio as gr
-
-    from playground.app.race import tab as tab_race
-    from playground.app.shared.context import build_context
-
-    ctx = build_context()
-    ctx.frame_every = 0.0
-    with gr.Blocks():
-        view = tab_race.build(ctx)["view"]
-    return ctx, view
-
-
 def run_race(ctx, view, **changes) -> dict:
     from playground.app.race import tab as tab_race
     from playground.config import TREE, RunConfig
@@ -93,10 +79,10 @@ def run_race(ctx, view, **changes) -> dict:
     return frames[-1]
 
 
-def test_a_tree_race_measures_the_targets_curve_to_its_nodes_and_warns_from_a_jumping_one(race):
+def test_a_tree_race_measures_the_targets_curve_to_its_nodes_and_warns_from_a_jumping_one(race_tab):
     from playground.measure.verify_cost import VerifyCurve
 
-    ctx, view = race
+    ctx, view = race_tab
     target = ctx.registry.pair("tiny").target
     run_race(ctx, view, speculation="chain")
     assert ctx.costs.target_curve(target) is None  # a chain race measures no curve

@@ -67,20 +67,6 @@ def test_only_a_budget_left_at_its_default_takes_the_curves():
 # -- real races of the tiny pair ------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def race():
-    import gradio as gr
-
-    from playground.app.race import tab as tab_race
-    from playground.app.shared.context import build_context
-
-    ctx = build_context()
-    ctx.frame_every = 0.0
-    with gr.Blocks():
-        view = tab_race.build(ctx)["view"]
-    return ctx, view
-
-
 @pytest.fixture
 def ran(monkeypatch):
     """The settings each race's frames were made with: the real race_frames, watched."""
@@ -116,8 +102,8 @@ def put_curve(ctx, v) -> None:
     holder.curves[key] = VerifyCurve(tuple(v), holder.curves[key].step_s, key)
 
 
-def test_a_race_at_the_default_budget_runs_the_curves_budget_and_an_explicit_one_is_kept(race, ran):
-    ctx, view = race
+def test_a_race_at_the_default_budget_runs_the_curves_budget_and_an_explicit_one_is_kept(race_tab, ran):
+    ctx, view = race_tab
     run_race(ctx, view, tree_budget=10)  # measures the real curve, to 11 rows
     assert [s.tree_budget for s in ran] == [10]
     put_curve(ctx, JUMP_AT_5)
@@ -134,8 +120,8 @@ def test_a_race_at_the_default_budget_runs_the_curves_budget_and_an_explicit_one
     assert ran[-1].tree_budget == DEFAULT and "tree-budget" not in chain  # a chain has no tree to choose
 
 
-def test_a_flat_curve_keeps_the_default_budget(race, ran):
-    ctx, view = race
+def test_a_flat_curve_keeps_the_default_budget(race_tab, ran):
+    ctx, view = race_tab
     run_race(ctx, view, tree_budget=10)  # the curve's key, whatever ran before
     put_curve(ctx, FLAT)
     stats = run_race(ctx, view)[-1][view.stats]
