@@ -65,7 +65,7 @@ class PlainDecoder:
         if entries > self.n_ctx:
             import torch
 
-            from playground.engine.runners.llamacpp import llama
+            from playground.engine.runners.llamacpp import float32_file, llama
 
             llama_cpp = llama()  # imported with llama.cpp's own log silenced (verbose=False misses some)
 
@@ -82,14 +82,6 @@ class PlainDecoder:
                                        verbose=False, **cache)
             self.n_ctx = n_ctx
         return self.llm
-
-
-def float32_file(path: Path) -> bool:
-    """Is every tensor of the file float32 (general.file_type ALL_F32)? Read from its header only."""
-    import gguf
-
-    field = gguf.GGUFReader(str(path)).fields.get("general.file_type")
-    return field is not None and int(field.parts[field.data[0]][0]) == int(gguf.LlamaFileType.ALL_F32)
 
 
 DECODERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> PlainDecoder, freed with it

@@ -64,14 +64,17 @@ class Weights:
         # an all-float32 file (the tiny pair's) keeps its cache in float32 and attends without flash
         # attention (which rounds through float16 on a CPU), so llama.cpp computes what PyTorch
         # does; a quantized file gets llama.cpp's own defaults, a float16 cache
-        self.exact = meta(L, self.handle, "general.file_type") == str(int(L.LLAMA_FTYPE_ALL_F32))
+        self.exact = float32_file(path)
         self.finalizer = weakref.finalize(self, L.llama_model_free, self.handle)
 
 
-def meta(L, handle, key: str) -> str | None:
-    buf = ctypes.create_string_buffer(64)
-    n = L.llama_model_meta_val_str(handle, key.encode(), buf, len(buf))
-    return buf.value.decode() if n >= 0 else None
+def float32_file(path) -> bool:
+    """Is every tensor of the GGUF file float32 (general.file_type ALL_F32)? Read from its header only;
+    the runner and llama.cpp's own plain decoding (measure/reference_llamacpp.py) open such a file alike."""
+    import gguf
+
+    field = gguf.GGUFReader(str(path)).fields.get("general.file_type")
+    return field is not None and int(field.parts[field.data[0]][0]) == int(gguf.LlamaFileType.ALL_F32)
 
 
 WEIGHTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> Weights, freed with the model
