@@ -64,6 +64,23 @@ def test_a_rejected_tree_then_a_chain_sees_only_the_context(gguf_pair):
     assert close(eager.logits_for(PROMPT + [9, 9], 2), cpp.logits_for(PROMPT + [9, 9], 2))
 
 
+@pytest.mark.parametrize("path", [[0, 2], [0]])
+def test_a_tree_with_one_root_keeps_its_path(gguf_pair, path):
+    """A single root is fed as a chain before the branches (sequence 0 already): keeping a path
+    through it, or only the root, leaves what eager leaves."""
+    target = gguf_pair[0]
+    one_root = Tree(tokens=(5, 6, 7), parents=(-1, 0, 0))
+    eager, cpp = CachedModel(target, runner="eager"), CachedModel(target, runner="llamacpp")
+    for lm in (eager, cpp):
+        lm.logits_for(PROMPT, 1)
+    assert close(eager.logits_for_tree(PROMPT + [1], one_root), cpp.logits_for_tree(PROMPT + [1], one_root))
+    for lm in (eager, cpp):
+        lm.keep_path(len(PROMPT) + 1, path)
+    after = PROMPT + [1] + [one_root.tokens[i] for i in path] + [9]
+    assert eager.tokens == cpp.tokens == after[:-1]
+    assert close(eager.logits_for(after, 1), cpp.logits_for(after, 1))
+
+
 def test_rollback_then_refeed_equals_a_fresh_run(gguf_pair):
     target = gguf_pair[0]
     lm = CachedModel(target, runner="llamacpp")

@@ -162,10 +162,12 @@ class LlamaCppRunner:
     def move(self, prefix: int, picks: list[int]) -> None:
         """The accepted path of a tree: its entries sit at positions prefix, prefix + 1, ... (a
         node's position is the context length plus its depth), so keeping them is tagging their
-        cells as sequence 0; no key or value moves."""
-        if prefix != self.committed:
+        cells as sequence 0; no key or value moves. A tree that starts as a chain had that chain fed
+        as sequence 0 already (forward's trunk): those picks are in place, the rest are committed."""
+        if prefix > self.committed:
             self.crop(prefix)
-        self.commit(picks)
+        trunk = next((k for k, i in enumerate(picks) if i != prefix + k or i >= self.committed), len(picks))
+        self.commit(picks[trunk:])
         self.drop_branches()
         for kept in (self.tokens, self.positions, self.parents, self.sequences):
             kept[prefix : prefix + len(picks)] = [kept[i] for i in picks]
