@@ -55,7 +55,7 @@ python -m playground.bench --categories coding,summarization,translation,qa,math
 python -m playground.bench --categories coding,summarization,translation,qa,math_reasoning --limit 2 \
     --temperature 0 --max-new-tokens 96 --target-quantizations int4-cpu,nf4 --repeats 1 --warmup 1 \
     --json out/default-mix.json
-python -m playground.measure.profile --gamma 3 --max-new-tokens 96 --target-quantization int4-cpu \
+python -m playground.measure.bench.profile --gamma 3 --max-new-tokens 96 --target-quantization int4-cpu \
     --draft-quantization int4-cpu --draft-vocab 65536 | tee out/profile-int4.txt
 # Table 7 - token trees beside chains from the same draft, greedy and T = 0.7 (about 15 min each)
 for t in 0 0.7; do
@@ -64,15 +64,15 @@ for t in 0 0.7; do
       --tree-depth 6 --tree-branching 2 --tree-width 4 --json out/tree-$t.json
 done
 # Where the time goes - one coding answer split into verify, draft and engine overhead (about 4 min)
-python -m playground.measure.profile $EARLIER --gamma 4 --max-new-tokens 96 --draft-vocab 65536 | tee out/profile-vocab.txt
-python -m playground.measure.profile $EARLIER --gamma 4 --max-new-tokens 96 --draft-vocab 0 | tee out/profile.txt
+python -m playground.measure.bench.profile $EARLIER --gamma 4 --max-new-tokens 96 --draft-vocab 65536 | tee out/profile-vocab.txt
+python -m playground.measure.bench.profile $EARLIER --gamma 4 --max-new-tokens 96 --draft-vocab 0 | tee out/profile.txt
 # The losslessness lab, fast against slow, on the default pair (about 4 min)
-python -m playground.measure.lab_timing --pair default $EARLIER --draws 20000 --slow-draws 400 | tee out/lab-timing.txt
+python -m playground.measure.hardware.lab_timing --pair default $EARLIER --draws 20000 --slow-draws 400 | tee out/lab-timing.txt
 # Runners - eager against compiled, alternated per cell (about 6 min; the compiled one also compiles)
 python -m playground.bench --categories coding --limit 2 --temperature 0 --repeats 3 --sweep runner=eager,compiled \
     --json out/runners.json
 # CPU kernels - plain step and v(2..8) of the target per kernel and runner (about 40 min; see the section)
-python -m playground.measure.cpu_kernels --json out/cpu_kernels.json
+python -m playground.measure.hardware.cpu_kernels --json out/cpu_kernels.json
 # The llamacpp runner and llama.cpp's own plain decoding (the optional extra; about 15 min)
 if python -m playground.serve setup llamacpp; then
   python -m playground.bench --categories coding --limit 4 --temperature 0 --max-new-tokens 96 --repeats 1 \
@@ -83,9 +83,9 @@ fi
 # Table 5 - the GPU oracle and the app's CUDA paths (one CUDA GPU, no network, no model files;
 # about 12 min on an H200; skipped without a GPU)
 if python -c "import sys, torch; sys.exit(not torch.cuda.is_available())"; then
-  python -m playground.measure.gpu_oracle --json out/gpu_oracle.json
-  python -m playground.measure.gpu_paths --json out/gpu_paths.json
-  python -m playground.measure.gpu_runners --json out/gpu_runners.json
+  python -m playground.measure.hardware.gpu_oracle --json out/gpu_oracle.json
+  python -m playground.measure.hardware.gpu_paths --json out/gpu_paths.json
+  python -m playground.measure.hardware.gpu_runners --json out/gpu_runners.json
 else
   echo "no CUDA GPU: table 5 (the GPU oracle and CUDA paths) not run"
 fi

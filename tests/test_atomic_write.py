@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from playground.measure import report
+from playground.measure.bench import report
 
 
 def umask_now() -> int:

@@ -9,16 +9,18 @@ import shutil
 
 import pytest
 
-from playground.measure import charts, cli, gpu_oracle, gpu_paths
-from playground.measure.divergence import first_divergence, margin_at, margins_by_position, top2_margin
-from playground.measure.sweep import Grid, SettingError, expand, parse_axes
-from playground.measure.runs import Run, Setup, identity_fields
+from playground.measure.bench import charts, cli
+
+from playground.measure.hardware import gpu_oracle, gpu_paths
+from playground.measure.bench.divergence import first_divergence, margin_at, margins_by_position, top2_margin
+from playground.measure.bench.sweep import Grid, SettingError, expand, parse_axes
+from playground.measure.bench.runs import Run, Setup, identity_fields
 from playground.config import RunConfig
-from playground.measure.oracle import OracleDrafter, greedy_continuation
-from playground.measure.prompts import load_prompts
-from playground.measure.reference import hf_generate, matched_assistant
-from playground.measure.report import atomic_write
-from playground.measure.summary import summarize_records
+from playground.measure.hardware.oracle import OracleDrafter, greedy_continuation
+from playground.measure.bench.prompts import load_prompts
+from playground.measure.bench.references.transformers import hf_generate, matched_assistant
+from playground.measure.bench.report import atomic_write
+from playground.measure.bench.summary import summarize_records
 from playground.engine.generate import SpecConfig, generate
 from playground.engine.events import TARGET, StepEvent, output_tokens, summarize
 from playground.models.text import encode_prompt
@@ -357,13 +359,13 @@ def test_nothing_heavy_at_import():
     import subprocess
     import sys
 
-    code = "import sys, playground.bench, playground.measure.cli; print('torch' in sys.modules)"
+    code = "import sys, playground.bench, playground.measure.bench.cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.strip() == "False", out.stderr
 
 
 def test_busy_machine_is_measured_as_other_processes_cpu():
-    from playground.measure.machine import busy_warning, others_cpu_share
+    from playground.measure.bench.machine import busy_warning, others_cpu_share
 
     # 10 s of wall time on 2 cores: the machine was busy 10 CPU-seconds, 8 of them ours
     share = others_cpu_share((0.0, 100.0, 40.0), (10.0, 110.0, 48.0), cores=2)
@@ -373,7 +375,7 @@ def test_busy_machine_is_measured_as_other_processes_cpu():
 
 
 def test_profile_splits_each_run_into_verify_draft_and_overhead(capsys):
-    from playground.measure.profile import main
+    from playground.measure.bench.profile import main
 
     assert main(["--pair", "tiny", "--max-new-tokens", "12", "--gamma", "3"]) == 0
     out = capsys.readouterr().out
@@ -385,7 +387,7 @@ def test_profile_splits_each_run_into_verify_draft_and_overhead(capsys):
 
 
 def test_profile_of_a_tree_counts_draft_forwards_per_depth_and_nodes(capsys):
-    from playground.measure.profile import main
+    from playground.measure.bench.profile import main
 
     assert main(["--pair", "tiny", "--max-new-tokens", "12", "--tree", "--tree-budget", "8", "--tree-depth", "3"]) == 0
     out = capsys.readouterr().out
@@ -414,7 +416,7 @@ def test_a_sweep_compares_drafts_and_each_cell_builds_the_drafter_it_names(tmp_p
     vocabularies of the draft model and the drafter kind. What is asserted is the drafter each
     timed run actually built, and that the report, the table and the figure name each draft."""
     from playground.engine import factory
-    from playground.measure import charts
+    from playground.measure.bench import charts
     from playground.engine.drafters import ModelDrafter, PromptLookupDrafter
 
     built = []

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from playground.measure import cli
+from playground.measure.bench import cli
 
 
 @pytest.mark.parametrize("args, message", [

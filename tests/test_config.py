@@ -9,11 +9,11 @@ import gradio as gr
 import pytest
 from gradio_client import Client
 
-from playground.measure import export
-from playground.measure import report
-from playground.measure.cli import build_parser, make_plan
-from playground.measure.report import settings_of
-from playground.measure.sweep import SWEEPABLE
+from playground import export
+from playground.measure.bench import report
+from playground.measure.bench.cli import build_parser, make_plan
+from playground.measure.bench.report import settings_of
+from playground.measure.bench.sweep import SWEEPABLE
 from playground.config import KNOBS, PROMPT_LOOKUP, TREE, RunConfig, group
 from playground.engine.generate import SpecConfig
 from playground.app.shared import controls

@@ -1,4 +1,4 @@
-"""The CPU-kernel comparison (playground.measure.cpu_kernels) on the tiny pair: the command loads each
+"""The CPU-kernel comparison (playground.measure.hardware.cpu_kernels) on the tiny pair: the command loads each
 candidate, measures its curve through the named runner and prints one row each, plus the derived
 hybrid row. No timing is asserted; the hybrid arithmetic is checked on made-up rows."""
 
@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from playground.measure import cpu_kernels
-from playground.measure.cpu_kernels import Row, format_table, hybrid_row
+from playground.measure.hardware import cpu_kernels
+from playground.measure.hardware.cpu_kernels import Row, format_table, hybrid_row
 
 
 def test_command_prints_a_row_per_candidate_and_runner_and_writes_the_json(tmp_path, capsys):

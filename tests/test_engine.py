@@ -12,7 +12,7 @@ from playground.engine.drafters import ModelDrafter, PromptLookupDrafter, find_p
 from playground.engine.generate import SpecConfig, generate
 from playground.engine.events import BONUS, REJECTED, RESAMPLED, TARGET, output_tokens, summarize
 from playground.engine.kvcache import CachedModel
-from playground.measure.stats import goodness_of_fit
+from playground.measure.teach.stats import goodness_of_fit
 from playground.models.text import check_same_tokenizer, encode_prompt
 from playground.models.tiny import byte_tokenizer
 

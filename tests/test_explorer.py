@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from playground.engine import sampling
-from playground.measure.explorer import (
+from playground.measure.teach.explorer import (
     PRESETS,
     distribution,
     draw_batched,
@@ -17,7 +17,7 @@ from playground.measure.explorer import (
     expected_distance,
     verification,
 )
-from playground.measure.stats import goodness_of_fit, two_sample
+from playground.measure.teach.stats import goodness_of_fit, two_sample
 
 P = np.array([0.5, 0.3, 0.2, 0.0])
 Q = np.array([0.2, 0.2, 0.4, 0.2])

@@ -9,7 +9,7 @@ import shlex
 
 import pytest
 
-from playground.measure import export
+from playground import export
 from playground.models.registry import load_registry
 from playground.models.tiny import tiny_pair
 from playground.config import PROMPT_LOOKUP, RunConfig

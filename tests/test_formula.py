@@ -24,7 +24,9 @@ from playground.engine.events import (
     summarize,
     tally,
 )
-from playground.measure import gpu_paths, points, summary
+from playground.measure.hardware import gpu_paths
+from playground.measure.teach import points
+from playground.measure.bench import summary
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,7 +141,7 @@ def test_a_pooled_summary_and_its_points_agree():
     assert (pool.alpha, pool.c) == (pytest.approx(s["alpha"]), pytest.approx(s["c"]))
 
 
-MINE = ("engine/", "measure/summary.py", "measure/gpu_paths.py", "measure/profile.py", "measure/points.py")
+MINE = ("engine/", "measure/bench/summary.py", "measure/hardware/gpu_paths.py", "measure/bench/profile.py", "measure/teach/points.py")
 
 
 @pytest.mark.skipif(shutil.which("duplicates") is None, reason="the duplicates command is not installed")

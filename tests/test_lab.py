@@ -5,7 +5,7 @@ import pytest
 from playground.engine import sampling
 from playground.engine.drafters import ModelDrafter
 from playground.engine.generate import SpecConfig
-from playground.measure.lab import losslessness_lab
+from playground.measure.teach.lab import losslessness_lab
 
 DRAWS = 4000
 

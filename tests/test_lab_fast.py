@@ -7,8 +7,8 @@ import pytest
 from playground.engine import sampling
 from playground.engine.drafters import ModelDrafter
 from playground.engine.generate import SpecConfig
-from playground.measure.lab import checkpoints, fast_lab, losslessness_lab
-from playground.measure.stats import two_sample
+from playground.measure.teach.lab import checkpoints, fast_lab, losslessness_lab
+from playground.measure.teach.stats import two_sample
 
 DRAWS = 20_000
 ALARM = 1e-4

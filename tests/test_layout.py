@@ -1,9 +1,11 @@
 """The source's shape, as docs/design.md states it: folders are the layers and data flows one way.
 
-    config  →  engine, models  →  measure  →  app (shared, then one folder per tab)
+    config  →  engine, models, serve  →  export  →  measure (bench → teach → hardware)  →  app
 
-config imports nothing of playground; engine and models import config and never each other;
-measure imports the engine and models; the app imports everything below it. Inside the app a tab
+config imports nothing of playground; engine, models and serve import config and never each
+other; export reads the configuration and the model packs; measure's rooms import the layers below
+and each other only downward (teach reads the bench's runs, hardware times with both); the app
+imports everything below it. Inside the app a tab
 imports app/shared and the layers below, never another tab; only app/demo.py builds the tabs.
 Commands (`cli.py`, `__main__.py`, playground/bench.py) sit on top of the layer they serve and may
 import any layer but the app. The test walks every import in every module, at module level or
@@ -16,7 +18,8 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).parents[1] / "playground"
-RANK = {"config": 0, "engine": 1, "models": 1, "measure": 2, "app": 3}
+RANK = {"config": 0, "engine": 1, "models": 1, "serve": 1, "export": 2, "measure": 3,
+        "measure.bench": 3, "measure.teach": 4, "measure.hardware": 5, "app": 6}
 
 
 def module_name(path: Path, root: Path = PACKAGE) -> str:
@@ -45,7 +48,11 @@ def imports(path: Path, root: Path = PACKAGE) -> list[tuple[str, bool]]:
 
 
 def layer(module: str) -> str | None:
+    """The layer a module sits in; measure's rooms are layers of their own."""
     parts = module.split(".")
+    room = ".".join(parts[1:3])
+    if room in RANK:
+        return room
     return parts[1] if len(parts) > 1 and parts[1] in RANK else None
 
 
@@ -119,7 +126,9 @@ def test_the_walk_fails_on_an_upward_import_a_tab_import_and_a_cycle(tmp_path):
         "engine/__init__.py": "", "engine/a.py": "from playground.engine import b\n",
         "engine/b.py": "from playground.engine.a import x\n",
         "models/__init__.py": "", "models/load.py": "from playground.engine.a import x\n",
-        "measure/__init__.py": "", "measure/runs.py": "from ..app.shared import flow\n",
+        "measure/__init__.py": "", "measure/bench/runs.py": "from ...app.shared import flow\n",
+        "measure/bench/sweep.py": "def h():\n    from playground.measure.teach import points\n",
+        "measure/teach/__init__.py": "", "measure/teach/points.py": "",
         "app/__init__.py": "", "app/shared/__init__.py": "", "app/shared/flow.py": "",
         "app/race/__init__.py": "", "app/race/tab.py": "def g():\n    from playground.app.lab import tab\n",
         "app/lab/__init__.py": "", "app/lab/tab.py": "",
@@ -129,7 +138,9 @@ def test_the_walk_fails_on_an_upward_import_a_tab_import_and_a_cycle(tmp_path):
         (tmp_path / name).write_text(text)
     found = "\n".join(problems(tmp_path))
     assert "playground.config (config) imports upward: playground.engine.generate" in found
-    assert "playground.measure.runs (measure) imports upward: playground.app.shared.flow" in found
+    assert "playground.measure.bench.runs (measure.bench) imports upward: playground.app.shared.flow" in found
+    assert ("playground.measure.bench.sweep (measure.bench) imports upward: playground.measure.teach.points "
+            "(measure.teach)") in found
     assert "playground.models.load (models) imports its sibling layer" in found
     assert "playground.app.race.tab (tab race) imports another tab: playground.app.lab.tab" in found
     assert "import cycle: playground.engine.a → playground.engine.b → playground.engine.a" in found

@@ -186,7 +186,7 @@ def test_a_loaded_tiny_pair_races_on_llamacpp_identically(tmp_path):
     """The benchmark's --runner llamacpp end to end: loading records each model's GGUF file."""
     import json
 
-    from playground.measure import cli
+    from playground.measure.bench import cli
 
     out = tmp_path / "llamacpp.json"
     assert cli.main(["--pair", "tiny", "--categories", "coding", "--limit", "1", "--max-new-tokens", "12",

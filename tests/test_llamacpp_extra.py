@@ -1,7 +1,7 @@
-"""The optional llama.cpp extra's build flags (measure/served/llamacpp_extra.py): chosen from the
+"""The optional llama.cpp extra's build flags (serve/llamacpp_extra.py): chosen from the
 CPU, AMX never compiled in (it died with "Illegal instruction" on this project's VMs)."""
 
-from playground.measure.served.llamacpp_extra import cmake_args
+from playground.serve.llamacpp_extra import cmake_args
 from playground.serve.__main__ import main
 
 

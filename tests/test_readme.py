@@ -17,8 +17,9 @@ def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses(tmp_pa
     the CLI it calls (flags and settings checked as a real run checks them, no model loaded)."""
     import shlex
 
-    from playground.measure import lab_timing
-    from playground.measure import cli, cpu_kernels, gpu_oracle, gpu_paths, gpu_runners, profile
+    from playground.measure.hardware import lab_timing
+    from playground.measure.bench import cli, profile
+    from playground.measure.hardware import cpu_kernels, gpu_oracle, gpu_paths, gpu_runners
 
     root = Path(__file__).parents[1]
     script = (root / "docs" / "reproduce.sh").read_text()
@@ -31,8 +32,8 @@ def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses(tmp_pa
     calls = [shlex.split(line.split("python -m ", 1)[1].split("|")[0].split(";")[0])
              for line in lines.splitlines() if "python -m playground" in line]
     assert [c[0] for c in calls].count("playground.bench") >= 6
-    assert [c[0] for c in calls][-3:] == ["playground.measure.gpu_oracle", "playground.measure.gpu_paths",
-                                          "playground.measure.gpu_runners"]
+    assert [c[0] for c in calls][-3:] == ["playground.measure.hardware.gpu_oracle", "playground.measure.hardware.gpu_paths",
+                                          "playground.measure.hardware.gpu_runners"]
     assert ["playground.serve", "setup", "llamacpp"] in calls  # the optional extra, before its runs
     calls = [c for c in calls if c[0] != "playground.serve"]  # a setup, not a measurement
     monkeypatch.chdir(tmp_path)  # the output folders the script writes to, as after its `mkdir -p out`
@@ -44,6 +45,6 @@ def test_benchmark_page_commands_are_the_reproduce_script_and_each_parses(tmp_pa
             args.argv = argv
             cli.make_plan(args)
         else:
-            {"playground.measure.profile": profile, "playground.measure.gpu_oracle": gpu_oracle,
-             "playground.measure.gpu_paths": gpu_paths, "playground.measure.lab_timing": lab_timing,
-             "playground.measure.gpu_runners": gpu_runners, "playground.measure.cpu_kernels": cpu_kernels}[module].options(argv)
+            {"playground.measure.bench.profile": profile, "playground.measure.hardware.gpu_oracle": gpu_oracle,
+             "playground.measure.hardware.gpu_paths": gpu_paths, "playground.measure.hardware.lab_timing": lab_timing,
+             "playground.measure.hardware.gpu_runners": gpu_runners, "playground.measure.hardware.cpu_kernels": cpu_kernels}[module].options(argv)

@@ -14,7 +14,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from playground.measure import cli, reference_llamacpp
+from playground.measure.bench import cli
+
+from playground.measure.bench.references import llamacpp as reference_llamacpp
 from playground.models.tiny import tiny_pair
 
 RUN = ["--pair", "tiny", "--categories", "coding,qa", "--limit", "1", "--max-new-tokens", "24",

@@ -155,7 +155,7 @@ def test_the_run_configuration_carries_one_runner_to_target_and_drafter(pair):
 
 
 def test_the_bench_takes_a_runner_flag():
-    from playground.measure.cli import build_parser
+    from playground.measure.bench.cli import build_parser
 
     assert build_parser().parse_args(["--runner", "compiled"]).runner == "compiled"
     with pytest.raises(SystemExit):
@@ -163,10 +163,10 @@ def test_the_bench_takes_a_runner_flag():
 
 
 def test_the_gpu_script_runs_its_identity_check_on_the_cpu(tmp_path):
-    """measure/gpu_runners.py is left ready for a GPU; its checks run here on tiny shapes."""
+    """measure/hardware/gpu_runners.py is left ready for a GPU; its checks run here on tiny shapes."""
     import json
 
-    from playground.measure import gpu_runners
+    from playground.measure.hardware import gpu_runners
 
     out = tmp_path / "runners.json"
     assert gpu_runners.main(["--cpu-smoke", "--checks", "identity", "--json", str(out)]) == 0
@@ -179,7 +179,7 @@ def test_a_benchmark_sweep_compares_runners_and_records_each(tmp_path):
     """--sweep runner=...: one report, each run's settings naming the runner both its methods used."""
     import json
 
-    from playground.measure import cli
+    from playground.measure.bench import cli
 
     out = tmp_path / "runners.json"
     assert cli.main(["--pair", "tiny", "--categories", "coding", "--limit", "1", "--max-new-tokens", "12",
@@ -194,7 +194,7 @@ def test_the_benchmark_reports_compile_seconds_beside_the_timings_and_only_for_c
     meets each shape first, so the medians leave it out and the run's summary says what it was."""
     import json
 
-    from playground.measure import cli
+    from playground.measure.bench import cli
 
     out = tmp_path / "compiled.json"
     assert cli.main(["--pair", "tiny", "--categories", "coding", "--limit", "1", "--max-new-tokens", "12",

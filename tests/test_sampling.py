@@ -20,7 +20,7 @@ from playground.engine.sampling import (
     residual_distribution,
     speculative_verify,
 )
-from playground.measure.stats import goodness_of_fit
+from playground.measure.teach.stats import goodness_of_fit
 
 V = 10
 NEG = -math.inf

@@ -15,16 +15,17 @@ import psutil
 import pytest
 
 from playground.config import RunConfig
-from playground.measure import export
-from playground.measure.served import environment, launch
-from playground.measure.served.checkpoints import save_tiny_pair
-from playground.measure.served.client import ServedClient, ServedError
-from playground.measure.served.counters import SpecCounters, parse_vllm_metrics
+from playground import export
+from playground.serve import vllm_venv
+from playground.measure.bench.served import launch
+from playground.measure.bench.served.checkpoints import save_tiny_pair
+from playground.measure.bench.served.client import ServedClient, ServedError
+from playground.measure.bench.served.counters import SpecCounters, parse_vllm_metrics
 from playground.models.registry import load_registry
 
 pytestmark = [
     pytest.mark.served,
-    pytest.mark.skipif(not environment.is_ready(), reason=f"vLLM's venv is absent ({environment.default_venv()}): "
+    pytest.mark.skipif(not vllm_venv.is_ready(), reason=f"vLLM's venv is absent ({vllm_venv.default_venv()}): "
                        "run `python -m playground.serve setup vllm`"),
 ]
 
@@ -161,7 +162,7 @@ def test_a_server_that_exits_before_ready_shows_its_log(tmp_path):
 
 
 def test_the_benchmark_attached_by_url_writes_the_engine_report_schema(plain, speculative, tmp_path):
-    from playground.measure.cli import main
+    from playground.measure.bench.cli import main
 
     out = tmp_path / "served.json"
     code = main(["--served", f"{plain.url},{speculative.url}", "--pair", "tiny", "--categories", "coding,math",

@@ -10,11 +10,12 @@ import pytest
 
 from playground.app.served import tab
 from playground.app.shared.context import build_context
-from playground.measure.served import environment, launch
+from playground.serve import vllm_venv
+from playground.measure.bench.served import launch
 
 pytestmark = [
     pytest.mark.served,
-    pytest.mark.skipif(not environment.is_ready(), reason=f"vLLM's venv is absent ({environment.default_venv()}): "
+    pytest.mark.skipif(not vllm_venv.is_ready(), reason=f"vLLM's venv is absent ({vllm_venv.default_venv()}): "
                        "run `python -m playground.serve setup vllm`"),
 ]
 SESSION = "test-session"

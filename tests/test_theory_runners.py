@@ -71,8 +71,8 @@ def test_a_runner_outside_the_choices_is_a_message_naming_the_field(tab):
 
 
 def test_the_reading_of_a_curve_names_what_bounds_the_step():
-    from playground.measure.theory import RunnerCost
-    from playground.measure.verify_cost import curve_from_costs
+    from playground.measure.teach.theory import RunnerCost
+    from playground.measure.bench.verify_cost import curve_from_costs
 
     gpu = RunnerCost("eager", curve_from_costs([18.9, 19.0, 19.2, 19.5, 20.1]), curve_from_costs([18.1, 18.2]))
     cpu = RunnerCost("eager", curve_from_costs([79, 91, 98, 111, 185]), curve_from_costs([31.6, 38]))

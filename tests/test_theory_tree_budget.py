@@ -8,7 +8,7 @@ import html
 
 import pytest
 
-from playground.measure.tree_budget import Chain, TreeRun, cheap_budget, forecast, warning
+from playground.measure.teach.tree_budget import Chain, TreeRun, cheap_budget, forecast, warning
 
 FLAT = [1.0, 1.01, 1.02, 1.02, 1.03, 1.03, 1.04, 1.05, 1.05, 1.06, 1.06, 1.07, 1.08, 1.08, 1.09, 1.1, 1.1]  # k = 1..17
 JUMP_AT_5 = [1.0, 1.15, 1.24, 1.41, 2.34, 2.4, 2.5, 2.6, 3.5, 3.6, 3.7, 3.8, 4.7, 4.8, 4.9, 5.0, 6.2]  # blocks of 4
@@ -80,7 +80,7 @@ def run_race(ctx, view, **changes) -> dict:
 
 
 def test_a_tree_race_measures_the_targets_curve_to_its_nodes_and_warns_from_a_jumping_one(race_tab):
-    from playground.measure.verify_cost import VerifyCurve
+    from playground.measure.bench.verify_cost import VerifyCurve
 
     ctx, view = race_tab
     target = ctx.registry.pair("tiny").target

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from playground.engine import sampling, tree
-from playground.measure.stats import goodness_of_fit
+from playground.measure.teach.stats import goodness_of_fit
 from playground.engine.tree import ACCEPTED, REJECTED, UNTESTED, Tree, greedy_tree_verify, sampled_tree_verify
 
 V = 10

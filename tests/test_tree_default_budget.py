@@ -10,7 +10,7 @@ import html
 import pytest
 
 from playground.config import KNOBS, TREE, RunConfig
-from playground.measure.tree_budget import default_budget
+from playground.measure.teach.tree_budget import default_budget
 
 DEFAULT = KNOBS["tree_budget"].default
 # k = 1..17: flat to four rows, then a block of rows more (the int4 CPU kernel's shape)
@@ -50,7 +50,7 @@ def test_the_default_a_control_shows_is_the_pairs_suggestion_or_the_knobs_own():
 def test_only_a_budget_left_at_its_default_takes_the_curves():
     from playground.app.race.tab import at_cheap_budget
     from playground.app.shared.context import build_context
-    from playground.measure.verify_cost import VerifyCurve
+    from playground.measure.bench.verify_cost import VerifyCurve
 
     ctx = build_context()
     default = RunConfig(pair="tiny", speculation=TREE)
@@ -95,7 +95,7 @@ def run_race(ctx, view, **changes) -> list[dict]:
 
 def put_curve(ctx, v) -> None:
     """Replace the tiny target's measured curve (same key, same plain step) by a hand-made v(k)."""
-    from playground.measure.verify_cost import VerifyCurve
+    from playground.measure.bench.verify_cost import VerifyCurve
 
     holder = ctx.costs.curves("eager")
     key = holder.latest[ctx.registry.pair("tiny").target]

@@ -10,13 +10,13 @@ from playground.engine import tree as tree_math
 from playground.engine.generate import SpecConfig, generate
 from playground.engine.events import ACCEPTED, BONUS, RESAMPLED, output_tokens, summarize
 from playground.engine.kvcache import CachedModel
-from playground.measure.stats import goodness_of_fit
+from playground.measure.teach.stats import goodness_of_fit
 from playground.models.text import encode_prompt
 from playground.engine.tree import Tree
 from playground.config import CHAIN, TREE
 from playground.engine.drafters import Drafter, ModelDrafter, PromptLookupDrafter
 from playground.engine.tree_drafter import TreeDrafter
-from playground.measure.oracle import OracleDrafter
+from playground.measure.hardware.oracle import OracleDrafter
 
 from test_engine import PROMPT, exact_joint, hf_greedy
 from test_engine import joint_counts as engine_joint_counts

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from playground.measure.explorer import PRESETS, TOKENS
+from playground.measure.teach.explorer import PRESETS, TOKENS
 from playground.app.explorer import tab as tab_explorer
 from playground.app.shared.flow import outputs
 

@@ -19,12 +19,13 @@ from playground.engine.events import ACCEPTED, BONUS, REJECTED, RESAMPLED, Draft
 from playground.app.shared import plots
 from playground.app.stepthrough import plots as step_plots
 from playground.app.stepthrough import view as step_view
-from playground.measure import sweep
-from playground.measure.report import SCHEMA
+from playground.measure.bench import sweep
+from playground.measure.bench.report import SCHEMA
 from playground.app.theory import explain as theory
 from playground.app.shared.context import AppContext, build_context
 from playground.app.shared.lockstep import lockstep
-from playground.measure.points import Measurements, Point, pool
+from playground.app.shared.sessions import Measurements
+from playground.measure.teach.points import Point, pool
 from playground.config import MODEL, PROMPT_LOOKUP, RunConfig
 from playground.app.shared.render import visible
 from playground.app.stepthrough.run import Stepper
@@ -337,7 +338,7 @@ def test_points_pool_exact_sums_and_fit_the_verification_cost():
 
 def test_a_finished_race_becomes_a_point_with_the_same_numbers_as_its_stats(ctx):
     from playground.engine.events import summarize
-    from playground.measure.points import point_from_race
+    from playground.measure.teach.points import point_from_race
     from playground.app.race.frames import race_frames
 
     settings = RunConfig(pair="tiny", max_new_tokens=24, gamma=3)
@@ -595,7 +596,7 @@ def test_bad_grids_are_refused_naming_the_field(changes, message):
 
 def test_the_page_and_the_benchmark_plan_the_same_cells():
     """The page's fields and the benchmark's --sweep are one grammar: the same grid, the same cells."""
-    from playground.measure import cli
+    from playground.measure.bench import cli
 
     page = sweep_form.plan_of(plan_args(drafters=(MODEL, PROMPT_LOOKUP), gammas="1-2", drafts="ngram_max=2,3"))
     args = cli.build_parser().parse_args(["--pair", "tiny", "--max-new-tokens", "16", "--draft-vocab", "0",

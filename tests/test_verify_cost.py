@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from playground.measure.verify_cost import VerifyCurves, curve_from_costs, measure_curve
+from playground.measure.bench.verify_cost import VerifyCurves, curve_from_costs, measure_curve
 from playground.engine.events import summarize
 from playground.engine.sampling import best_gamma, expected_speedup, expected_tokens_per_call, gamma_ceiling, verify_cost
 
@@ -136,7 +136,7 @@ def test_the_theory_tab_recommends_from_the_curve_and_draws_it():
 
     from playground.app.theory import explain as theory
     from playground.app.theory import plots as theory_plots
-    from playground.measure.points import Pooled
+    from playground.measure.teach.points import Pooled
 
     pooled = Pooled(points=2, alpha=0.8, c=0.05, verify_slope=0.0)
     curve = curve_from_costs([0.2 * math.ceil(k / 4) for k in range(1, 10)], key=("t", "nf4", "bf16", "cpu"))

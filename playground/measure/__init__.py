@@ -1,3 +1,3 @@
-"""Measurement: timing, warm-up, alternation, pooled α/c/v, v(k), sweeps, reports, the lab and the
-benchmark's CLI (`python -m playground.bench`). One layer under both the app and the command line;
-imports the engine and models, never the app. Nothing heavy here."""
+"""Measurement, split by job: bench/ (the benchmark), teach/ (the maths the teaching tabs draw),
+hardware/ (timing commands for one GPU or CPU). Under both the app and the command line; imports
+the engine and models, never the app. Nothing heavy here."""

@@ -1,1 +1,2 @@
-"""`python -m playground.serve`: served engines from the command line (see __main__.py)."""
+"""`python -m playground.serve`: installers of optional engines (vLLM's own venv, the llama.cpp
+extra). Standard library only, so they run before the project's venv has anything."""

@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from playground.measure.served import environment
+from playground.serve import vllm_venv
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,17 +26,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "setup":
         try:
             if args.engine == "llamacpp":
-                from playground.measure.served.llamacpp_extra import setup_llamacpp
+                from playground.serve.llamacpp_extra import setup_llamacpp
 
                 setup_llamacpp()
                 return 0
-            environment.setup_vllm(args.venv, force=args.force)
+            vllm_venv.setup_vllm(args.venv, force=args.force)
         except RuntimeError as e:
             print(f"error: {e}", file=sys.stderr)
             return 1
         return 0
-    venv = environment.default_venv()
-    print(f"vLLM venv: {venv} ({'ready' if environment.is_ready(venv) else 'not set up'})")
+    venv = vllm_venv.default_venv()
+    print(f"vLLM venv: {venv} ({'ready' if vllm_venv.is_ready(venv) else 'not set up'})")
     return 0
 
 

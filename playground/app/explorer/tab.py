@@ -14,8 +14,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from playground.config import KNOBS
-from playground.measure import explorer
-from playground.measure.stats import goodness_of_fit
+from playground.measure.teach import explorer
+from playground.measure.teach.stats import goodness_of_fit
 from playground.app.shared import controls
 from playground.app.shared.context import SERIAL
 from playground.app.shared.flow import fail, outputs, status_html, whole

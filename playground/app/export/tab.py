@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import gradio as gr
 
 from playground.config import RunConfig
-from playground.measure import export
+from playground import export
 from playground.app.shared import controls
 from playground.app.shared.context import AppContext
 from playground.app.shared.flow import in_order, outputs

@@ -191,7 +191,7 @@ def token_label(loaded):
 def drawing(view: LabView, loaded, prompt: str, settings, n: int, progress):
     """Run lab.losslessness_lab in lockstep, streaming progress; returns its LabResult."""
     from playground.engine import factory
-    from playground.measure.lab import losslessness_lab
+    from playground.measure.teach.lab import losslessness_lab
     from playground.models.text import encode_prompt
 
     ids = encode_prompt(loaded.tokenizer, prompt)
@@ -282,7 +282,7 @@ def fast_handler(ctx: AppContext, view: LabView):
 def fast_drawing(view: LabView, loaded, prompt: str, settings, n: int, note: str):
     """Run lab.fast_lab in lockstep; every checkpoint redraws all four outputs."""
     from playground.engine import factory
-    from playground.measure.lab import fast_lab
+    from playground.measure.teach.lab import fast_lab
     from playground.models.text import encode_prompt
 
     ids = encode_prompt(loaded.tokenizer, prompt)

@@ -3,7 +3,7 @@ verdict), presses Measure, and sees the prediction beside the measurement. Progr
 gr.State, so it is kept per browser session.
 
 Measurements reuse the app's own layers: a generation through the bench's engine_run (steps 1,
-2), the fast lab (step 3), measure/theory.py's measure_point, i.e. bench.measure's alternated
+2), the fast lab (step 3), measure/teach/theory.py's measure_point, i.e. bench.measure's alternated
 warm timing (steps 4, 5), whose points also reach this session's Theory tab, and the app's per-runner
 costs (step 6: c and v(k) through the run's runner, which the Theory tab draws beside the others).
 """
@@ -26,8 +26,8 @@ from playground.app.shared.flow import (check_prompt, fail, guarded, load_pair, 
                                         status_html)
 from playground.app.lesson.steps import CHOICE, STEPS, Progress
 from playground.app.shared.lockstep import streamed
-from playground.measure.points import session_of
-from playground.measure.theory import measure_point
+from playground.app.shared.sessions import session_of
+from playground.measure.teach.theory import measure_point
 
 TITLE = "Lesson"
 log = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ def lesson_handler(ctx: AppContext, page: LessonPage):
 
 def experiment(page: LessonPage, i: int, loaded, prompt: str, settings, costs):
     """Step i's experiment in lockstep, its progress in the status box; returns its outcome.
-    costs: the app's RunnerCosts (measure/theory.py), which step 6 measures into."""
+    costs: the app's RunnerCosts (measure/teach/theory.py), which step 6 measures into."""
     from playground.models.text import encode_prompt
 
     ids = encode_prompt(loaded.tokenizer, prompt)
@@ -190,7 +190,7 @@ def experiment(page: LessonPage, i: int, loaded, prompt: str, settings, costs):
 def generation(loaded, ids, settings, prompt, report, costs=None) -> dict:
     """Steps 1 and 2: one speculative generation through the bench's engine_run; its events."""
     from playground.engine import factory
-    from playground.measure.runs import engine_run
+    from playground.measure.bench.runs import engine_run
     from playground.models.text import eos_ids
 
     report(f"Generating {settings.max_new_tokens} tokens at γ = {settings.gamma}…", None)
@@ -202,7 +202,7 @@ def generation(loaded, ids, settings, prompt, report, costs=None) -> dict:
 def lab_draws(loaded, ids, settings, prompt, report, costs=None) -> dict:
     """Step 3: the fast losslessness lab on the prompt's first token."""
     from playground.engine import factory
-    from playground.measure.lab import fast_lab
+    from playground.measure.teach.lab import fast_lab
 
     report(f"Drawing {LAB_DRAWS:,} first tokens…", None)
     config = factory.spec_config(settings)
@@ -233,7 +233,7 @@ def timed_gammas(loaded, ids, settings, prompt, report, costs=None) -> dict:
 
 def step_costs(loaded, ids, settings, prompt, report, costs) -> dict:
     """Step 6: c and v(1..5) of the pair through the run's runner (measured once per app run)."""
-    from playground.measure.machine import spare_a_core
+    from playground.measure.bench.machine import spare_a_core
 
     report(f"Timing a few forwards of each model through the {settings.runner} runner…", None)
     with spare_a_core():  # the same threads as the timed runs of steps 4 and 5

@@ -87,8 +87,8 @@ def race_frames(
     Raises ValueError, naming the field, for bad settings or a prompt that does not fit.
     """
     from playground.engine import factory
-    from playground.measure.machine import spare_a_core
-    from playground.measure.runs import Setup, warm_up
+    from playground.measure.bench.machine import spare_a_core
+    from playground.measure.bench.runs import Setup, warm_up
     from playground.engine.generate import check_inputs, generate
     from playground.engine.runners import COMPILED, compile_seconds, resolve
     from playground.models.text import encode_prompt, eos_ids

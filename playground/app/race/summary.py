@@ -68,7 +68,7 @@ def budget_line(note: str | None) -> str:
 
 def tree_warning(frame: RaceFrame, curve, chain_c: float | None) -> str:
     """measure/tree_budget's warning line, from the measured curve and this race's tree so far."""
-    from playground.measure.tree_budget import race_warning
+    from playground.measure.teach.tree_budget import race_warning
 
     if curve is None:
         return ""

@@ -23,7 +23,8 @@ from playground.app.shared.context import AppContext
 from playground.app.shared.examples import RACE as EXAMPLES
 from playground.app.shared.flow import (check_prompt, compiling, fail, guarded, in_order, load_pair, model_job,
                                         outputs, read_settings, status_html)
-from playground.measure.points import point_from_race, session_of
+from playground.app.shared.sessions import session_of
+from playground.measure.teach.points import point_from_race
 from playground.app.race.frames import BASELINE, SPECULATIVE, TIMING_NOTE, RaceFrame, race_frames
 
 TITLE = "Race"
@@ -144,7 +145,7 @@ def race_handler(ctx: AppContext, view: RaceView):
 def tree_check(ctx: AppContext, pair, settings: RunConfig, status, prompt: tuple[str, str] | None = None):
     """`settings, tree = yield from tree_check(...)`: for a tree race, the target's measured v(k)
     (measured now to the tree's nodes + 1 if this app run has none: a few forwards), the draft's
-    measured c, which the stats panel's forecast reads (measure/tree_budget.py), and the line saying
+    measured c, which the stats panel's forecast reads (measure/teach/tree_budget.py), and the line saying
     the budget came from that curve; the settings as the race runs them: a budget left at its
     default becomes the largest the curve verifies cheaply. (None, None, None) for a chain."""
     if settings.speculation != TREE:
@@ -163,7 +164,7 @@ def at_cheap_budget(ctx: AppContext, settings: RunConfig, curve) -> tuple[RunCon
     """The settings with a tree budget left at its default replaced by the largest the measured curve
     verifies cheaply (measure/tree_budget.default_budget), and the line saying so; a budget the user
     set, or one the curve verifies cheaply, is kept (None)."""
-    from playground.measure.tree_budget import default_budget
+    from playground.measure.teach.tree_budget import default_budget
 
     default = controls.shown_default(ctx, "tree_budget", settings.pair)
     if curve is None or settings.tree_budget != default:

@@ -4,7 +4,7 @@ points (no Gradio, no server). Times are each request's own clock, from its send
 from __future__ import annotations
 
 from playground.app.shared.plots import BASELINE_COLOR, KEEP_COLOR, SPEC_COLOR, empty_figure, figure, line
-from playground.measure.served.bench import crossover
+from playground.measure.bench.served.bench import crossover
 
 LATENCY_COLOR = "#e07b00"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 
-from playground.measure.served.launch import Server
+from playground.measure.bench.served.launch import Server
 
 
 class SessionServers:

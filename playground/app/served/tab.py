@@ -20,12 +20,12 @@ from playground.app.shared import controls
 from playground.app.shared.context import AppContext
 from playground.app.shared.flow import check_prompt, fail, model_job, outputs, status_html
 from playground.config import MODEL, PROMPT_LOOKUP, RunConfig
-from playground.measure import export
-from playground.measure.points import session_of
-from playground.measure.served import launch
-from playground.measure.served.bench import concurrency_point, counters, parse_levels
-from playground.measure.served.client import ServedClient, ServedError
-from playground.measure.served.deploy import local_settings, placement_for
+from playground import export
+from playground.app.shared.sessions import session_of
+from playground.measure.bench.served import launch
+from playground.measure.bench.served.bench import concurrency_point, counters, parse_levels
+from playground.measure.bench.served.client import ServedClient, ServedError
+from playground.measure.bench.served.deploy import local_settings, placement_for
 
 TITLE = "Served"
 METHODS = {"draft_model": MODEL, "ngram": PROMPT_LOOKUP}  # vLLM's method -> the run's drafter

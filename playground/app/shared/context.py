@@ -10,8 +10,8 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from playground.measure.points import Measurements
-from playground.measure.theory import RunnerCosts
+from playground.app.shared.sessions import Measurements
+from playground.measure.teach.theory import RunnerCosts
 
 # Every event that runs a model takes this: one shared queue for all tabs, one job at a time,
 # because the models and the CPU are shared and timings are only honest when nothing else runs.

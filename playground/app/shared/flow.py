@@ -20,7 +20,7 @@ import gradio as gr
 
 from playground.config import RunConfig
 from playground.app.shared.context import SERIAL, Loading
-from playground.measure.points import session_of
+from playground.app.shared.sessions import session_of
 
 log = logging.getLogger(__name__)
 

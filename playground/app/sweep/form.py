@@ -1,4 +1,4 @@
-"""The Sweep tab's fields as a sweep plan (measure/sweep.py), every value checked before anything
+"""The Sweep tab's fields as a sweep plan (measure/bench/sweep.py), every value checked before anything
 loads; an error names the field as the page shows it, and its allowed range.
 
 The page writes the benchmark's --sweep grammar in pieces: γ values and temperatures are value lists
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from playground.config import DRAFTER_LABELS, DRAFTERS, KNOBS, MODEL, TREE
-from playground.measure import sweep
-from playground.measure.prompts import EXAMPLE, Prompt, load_prompts
+from playground.measure.bench import sweep
+from playground.measure.bench.prompts import EXAMPLE, Prompt, load_prompts
 from playground.app.shared.examples import RACE
 from playground.app.shared.flow import read_settings, whole
 

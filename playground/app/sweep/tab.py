@@ -1,7 +1,7 @@
 """The Sweep tab: a grid of γ × drafter × temperature × draft settings on a few prompts, measured by
-the benchmark's sweep (measure/sweep.py), with a progress bar and Stop; a results table and plots that
+the benchmark's sweep (measure/bench/sweep.py), with a progress bar and Stop; a results table and plots that
 fill in cell by cell; the report to download as CSV and JSON in the benchmark's schema (so
-`python -m playground.measure.charts` draws it too); the fastest row's settings handed to the Export
+`python -m playground.measure.bench.charts` draws it too); the fastest row's settings handed to the Export
 tab (wired in app/demo.py). The fields become a plan in form.py.
 
 Every measured prompt also becomes a point of the Theory tab (ctx.measurements).
@@ -20,11 +20,12 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from playground.config import KNOBS, MODEL
-from playground.measure import sweep
-from playground.measure.machine import spare_a_core
-from playground.measure.points import point_from_record, session_of
-from playground.measure.prompts import categories_of, load_prompts, prompt_name
-from playground.measure.report import write_csv, write_json
+from playground.measure.bench import sweep
+from playground.measure.bench.machine import spare_a_core
+from playground.app.shared.sessions import session_of
+from playground.measure.teach.points import point_from_record
+from playground.measure.bench.prompts import categories_of, load_prompts, prompt_name
+from playground.measure.bench.report import write_csv, write_json
 from playground.app.shared import controls
 from playground.app.shared.context import AppContext
 from playground.app.shared.flow import fail, load_pair, model_job, outputs, status_html

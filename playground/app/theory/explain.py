@@ -1,5 +1,5 @@
 """Theory against measurement, in words: the γ the formula recommends from the measured α, c and
-v, and what each of them means. The measuring itself is measure/theory.py's.
+v, and what each of them means. The measuring itself is measure/teach/theory.py's.
 
 Pure functions; no Gradio.
 """
@@ -10,7 +10,7 @@ import html
 
 from playground.config import KNOBS
 from playground.engine.sampling import best_gamma, expected_speedup, gamma_ceiling, sloped_speedup
-from playground.measure.points import Point, Pooled
+from playground.measure.teach.points import Point, Pooled
 
 MAX_GAMMA = KNOBS["gamma"].high  # the recommended γ is one a run may take: any the γ knob allows
 

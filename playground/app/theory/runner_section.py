@@ -17,8 +17,8 @@ from playground.app.theory import runners as runner_views
 from playground.app.shared.context import AppContext
 from playground.app.shared.flow import fail, guarded, load_pair, model_job, outputs, read_settings, status_html
 from playground.app.shared.lockstep import streamed
-from playground.measure.points import session_of
-from playground.measure.theory import pooled_for
+from playground.app.shared.sessions import session_of
+from playground.measure.teach.theory import pooled_for
 
 RUNNER_CHOICES = tuple(r for r in RUNNERS if r != "auto")  # what a learner may measure, each by name
 VERIFY_K = 9  # v(k) for k = 1..9 tokens, as the tab's own curve: γ up to 8
@@ -121,7 +121,7 @@ def measuring(ctx: AppContext, view: RunnerView, loaded, chosen: list[str]):
     that could not run this pair (a runner that does not take its models says so, the rest go on)."""
 
     def work(report):
-        from playground.measure.machine import spare_a_core
+        from playground.measure.bench.machine import spare_a_core
 
         failed = {}
         for i, runner in enumerate(chosen):

@@ -1,7 +1,7 @@
 """The Theory tab's runner section: c and v(k) of the chosen pair through each runner, measured
 here, side by side with the formula's speedup per runner, and why they differ, in words.
 
-Pure functions of measured RunnerCosts (measure/theory.py) and the pooled α; no Gradio. Every number
+Pure functions of measured RunnerCosts (measure/teach/theory.py) and the pooled α; no Gradio. Every number
 drawn is a measurement of this session; the figures from docs/benchmarks.md appear only in the prose,
 as examples of what other machines measured.
 """
@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from playground.config import KNOBS
 from playground.engine.sampling import best_gamma, verify_cost
-from playground.measure.tree_budget import CHEAP_V, cheap_budget
+from playground.measure.teach.tree_budget import CHEAP_V, cheap_budget
 from playground.app.shared.plots import BASELINE_COLOR, KEEP_COLOR, SPEC_COLOR, THEORY_COLOR, empty_figure, figure, line
 
 COLORS = {"eager": SPEC_COLOR, "static": KEEP_COLOR, "compiled": THEORY_COLOR}

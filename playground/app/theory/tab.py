@@ -23,8 +23,8 @@ from playground.app.shared.context import AppContext
 from playground.app.shared.flow import (check_prompt, fail, guarded, load_pair, model_job, outputs, read_settings,
                                         status_html, whole)
 from playground.app.shared.lockstep import streamed
-from playground.measure.points import session_of
-from playground.measure.theory import measure_point, pooled_for
+from playground.app.shared.sessions import session_of
+from playground.measure.teach.theory import measure_point, pooled_for
 
 TITLE = "Theory vs measurement"
 log = logging.getLogger(__name__)
@@ -214,7 +214,7 @@ def measuring(view: TheoryView, loaded, prompt: str, settings, curve_of, progres
     def work(report):
         point = measure_point(loaded, ids, settings, 1, report, "measure", short(prompt))
         if curve_of is not None:  # v(k) of this target, once per app run (a few seconds)
-            from playground.measure.machine import spare_a_core
+            from playground.measure.bench.machine import spare_a_core
 
             with spare_a_core():  # the same threads as the runs it is set beside
                 curve_of(loaded.target)

@@ -11,8 +11,8 @@ import itertools
 import json
 
 from playground.config import defaults
-from playground.measure.report import DRAFT_SETTINGS, SETTINGS, atomic_write, cell
-from playground.measure.report import varying as varying_settings
+from playground.measure.bench.report import DRAFT_SETTINGS, SETTINGS, atomic_write, cell
+from playground.measure.bench.report import varying as varying_settings
 
 DEFAULTS = defaults()
 
@@ -185,10 +185,10 @@ def write_gamma_png(report: dict, path, width: int = 900, height: int = 500) -> 
 
 def main(argv=None) -> int:
     """Re-render a saved report without measuring again:
-    `python -m playground.measure.charts r.json --png p.png`."""
+    `python -m playground.measure.bench.charts r.json --png p.png`."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m playground.measure.charts", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m playground.measure.bench.charts", description=main.__doc__)
     p.add_argument("report", help="a JSON report written by python -m playground.bench --json")
     p.add_argument("--png", help="speedup-vs-gamma plot (the report needs a gamma sweep)")
     p.add_argument("--html", help="the self-contained HTML report")

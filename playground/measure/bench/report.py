@@ -2,7 +2,7 @@
 
 A report is a dict: {"schema", "created", "command", "config", "models", "environment", "memory",
 "runs": [{"settings", "summary", "categories", "prompts", "skipped", "draft"}, ...]}, one run per
-cell of the sweep (measure/sweep.py writes it, for the benchmark and the Sweep tab alike); each
+cell of the sweep (measure/bench/sweep.py writes it, for the benchmark and the Sweep tab alike); each
 run's summary also holds its peak memory.
 """
 

@@ -26,7 +26,7 @@ def default_venv() -> Path:
     """$PLAYGROUND_VLLM_VENV, else <playground cache>/vllm-venv."""
     if os.environ.get("PLAYGROUND_VLLM_VENV"):
         return Path(os.environ["PLAYGROUND_VLLM_VENV"]).expanduser()
-    from playground.models.checkpoints import cache_dir
+    from playground.config import cache_dir  # a leaf: runs before the project venv has torch
 
     return cache_dir() / "vllm-venv"
 

@@ -22,9 +22,9 @@ import torch
 from playground.engine.drafters import Drafter
 from playground.engine.generate import (Decoding, Generators, SpecConfig, begin, check_inputs, draft_tokens, one_hot_q,
                                         speculative_step, start)
-from playground.measure.explorer import draw_batched
+from playground.measure.teach.explorer import draw_batched
 from playground.engine.sampling import logits_to_probs
-from playground.measure.stats import Fit, goodness_of_fit, two_sample
+from playground.measure.teach.stats import Fit, goodness_of_fit, two_sample
 
 MAX_DRAWS = 100_000
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from playground.config import RunConfig
-from playground.measure import export
-from playground.measure.served.client import ServedClient, ServedError, check_url
-from playground.measure.served.launch import CpuPlacement, Server, start_vllm
+from playground import export
+from playground.measure.bench.served.client import ServedClient, ServedError, check_url
+from playground.measure.bench.served.launch import CpuPlacement, Server, start_vllm
 
 METHODS = (export.PLAIN, "draft_model", "ngram")
 
@@ -39,7 +39,7 @@ class Deployment:
 def local_settings(registry, run: RunConfig, folder: Path | None = None) -> export.ExportSettings:
     """The Export tab's settings for `run`, its models named by checkpoint directories on this disk
     (the tiny pair is saved once under the cache, head_dim 64)."""
-    from playground.measure.served.checkpoints import cached_checkpoint, save_tiny_pair
+    from playground.measure.bench.served.checkpoints import cached_checkpoint, save_tiny_pair
     from playground.models.checkpoints import cache_dir
 
     s = export.from_settings(registry, run)

@@ -1,4 +1,4 @@
-"""`python -m playground.measure.gpu_runners`: the runners (eager, static, compiled) on one GPU, no download.
+"""`python -m playground.measure.hardware.gpu_runners`: the runners (eager, static, compiled) on one GPU, no download.
 
 Random weights of real shapes (Qwen2.5-1.5B, the default pair's target; Qwen2-0.5B, its draft's
 shape; Qwen2-7B), each check written to the JSON as soon as it ends:
@@ -15,8 +15,8 @@ shape; Qwen2-7B), each check written to the JSON as soon as it ends:
 3. identity: the same pair in float32; greedy chain and tree through each runner equal eager
    autoregressive decoding token for token.
 
-    python -m playground.measure.gpu_runners --json out/gpu_runners.json   # one H200: within 8 minutes
-    python -m playground.measure.gpu_runners --cpu-smoke                    # tiny shapes on the CPU
+    python -m playground.measure.hardware.gpu_runners --json out/gpu_runners.json   # one H200: within 8 minutes
+    python -m playground.measure.hardware.gpu_runners --cpu-smoke                    # tiny shapes on the CPU
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ PAIRS = {"1.5b": "0.5b", "7b": "0.5b", "tiny": "tiny-draft"}  # target shape -> 
 
 
 def options(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m playground.measure.gpu_runners",
+    p = argparse.ArgumentParser(prog="python -m playground.measure.hardware.gpu_runners",
                                 description=__doc__.split("\n")[0].strip("`"))
     p.add_argument("--cpu-smoke", action="store_true", help="tiny models on the CPU: checks the script")
     p.add_argument("--runners", help="runners to time, in order (default eager,compiled on a GPU, where "
@@ -72,8 +72,8 @@ def dtype_of(args, exact: bool = False):
 
 
 def steps(args) -> dict:
-    from playground.measure.gpu_oracle import random_model
-    from playground.measure.gpu_paths import free
+    from playground.measure.hardware.gpu_oracle import random_model
+    from playground.measure.hardware.gpu_paths import free
 
     out = {}
     for shape in args.shapes:
@@ -92,7 +92,7 @@ def steps(args) -> dict:
 def curve_row(model, runner: str, max_k: int) -> dict:
     """v(1..max_k) and the plain step through one runner. The first call compiles (and captures)
     every shape it meets; the second, on the same shapes, is the one reported."""
-    from playground.measure.verify_cost import measure_curve
+    from playground.measure.bench.verify_cost import measure_curve
 
     started = time.monotonic()
     measure_curve(model, max_k=max_k, repeats=1, runner=runner)
@@ -137,7 +137,7 @@ def predictions(rows: dict, args) -> dict:
 
 
 def engine(args) -> dict:
-    from playground.measure.gpu_paths import free, pair_models
+    from playground.measure.hardware.gpu_paths import free, pair_models
 
     target, draft = pair_models(args.pair_shape, dtype_of(args), args.device, args)
     rows = {}
@@ -160,9 +160,9 @@ def engine_row(target, draft, runner: str, args) -> dict:
 
     from playground.config import RunConfig
     from playground.engine import factory
-    from playground.measure.gpu_paths import pooled_row, prompts
-    from playground.measure.runs import Setup, measure_prompt
-    from playground.measure.verify_cost import measure_curve
+    from playground.measure.hardware.gpu_paths import pooled_row, prompts
+    from playground.measure.bench.runs import Setup, measure_prompt
+    from playground.measure.bench.verify_cost import measure_curve
 
     run = RunConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, runner=runner)
     setup, config = Setup(target, draft, run, eos=()), factory.spec_config(run)
@@ -184,7 +184,7 @@ def oracle_fields(target, ids, config, args) -> dict:
 
     from playground.engine.events import output_tokens
     from playground.engine.generate import clock, generate
-    from playground.measure.oracle import OracleDrafter, converge_oracle, greedy_continuation
+    from playground.measure.hardware.oracle import OracleDrafter, converge_oracle, greedy_continuation
 
     recording = greedy_continuation(target, ids, config.max_new_tokens)
     recording, _ = converge_oracle(target, ids, recording, config.gamma)
@@ -211,7 +211,7 @@ def identity(args) -> dict:
     from playground.engine import factory
     from playground.engine.events import output_tokens
     from playground.engine.generate import generate
-    from playground.measure.gpu_paths import free, pair_models, prompts
+    from playground.measure.hardware.gpu_paths import free, pair_models, prompts
 
     target, draft = pair_models(args.pair_shape, dtype_of(args, exact=True), args.device, args)
     ids = prompts(target.config.vocab_size, args)[0]
@@ -237,7 +237,7 @@ CHECKS = (("steps", steps), ("engine", engine), ("identity", identity))
 
 
 def main(argv=None) -> int:
-    from playground.measure.gpu_paths import run_checks  # the GPU scripts' one check loop and report
+    from playground.measure.hardware.gpu_paths import run_checks  # the GPU scripts' one check loop and report
 
     return run_checks("gpu_runners", CHECKS, options(argv))
 

@@ -1,4 +1,4 @@
-"""`python -m playground.measure.gpu_oracle`: what verification costs on a GPU, with no download.
+"""`python -m playground.measure.hardware.gpu_oracle`: what verification costs on a GPU, with no download.
 
 Random models of real shapes (a Qwen2-7B-shaped target, a Qwen2-0.5B-shaped draft, bf16 on CUDA)
 and an oracle drafter that proposes the target's own greedy continuation: every proposal is
@@ -8,8 +8,8 @@ steps: the ceiling for a perfect draft on this hardware. A random 0.5B-shaped dr
 shows the other end: the cost c of drafting with nothing accepted. Random weights make the
 text meaningless and often repetitive; the timing does not care.
 
-    python -m playground.measure.gpu_oracle               # one H200: meant to finish within 8 minutes
-    python -m playground.measure.gpu_oracle --cpu-smoke   # tiny shapes on CPU, seconds (tests)
+    python -m playground.measure.hardware.gpu_oracle               # one H200: meant to finish within 8 minutes
+    python -m playground.measure.hardware.gpu_oracle --cpu-smoke   # tiny shapes on CPU, seconds (tests)
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ FULL = {"gammas": "1,2,4,8", "draft_gammas": "4", "max_new_tokens": 180, "prompt
 
 
 def options(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m playground.measure.gpu_oracle",
+    p = argparse.ArgumentParser(prog="python -m playground.measure.hardware.gpu_oracle",
                                 description=__doc__.split("\n")[0].strip("`"))
     p.add_argument("--cpu-smoke", action="store_true",
                    help="tiny float32 models on the CPU: checks the script, not the GPU")
@@ -123,7 +123,7 @@ def random_model(shape: str, dtype, device, seed: int):
 
 def timed(methods: dict, repeats: int) -> dict:
     """The median run of each method, the methods alternated within each repeat."""
-    from playground.measure.runs import alternate, median_run
+    from playground.measure.bench.runs import alternate, median_run
 
     return {name: median_run(runs) for name, runs in alternate(methods, repeats).items()}
 
@@ -154,8 +154,8 @@ def speculative_row(method: str, gamma: int, spec, ar, hf_tok_s, note: str = "")
 def baseline_rows(target, prompt, args) -> list[Row]:
     """Our AR baseline beside transformers generate(), alternated."""
     from playground.engine.generate import SpecConfig
-    from playground.measure.runs import Run, engine_run
-    from playground.measure.reference import hf_generate
+    from playground.measure.bench.runs import Run, engine_run
+    from playground.measure.bench.references.transformers import hf_generate
 
     config = SpecConfig(max_new_tokens=args.max_new_tokens)
     methods = {"ar": lambda: engine_run(target, prompt, config, None, ())}
@@ -173,8 +173,8 @@ def baseline_rows(target, prompt, args) -> list[Row]:
 def oracle_row(target, prompt, recording, gamma: int, args, hf_tok_s) -> Row:
     """Our AR baseline and the oracle at this gamma, alternated: the speedup comes from the same repeats."""
     from playground.engine.generate import SpecConfig
-    from playground.measure.runs import engine_run
-    from playground.measure.oracle import OracleDrafter, converge_oracle
+    from playground.measure.bench.runs import engine_run
+    from playground.measure.hardware.oracle import OracleDrafter, converge_oracle
 
     sequence, rounds = converge_oracle(target, prompt, recording, gamma)
     config = SpecConfig(gamma=gamma, max_new_tokens=args.max_new_tokens)
@@ -191,8 +191,8 @@ def draft_rows(target, draft, prompt, gamma: int, args) -> list[Row]:
     from playground.engine import factory
     from playground.engine.generate import SpecConfig
     from playground.engine.events import summarize
-    from playground.measure.runs import Run, engine_run
-    from playground.measure.reference import hf_generate
+    from playground.measure.bench.runs import Run, engine_run
+    from playground.measure.bench.references.transformers import hf_generate
 
     config = SpecConfig(gamma=gamma, max_new_tokens=args.max_new_tokens)
     methods = {"ar": lambda: engine_run(target, prompt, config, None, ()),
@@ -214,7 +214,7 @@ def draft_rows(target, draft, prompt, gamma: int, args) -> list[Row]:
 def all_rows(target, draft, prompt, args, start: float) -> list[Row]:
     """Every row in order. A row runs only if it is expected to end within the budget, else it is
     listed as skipped; expectations scale with the baseline rows' own duration on this machine."""
-    from playground.measure.oracle import greedy_continuation
+    from playground.measure.hardware.oracle import greedy_continuation
 
     def fits(expected_s: float) -> bool:
         return time.monotonic() - start + expected_s <= args.budget_s
@@ -239,9 +239,9 @@ def warm_up(target, draft, prompt, args) -> None:
     from playground.config import RunConfig
     from playground.engine import factory
     from playground.engine.generate import SpecConfig
-    from playground.measure.runs import engine_run
-    from playground.measure.oracle import OracleDrafter
-    from playground.measure.reference import hf_generate
+    from playground.measure.bench.runs import engine_run
+    from playground.measure.hardware.oracle import OracleDrafter
+    from playground.measure.bench.references.transformers import hf_generate
 
     config = SpecConfig(gamma=max(args.gammas), max_new_tokens=8)
     engine_run(target, prompt, config, None, ())
@@ -278,7 +278,7 @@ def run(args) -> tuple[list[Row], dict]:
     """Build the models, record the oracle, time every row. Returns the rows and machine facts."""
     import torch
 
-    from playground.measure.machine import environment
+    from playground.measure.bench.machine import environment
 
     start = time.monotonic()
     if not args.cpu_smoke and not torch.cuda.is_available():
@@ -311,7 +311,7 @@ def main(argv=None) -> int:
     print(format_table(rows, facts))
     print(f"# {facts['seconds']} s in all")
     if args.json:
-        from playground.measure.report import atomic_write
+        from playground.measure.bench.report import atomic_write
 
         report = {"facts": facts, "rows": [asdict(r) for r in rows]}
         atomic_write(args.json, json.dumps(report, indent=2) + "\n")

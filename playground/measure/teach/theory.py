@@ -13,8 +13,8 @@ import threading
 from dataclasses import dataclass
 
 from playground.config import MODEL, RunConfig
-from playground.measure.points import Point, Pooled, point_from_record, pool
-from playground.measure.verify_cost import VerifyCurve, VerifyCurves
+from playground.measure.teach.points import Point, Pooled, point_from_record, pool
+from playground.measure.bench.verify_cost import VerifyCurve, VerifyCurves
 
 
 def measure_point(
@@ -24,8 +24,8 @@ def measure_point(
 
     report(done, total, what) is called after each run (the lockstep worker's callback)."""
     from playground.engine import factory
-    from playground.measure.machine import spare_a_core
-    from playground.measure.runs import Setup, measure_prompt, warm_up
+    from playground.measure.bench.machine import spare_a_core
+    from playground.measure.bench.runs import Setup, measure_prompt, warm_up
 
     config = factory.spec_config(settings)
     setup = Setup.of(pair, settings, tree=settings.drafter == MODEL)  # a tree's length beside the chain's

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from playground.measure.reference_llamacpp import faster_than_what
-from playground.measure.report import cell, label, varying
+from playground.measure.bench.references.llamacpp import faster_than_what
+from playground.measure.bench.report import cell, label, varying
 
 COLUMNS = (  # (summary key, header, width, format)
     ("prompts", "n", 4, "{:d}"),

@@ -11,7 +11,7 @@ fastest plain configuration, with α, c, v(γ+1) and greedy identity beside it.
 
 from __future__ import annotations
 
-from playground.measure.verify_cost import VerifyCurve
+from playground.measure.bench.verify_cost import VerifyCurve
 
 
 def plain_rate(report: dict) -> float:

@@ -1,7 +1,7 @@
 """`python -m playground.bench`: time our engine (and optionally transformers) over a prompt set.
 
 Order of work: check every argument (no model loaded, nothing written), load the pair, measure
-each cell of the sweep over every prompt (measure/sweep.py, as the app's Sweep tab does), then
+each cell of the sweep over every prompt (measure/bench/sweep.py, as the app's Sweep tab does), then
 write the outputs, each atomically.
 """
 
@@ -16,10 +16,10 @@ from functools import partial
 from pathlib import Path
 
 from playground.config import KNOBS, MODEL, MODEL_QUANTIZATIONS, TREE, RunConfig, check_value, group, parse_text
-from playground.measure import sweep
-from playground.measure.console import format_report
-from playground.measure.prompts import DEFAULT_PROMPTS, read_jsonl, select
-from playground.measure.sweep import SWEEPABLE, Grid, Plan, SettingError, parse_axes
+from playground.measure.bench import sweep
+from playground.measure.bench.console import format_report
+from playground.measure.bench.prompts import DEFAULT_PROMPTS, read_jsonl, select
+from playground.measure.bench.sweep import SWEEPABLE, Grid, Plan, SettingError, parse_axes
 
 OUTPUTS = ("json", "csv", "html", "png")
 
@@ -200,7 +200,7 @@ def base_run(args, pair: str) -> RunConfig:
 
 
 def check_reference(args) -> None:
-    from playground.measure.reference_llamacpp import check_installed
+    from playground.measure.bench.references.llamacpp import check_installed
 
     if args.reference == "llama.cpp":
         if args.served:
@@ -241,7 +241,7 @@ def run_benchmark(args, plan: Plan, cache) -> dict:
     previous pair first when a cell's draft quantization differs)."""
     from tqdm import tqdm
 
-    from playground.measure.machine import busy_warning
+    from playground.measure.bench.machine import busy_warning
 
     with tqdm(total=plan.total_runs, unit="run", file=sys.stderr, dynamic_ncols=True) as bar:
         report = sweep.run(plan, partial(load_pair, args, plan, cache), run_config(args, plan),
@@ -279,8 +279,8 @@ def run_config(args, plan: Plan) -> dict:
 
 
 def write_outputs(report: dict, args) -> None:
-    from playground.measure.charts import write_gamma_png, write_html
-    from playground.measure.report import write_csv, write_json
+    from playground.measure.bench.charts import write_gamma_png, write_html
+    from playground.measure.bench.report import write_csv, write_json
 
     writers = {"json": write_json, "csv": write_csv, "html": write_html, "png": write_gamma_png}
     for name in OUTPUTS:
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"argument {error.flag}: {error}")
     quiet_transformers()
     if args.served:
-        from playground.measure.served.bench import served_main
+        from playground.measure.bench.served.bench import served_main
         return served_main(parser, args, plan)
     if args.target_quantizations:
         return compare_targets(parser, args, plan)
@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def check_gguf(parser, plan: Plan, pair) -> None:
     """--reference llama.cpp: the target must have been loaded from a GGUF file, before anything is timed."""
-    from playground.measure.reference_llamacpp import gguf_path
+    from playground.measure.bench.references.llamacpp import gguf_path
 
     if plan.llamacpp:
         try:
@@ -355,9 +355,9 @@ def compare_targets(parser, args, plan: Plan) -> int:
 
     from playground.models.loading import PairCache
     from playground.models.registry import load_registry
-    from playground.measure.compare import comparison, format_comparison
-    from playground.measure.report import SCHEMA, write_json
-    from playground.measure.verify_cost import MAX_K, measure_curve
+    from playground.measure.bench.compare import comparison, format_comparison
+    from playground.measure.bench.report import SCHEMA, write_json
+    from playground.measure.bench.verify_cost import MAX_K, measure_curve
 
     cache, reports, curves = PairCache(load_registry()), {}, {}
     for q in args.target_quantizations:

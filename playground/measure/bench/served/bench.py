@@ -12,17 +12,17 @@ from contextlib import ExitStack
 from dataclasses import replace
 
 from playground.config import MODEL, PROMPT_LOOKUP
-from playground.measure import export
-from playground.measure.served.client import ServedClient
-from playground.measure.served.counters import SpecCounters, parse_vllm_metrics
-from playground.measure.served.deploy import METHODS, Deployment
+from playground import export
+from playground.measure.bench.served.client import ServedClient
+from playground.measure.bench.served.counters import SpecCounters, parse_vllm_metrics
+from playground.measure.bench.served.deploy import METHODS, Deployment
 
 METHOD_DRAFTER = {"draft_model": MODEL, "ngram": PROMPT_LOOKUP}
 
 
 def counters(client: ServedClient) -> SpecCounters:
     """vLLM's counters now; zero where the server has no /metrics (llama.cpp reports per request)."""
-    from playground.measure.served.client import ServedError
+    from playground.measure.bench.served.client import ServedError
 
     try:
         return parse_vllm_metrics(client.metrics_text())
@@ -41,7 +41,7 @@ def time_prompt(client: ServedClient, ids: list[int], run, repeats: int, ignore_
         outs.append(client.complete(ids, run.max_new_tokens, ignore_eos=ignore_eos, **sampling_of(run)))
     spent = counters(client) - before
     if not spent.draft_tokens and outs[-1].timings:  # llama.cpp: its own per-completion figures
-        from playground.measure.served.counters import from_llamacpp_timings
+        from playground.measure.bench.served.counters import from_llamacpp_timings
         spent = from_llamacpp_timings(outs[-1].timings)
     seconds = statistics.median(o.elapsed_s for o in outs)
     return {"tokens": outs[-1].tokens, "seconds": seconds, "token_ids": outs[-1].token_ids,
@@ -99,7 +99,7 @@ def crossover(plain: list[dict], spec: list[dict]) -> int | None:
 
 
 def run_record(prompt, base: dict, spec: dict, greedy: bool) -> dict:
-    """A per-prompt record in the engine's report's names (measure/runs.py)."""
+    """A per-prompt record in the engine's report's names (measure/bench/runs.py)."""
     base_rate = base["tokens"] / base["seconds"] if base["seconds"] else 0.0
     spec_rate = spec["tokens"] / spec["seconds"] if spec["seconds"] else 0.0
     return {"id": prompt.id, "category": prompt.category,
@@ -114,9 +114,9 @@ def run_record(prompt, base: dict, spec: dict, greedy: bool) -> dict:
 
 
 def summarize(records: list[dict]) -> dict:
-    """The engine's rate and identity summary (measure/summary.py), with the server's own
+    """The engine's rate and identity summary (measure/bench/summary.py), with the server's own
     acceptance figures in place of the engine's pooled α, c and v (a server reports no step costs)."""
-    from playground.measure.summary import identity_summary, rate_summary, total
+    from playground.measure.bench.summary import identity_summary, rate_summary, total
 
     if not records:
         return {"prompts": 0}
@@ -127,7 +127,7 @@ def summarize(records: list[dict]) -> dict:
 
 
 def settings_for(run, method: str) -> dict:
-    from playground.measure.report import settings_of
+    from playground.measure.bench.report import settings_of
 
     drafter = METHOD_DRAFTER.get(method, run.drafter)
     return {**settings_of(replace(run, drafter=drafter)), "deployment": method}
@@ -151,7 +151,7 @@ def measure_deployment(dep: Deployment, encoded, run, repeats: int, warmup: int,
 def measured_deployments(engine: str, urls: list[str], settings, methods, placement, measure, say):
     """Measure each deployment: servers started here one at a time (each stopped before the next
     starts), or the attached URLs in order."""
-    from playground.measure.served.deploy import attached, start_deployment
+    from playground.measure.bench.served.deploy import attached, start_deployment
 
     if engine == "urls":
         return [measure(dep) for dep in attached(urls)]
@@ -164,9 +164,9 @@ def measured_deployments(engine: str, urls: list[str], settings, methods, placem
 
 def report_of(measured: list[dict], encoded, run, command: str, config: dict, models: dict) -> dict:
     """The engine's report schema: a run per speculative deployment against the first (plain)."""
-    from playground.measure.machine import environment
-    from playground.measure.report import SCHEMA
-    from playground.measure.summary import by_category
+    from playground.measure.bench.machine import environment
+    from playground.measure.bench.report import SCHEMA
+    from playground.measure.bench.summary import by_category
 
     base, runs, curves = measured[0], [], {}
     for m in measured:
@@ -203,7 +203,7 @@ def format_curves(report: dict) -> str:
 
 def parse_served(text: str) -> tuple[str, list[str]]:
     """--served: 'vllm' (start servers here) or comma-separated URLs (the first is the baseline)."""
-    from playground.measure.served.client import check_url
+    from playground.measure.bench.served.client import check_url
 
     if text == "vllm":
         return "vllm", []
@@ -230,10 +230,10 @@ def served_main(parser, args, plan) -> int:
     """The benchmark's served flow; arguments were checked by the parser and make_plan."""
     import sys
 
-    from playground.measure.console import format_report
-    from playground.measure.report import write_json
-    from playground.measure.served.client import ServedError
-    from playground.measure.served.deploy import local_settings, placement_for
+    from playground.measure.bench.console import format_report
+    from playground.measure.bench.report import write_json
+    from playground.measure.bench.served.client import ServedError
+    from playground.measure.bench.served.deploy import local_settings, placement_for
     from playground.models.registry import load_registry
     from playground.models.text import encode_prompt
 

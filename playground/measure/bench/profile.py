@@ -1,4 +1,4 @@
-"""`python -m playground.measure.profile`: where the time of one generation goes.
+"""`python -m playground.measure.bench.profile`: where the time of one generation goes.
 
 Runs one prompt autoregressively and speculatively (after one untimed warm-up of each) and splits
 each run's wall time with the engine's own events: target forwards (verify), draft forwards, and
@@ -19,14 +19,14 @@ PROMPT = "Write a Python function that merges two sorted lists into one sorted l
 
 
 def options(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m playground.measure.profile", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m playground.measure.bench.profile", description=__doc__.split("\n")[0])
     p.add_argument("--pair", default=None, help="a pair from models.yaml (default: the default pair)")
     p.add_argument("--prompt", default=PROMPT)
     p.add_argument("--max-new-tokens", type=int, default=96)
     p.add_argument("--target-quantization", choices=QUANTIZATIONS, default=None)
     p.add_argument("--draft-quantization", choices=QUANTIZATIONS, default=None)
     p.add_argument("--tree", action="store_true", help="also profile a token tree from the same draft")
-    from playground.measure.cli import add_knob_flags  # knobs as the benchmark names them (defaults, ranges, help)
+    from playground.measure.bench.cli import add_knob_flags  # knobs as the benchmark names them (defaults, ranges, help)
 
     add_knob_flags(p, ("gamma", "draft_vocab", "tree_budget", "tree_depth", "tree_branching", "tree_width"))
     return p.parse_args(argv)
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     from playground.models.loading import PairCache
     from playground.models.registry import load_registry
     from playground.models.text import encode_prompt, eos_ids
-    from playground.measure.cli import take_suggestions
+    from playground.measure.bench.cli import take_suggestions
 
     registry = load_registry()
     try:

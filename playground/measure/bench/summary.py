@@ -17,7 +17,7 @@ from statistics import median
 
 from playground.engine.events import Costs, Tally, pooled
 from playground.engine.sampling import expected_speedup
-from playground.measure import reference_llamacpp
+from playground.measure.bench.references import llamacpp as reference_llamacpp
 
 
 def summarize_records(records: list[dict]) -> dict:

@@ -15,9 +15,9 @@ from playground.engine import factory
 from playground.engine.generate import SpecConfig, clock, generate
 from playground.engine.events import (StepEvent, acceptance_by_rank, costs, output_tokens, steady_events, summarize,
                                       tree_costs)
-from playground.measure.divergence import first_divergence, margin_at
-from playground.measure import reference_llamacpp
-from playground.measure.reference import hf_generate
+from playground.measure.bench.divergence import first_divergence, margin_at
+from playground.measure.bench.references import llamacpp as reference_llamacpp
+from playground.measure.bench.references.transformers import hf_generate
 
 WARMUP_TOKENS = 16  # warm-up runs exercise every code path; they need not be full length
 

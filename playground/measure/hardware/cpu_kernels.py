@@ -1,6 +1,6 @@
 """Which CPU kernel keeps verification flat: the target's plain step and v(2..K) per kernel and runner.
 
-    python -m playground.measure.cpu_kernels [--candidates int4-cpu,bf16,...] [--runners eager,...]
+    python -m playground.measure.hardware.cpu_kernels [--candidates int4-cpu,bf16,...] [--runners eager,...]
                                              [--pair NAME] [--model target|draft] [--max-k 8] [--repeats 3]
                                              [--load-library PATH.so] [--json out.json]
 
@@ -116,7 +116,7 @@ def fresh_steps(model) -> None:
 
 
 def measure_runner(model, candidate: str, runner: str, max_k: int, repeats: int) -> Row:
-    from playground.measure.verify_cost import measure_curve
+    from playground.measure.bench.verify_cost import measure_curve
 
     fresh_steps(model)
     started = time.perf_counter()
@@ -195,7 +195,7 @@ def parse_list(text: str, allowed, flag: str) -> list[str]:
 
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m playground.measure.cpu_kernels",
+    parser = argparse.ArgumentParser(prog="python -m playground.measure.hardware.cpu_kernels",
                                      description="plain step and v(2..K) of the target per CPU kernel and runner")
     parser.add_argument("--candidates", default=",".join(DEFAULT_CANDIDATES),
                         type=lambda s: parse_list(s, CANDIDATES, "--candidates"))
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         import torchao  # noqa: F401  (defines the torchao:: schemas the library implements)
 
         torch.ops.load_library(args.load_library)
-    from playground.measure.cli import quiet_transformers
+    from playground.measure.bench.cli import quiet_transformers
 
     quiet_transformers()
     rows = measure_all([CANDIDATES[n] for n in args.candidates], args.runners, args.pair, args.max_k, args.repeats,
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(rows, args.max_k))
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"command": " ".join(["python -m playground.measure.cpu_kernels", *(argv or sys.argv[1:])]),
+            json.dump({"command": " ".join(["python -m playground.measure.hardware.cpu_kernels", *(argv or sys.argv[1:])]),
                        "rows": [asdict(r) for r in rows]}, out, indent=1)
     return 0
 

@@ -1,6 +1,6 @@
 """The one sweep: a grid of run configurations (cells) over a set of prompts, measured with the
 benchmark's code (warm-up, then the baseline and the speculative run alternated, the median kept),
-summarised per cell by measure/summary.py and assembled into one report (schema playground.bench/1).
+summarised per cell by measure/bench/summary.py and assembled into one report (schema playground.bench/1).
 The benchmark's `--sweep` and the app's Sweep tab both plan, run and report through here.
 
 The grammar, as `--sweep` and the page's fields write it: `gamma=1,2,4 temperature=0,0.7
@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from playground.config import KNOBS, MODEL, TREE, RunConfig, check_value, parse_text
-from playground.measure.prompts import Prompt, prompt_name
-from playground.measure.report import SCHEMA, describe_pair, settings_of
+from playground.measure.bench.prompts import Prompt, prompt_name
+from playground.measure.bench.report import SCHEMA, describe_pair, settings_of
 
 SWEEPABLE = [k.name for k in KNOBS.values() if k.sweep]  # the knobs a grid may vary, in field order
 MAX_RANGE = 64  # a range like 1-8 spans at most this many steps (past it, a typo: 1-500)
@@ -210,9 +210,9 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report) -> list[dict]:
     from playground.engine import factory
     from playground.engine.generate import context_problem
     from playground.engine.runners import compile_seconds
-    from playground.measure.machine import peak_memory, reset_peak_memory
-    from playground.measure.runs import Setup, measure_prompt, warm_up
-    from playground.measure.summary import by_category, summarize_records
+    from playground.measure.bench.machine import peak_memory, reset_peak_memory
+    from playground.measure.bench.runs import Setup, measure_prompt, warm_up
+    from playground.measure.bench.summary import by_category, summarize_records
     from playground.models.text import encode_prompt
 
     encoded, done, runs = None, 0, []
@@ -264,7 +264,7 @@ def cell_name(plan: Plan, cell: RunConfig) -> str:
 def run(plan: Plan, pair_of: PairOf, config: dict, progress: Report = lambda step: None) -> dict:
     """The whole sweep as one report (report.py's schema): the machine it ran on, the models, and a
     run per cell. `progress` sees every step; the CPU other processes took meanwhile is recorded."""
-    from playground.measure.machine import cpu_clock, environment, load_average, others_cpu_share, peak_memory
+    from playground.measure.bench.machine import cpu_clock, environment, load_average, others_cpu_share, peak_memory
 
     first = pair_of(plan.cells[0])
     device, models = first.target.device, describe_pair(first)

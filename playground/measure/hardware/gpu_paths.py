@@ -1,4 +1,4 @@
-"""`python -m playground.measure.gpu_paths`: the app's CUDA paths on one GPU, with no download.
+"""`python -m playground.measure.hardware.gpu_paths`: the app's CUDA paths on one GPU, with no download.
 
 Random weights of real shapes, three checks, each written to the JSON as soon as it ends (one
 that fails is reported and the next still runs):
@@ -15,8 +15,8 @@ that fails is reported and the next still runs):
    and int8; v(k), autoregressive and chain timed, greedy output compared with the quantized
    target's own (speculation is lossless relative to the target it verifies with).
 
-    python -m playground.measure.gpu_paths --json out/gpu_paths.json   # one H200: about 4 minutes
-    python -m playground.measure.gpu_paths --cpu-smoke                  # tiny shapes on the CPU (tests)
+    python -m playground.measure.hardware.gpu_paths --json out/gpu_paths.json   # one H200: about 4 minutes
+    python -m playground.measure.hardware.gpu_paths --cpu-smoke                  # tiny shapes on the CPU (tests)
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import time
 import traceback
 from dataclasses import replace
 
-from playground.measure.gpu_oracle import default_dtype, random_model
+from playground.measure.hardware.gpu_oracle import default_dtype, random_model
 
 CURVE_KS = (1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65)  # the k reported (all 1..max are measured)
 FULL = dict(curve_shapes=("7b", "1.5b", "0.5b"), pair_shape="1.5b", max_k=65, draft_layers=4, prompts=3,
@@ -38,7 +38,7 @@ SMOKE = dict(curve_shapes=("tiny",), pair_shape="tiny", max_k=9, draft_layers=1,
 
 
 def options(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m playground.measure.gpu_paths",
+    p = argparse.ArgumentParser(prog="python -m playground.measure.hardware.gpu_paths",
                                 description=__doc__.split("\n")[0].strip("`"))
     p.add_argument("--cpu-smoke", action="store_true", help="tiny models on the CPU: checks the script")
     p.add_argument("--gamma", type=int, default=4, help="chain lookahead (default 4)")
@@ -118,7 +118,7 @@ def curves(args) -> dict:
     """v(k) of bf16 models of real shapes, k = 1..max_k."""
     import torch
 
-    from playground.measure.verify_cost import measure_curve
+    from playground.measure.bench.verify_cost import measure_curve
 
     dtype = torch.float32 if args.cpu_smoke else torch.bfloat16
     out = {}
@@ -137,8 +137,8 @@ def engine_rows(target, draft, args, label: str, tree: bool = True) -> dict:
     """AR, chain (and tree) on every prompt, alternated; pooled speed, α, c, v, identity."""
     from playground.config import RunConfig
     from playground.engine.generate import SpecConfig
-    from playground.measure.runs import Setup, measure_prompt
-    from playground.measure.verify_cost import measure_curve
+    from playground.measure.bench.runs import Setup, measure_prompt
+    from playground.measure.bench.verify_cost import measure_curve
 
     run = RunConfig(gamma=args.gamma, tree_budget=args.tree_budget, tree_depth=args.tree_depth,
                     tree_branching=args.tree_branching, tree_width=args.tree_width)
@@ -156,7 +156,7 @@ def pooled_row(records: list[dict], v: list[float], label: str, tree: bool = Tru
     c and v through the engine's one pooling, the prediction through its one formula."""
     from playground.engine.events import pooled
     from playground.engine.sampling import expected_speedup, verify_cost
-    from playground.measure.summary import record_tally, tree_tally
+    from playground.measure.bench.summary import record_tally, tree_tally
 
     def total(key):
         return sum(r[key] for r in records)
@@ -251,8 +251,8 @@ def run_checks(prog: str, checks, args) -> int:
     import torch
     from transformers.utils import logging
 
-    from playground.measure.machine import environment
-    from playground.measure.report import atomic_write
+    from playground.measure.bench.machine import environment
+    from playground.measure.bench.report import atomic_write
 
     logging.set_verbosity_error()
     if not args.cpu_smoke and not torch.cuda.is_available():

@@ -1,6 +1,6 @@
 """Time the fast lab against the slow one on a real pair, once, from the command line:
 
-    python -m playground.measure.lab_timing --pair default --draws 20000 --slow-draws 400
+    python -m playground.measure.hardware.lab_timing --pair default --draws 20000 --slow-draws 400
 
 Prints the seconds each mode took (model loading excluded) and both significance figures on the
 same prompt and settings. A measurement for the README, never a test assertion.
@@ -14,14 +14,14 @@ import time
 
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m playground.measure.lab_timing", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m playground.measure.hardware.lab_timing", description=__doc__.splitlines()[0])
     parser.add_argument("--pair", default=None, help="registry pair (default: the registry's)")
     parser.add_argument("--prompt", default="Name one animal. Answer with a single word.")
     parser.add_argument("--draws", type=int, default=20_000, help="fast draws")
     parser.add_argument("--slow-draws", type=int, default=400, help="slow draws (0 skips the slow mode)")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
-    from playground.measure.cli import add_knob_flags  # as the benchmark names them (choices, help)
+    from playground.measure.bench.cli import add_knob_flags  # as the benchmark names them (choices, help)
 
     add_knob_flags(parser, ("target_quantization", "draft_quantization"))
     return parser.parse_args(argv)
@@ -29,7 +29,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     from playground.engine import factory
-    from playground.measure.lab import fast_lab, losslessness_lab
+    from playground.measure.teach.lab import fast_lab, losslessness_lab
     from playground.models.loading import PairCache
     from playground.models.registry import load_registry
     from playground.models.text import encode_prompt

@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from playground.measure.served.client import ServedClient, ServedError
-from playground.measure.served.environment import vllm_python
+from playground.measure.bench.served.client import ServedClient, ServedError
+from playground.serve.vllm_venv import vllm_python
 
 HOST = "127.0.0.1"
 VLLM_ENTRY = ["-m", "vllm.entrypoints.openai.api_server"]  # `vllm serve` looks up a dist named vllm

@@ -1,4 +1,4 @@
-"""Measured points of this session, for the theory view: speedup at a γ, with the α and c behind it.
+"""Measured points, for the theory view: speedup at a γ, with the α and c behind it.
 
 A point keeps the raw sums (accepted, tested, seconds, calls), not only ratios, so points are
 pooled exactly: α = Σ accepted / Σ tested, through the engine's one pooling (events.pooled), as
@@ -11,12 +11,10 @@ costs more, so each point also records that verification cost ratio, v = verify 
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import asdict, dataclass
 
 from playground.engine.events import Costs, Tally, pooled, summarize, tally
-from playground.measure.summary import record_tally
+from playground.measure.bench.summary import record_tally
 
 
 @dataclass(frozen=True)
@@ -193,38 +191,3 @@ def rank_acceptance(points: list[Point]) -> tuple[float, ...]:
     hits = [sum(p.rank_hits[k] for p in points if k < len(p.rank_hits)) for k in range(ranks)]
     trials = [sum(p.rank_trials[k] for p in points if k < len(p.rank_trials)) for k in range(ranks)]
     return tuple(h / t for h, t in zip(hits, trials) if t)
-
-
-class Measurements:
-    """Each session's measured points, bounded: at most `sessions` sessions (least recently used
-    dropped) and `per_session` points each (oldest dropped). Thread-safe: handlers run in threads.
-
-    Keyed by gr.Request.session_hash, so a session never sees another's points.
-    """
-
-    def __init__(self, sessions: int = 64, per_session: int = 200):
-        self.sessions, self.per_session = sessions, per_session
-        self.store: OrderedDict[str | None, list[Point]] = OrderedDict()
-        self.lock = threading.Lock()
-
-    def add(self, session: str | None, point: Point) -> None:
-        with self.lock:
-            points = self.store.setdefault(session, [])
-            self.store.move_to_end(session)
-            points.append(point)
-            del points[: -self.per_session]
-            while len(self.store) > self.sessions:
-                self.store.popitem(last=False)
-
-    def get(self, session: str | None) -> list[Point]:
-        with self.lock:
-            return list(self.store.get(session, []))
-
-    def clear(self, session: str | None) -> None:
-        with self.lock:
-            self.store.pop(session, None)
-
-
-def session_of(request) -> str | None:
-    """The session key of a gr.Request (None when a handler is called directly, as in tests)."""
-    return getattr(request, "session_hash", None)
