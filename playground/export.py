@@ -158,7 +158,8 @@ PLAIN = "plain"  # a deployment with no --speculative-config: the baseline a ser
 
 def vllm_serve_args(s: ExportSettings, method: str | None = None) -> list[str]:
     """`vllm serve`'s arguments (the model first) for `method` ('draft_model', 'ngram', or PLAIN for
-    no speculation). The one builder: the exported text and the launcher that runs it both use it."""
+    no speculation). The exported text and the launcher are both built here, so what a user pastes is
+    what the served race ran."""
     args = [s.target.checkpoint("target")]
     if method != PLAIN:
         args += ["--speculative-config", json.dumps(vllm_config(s, method))]

@@ -90,7 +90,7 @@ def main(argv=None) -> int:
     ids = encode_prompt(pair.tokenizer, args.prompt)
     eos = eos_ids(pair.tokenizer, target, draft)
     try:
-        drafters = [factory.make_drafter(run, draft) for _ in range(2)]  # the one drafter factory
+        drafters = [factory.make_drafter(run, draft) for _ in range(2)]
         trees = [factory.make_drafter(replace(run, speculation=TREE), draft) for _ in range(2)] if args.tree else []
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)

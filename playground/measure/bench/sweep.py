@@ -1,7 +1,7 @@
-"""The one sweep: a grid of run configurations (cells) over a set of prompts, measured with the
+"""The sweep: a grid of run configurations (cells) over a set of prompts, measured with the
 benchmark's code (warm-up, then the baseline and the speculative run alternated, the median kept),
-summarised per cell by measure/bench/summary.py and assembled into one report (schema playground.bench/1).
-The benchmark's `--sweep` and the app's Sweep tab both plan, run and report through here.
+summarised per cell (summary.py) and assembled into one report (schema playground.bench/1), so
+a sweep from the command line and one from the page give the same JSON.
 
 The grammar, as `--sweep` and the page's fields write it: `gamma=1,2,4 temperature=0,0.7
 draft_vocab=0,65536`, each value list `1,2,4` or, for whole numbers, ranges `1-8`. Every value is

@@ -82,7 +82,7 @@ class RunnerCost:
         return self.draft.step_s / self.target.step_s
 
     def speedup(self, alpha: float, gamma: int) -> float:
-        """The one formula (engine/sampling) at this runner's c and measured v(γ + 1)."""
+        """The speedup formula (engine/sampling) at this runner's c and measured v(γ + 1)."""
         from playground.engine.sampling import expected_speedup
 
         return expected_speedup(alpha, gamma, self.c, self.target.v)
