@@ -128,7 +128,8 @@ class RunConfig:
     def __post_init__(self):
         check(self)
         if self.speculation == TREE and self.drafter != MODEL:
-            raise ValueError(f"speculation {TREE!r} needs the drafter {MODEL!r}, got {self.drafter!r}")
+            raise KnobError("speculation", f"speculation {TREE!r} needs the drafter {MODEL!r}, "
+                                           f"got {self.drafter!r}")
 
     @classmethod
     def names(cls) -> list[str]:
@@ -172,9 +173,21 @@ def defaults(names=None) -> dict:
 # -- checks: the one place that says what each knob allows -----------------------------------------
 
 
+class KnobError(ValueError):
+    """A value a field does not allow. The message names the field and what it allows; `field` holds
+    the name itself, for a caller that points at the field its own way (the benchmark's --flag)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+    def __reduce__(self):  # pickled with both arguments (the default passes the message alone)
+        return type(self), (self.field, str(self))
+
+
 def check(record, names=None) -> None:
     """Check the named fields of any record holding knob values (RunConfig, SpecConfig); the
-    ValueError names the first bad field and its allowed values."""
+    KnobError names the first bad field and its allowed values."""
     for name in names or [n for n in KNOBS if hasattr(record, n)]:
         check_value(KNOBS[name], getattr(record, name), record)
 
@@ -182,15 +195,16 @@ def check(record, names=None) -> None:
 def check_value(k: Knob, value, record=None) -> None:
     if k.name == "pair":
         if value is not None and (not isinstance(value, str) or not value):
-            raise ValueError(f"pair must be a pair name from models.yaml, got {value!r}")
+            raise KnobError(k.name, f"pair must be a pair name from models.yaml, got {value!r}")
         return
     if k.choices:
         if value not in k.choices:
-            raise ValueError(f"{k.name} must be one of: {', '.join(map(str, k.choices))}, got {value!r}")
+            allowed = ", ".join(map(str, k.choices))
+            raise KnobError(k.name, f"{k.name} must be one of: {allowed}, got {value!r}")
         return
     if k.kind is bool:
         if not isinstance(value, bool):
-            raise ValueError(f"{k.name} must be true or false, got {value!r}")
+            raise KnobError(k.name, f"{k.name} must be true or false, got {value!r}")
         return
     low, high = bound(k.low, record), bound(k.high, record)
     if k.kind is int:
@@ -200,20 +214,20 @@ def check_value(k: Knob, value, record=None) -> None:
 
 
 def check_number(name, value, *, low, high, low_open=False):
-    """Raise a ValueError naming the field and its allowed range when value is outside it."""
+    """Raise a KnobError naming the field and its allowed range when value is outside it."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise KnobError(name, f"{name} must be a number, got {value!r}")
     if value < low or value > high or (low_open and value == low):
         bracket = "(" if low_open else "["
-        raise ValueError(f"{name} must be in {bracket}{low}, {high}], got {value!r}")
+        raise KnobError(name, f"{name} must be in {bracket}{low}, {high}], got {value!r}")
 
 
 def check_int(name, value, *, low, high):
-    """Raise a ValueError naming the field when value is not an integer in [low, high]."""
+    """Raise a KnobError naming the field when value is not an integer in [low, high]."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
+        raise KnobError(name, f"{name} must be an integer, got {value!r}")
     if not low <= value <= high:
-        raise ValueError(f"{name} must be an integer in [{low}, {high}], got {value!r}")
+        raise KnobError(name, f"{name} must be an integer in [{low}, {high}], got {value!r}")
 
 
 def bound(limit, record):
@@ -237,19 +251,19 @@ def coerce(k: Knob, value):
 
 
 def parse_text(k: Knob, text: str):
-    """A knob's value from command-line or sweep text; ValueError says what was expected."""
+    """A knob's value from command-line or sweep text; KnobError says what was expected."""
     if k.kind is bool:
         lowered = text.strip().lower()
         if lowered in ("1", "true", "yes", "on"):
             return True
         if lowered in ("0", "false", "no", "off"):
             return False
-        raise ValueError(f"{k.name} takes true or false, got {text!r}")
+        raise KnobError(k.name, f"{k.name} takes true or false, got {text!r}")
     if k.kind in (int, float):
         try:
             return k.kind(text)
         except ValueError:
-            raise ValueError(f"{k.name} takes {'integers' if k.kind is int else 'numbers'}, "
+            raise KnobError(k.name, f"{k.name} takes {'integers' if k.kind is int else 'numbers'}, "
                              f"got {text!r}") from None
     return text.strip()
 

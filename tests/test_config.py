@@ -14,7 +14,7 @@ from playground.measure.bench import report
 from playground.measure.bench.cli import build_parser, make_plan
 from playground.measure.bench.report import settings_of
 from playground.measure.bench.sweep import SWEEPABLE
-from playground.config import KNOBS, PROMPT_LOOKUP, TREE, RunConfig, group
+from playground.config import KNOBS, PROMPT_LOOKUP, TREE, KnobError, RunConfig, group
 from playground.engine.generate import SpecConfig
 from playground.app.shared import controls
 from playground.app.shared.examples import STEP_THROUGH
@@ -48,6 +48,38 @@ def test_bounds_that_are_other_fields():
         RunConfig(gamma_min=8, gamma_max=4)
     with pytest.raises(ValueError, match=r"ngram_max must be an integer in \[4, 32\], got 2"):
         RunConfig(ngram_min=4, ngram_max=2)
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"gamma": 0}, "gamma"),
+    ({"top_p": float("nan")}, "top_p"),
+    ({"drafter": "oracle"}, "drafter"),
+    ({"adaptive": "yes"}, "adaptive"),
+    ({"pair": ""}, "pair"),
+    ({"ngram_min": 4, "ngram_max": 2}, "ngram_max"),
+    ({"speculation": TREE, "drafter": PROMPT_LOOKUP}, "speculation"),
+])
+def test_a_refused_value_carries_its_fields_name(changes, field):
+    """KnobError is a ValueError whose `field` is the name its message starts with, so a caller can
+    point at the field its own way (the benchmark's --flag) without reading the message."""
+    import pickle
+
+    with pytest.raises(KnobError) as raised:
+        RunConfig(**changes)
+    assert raised.value.field == field and str(raised.value).startswith(field)
+    copy = pickle.loads(pickle.dumps(raised.value))
+    assert (copy.field, str(copy)) == (field, str(raised.value))
+
+
+def test_a_cross_field_rule_in_the_flags_names_its_flag():
+    from playground.measure.bench.cli import base_run
+    from playground.measure.bench.sweep import SettingError
+
+    args = build_parser().parse_args(["--pair", "tiny", "--gamma", "4", "--temperature", "0", "--draft-vocab", "0",
+                                      "--ngram-min", "4", "--ngram-max", "2"])
+    with pytest.raises(SettingError) as raised:
+        base_run(args, "tiny")
+    assert raised.value.flag == "--ngram-max" and "ngram_max must be an integer in [4, 32]" in str(raised.value)
 
 
 def test_spec_config_is_the_decoding_group_with_the_same_defaults_and_checks():

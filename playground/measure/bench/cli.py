@@ -15,7 +15,8 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from playground.config import KNOBS, MODEL, MODEL_QUANTIZATIONS, TREE, RunConfig, check_value, group, parse_text
+from playground.config import (KNOBS, MODEL, MODEL_QUANTIZATIONS, TREE, KnobError, RunConfig, check_value, group,
+                               parse_text)
 from playground.measure.bench import sweep
 from playground.measure.bench.console import format_report
 from playground.measure.bench.prompts import DEFAULT_PROMPTS, read_jsonl, select
@@ -195,8 +196,8 @@ def base_run(args, pair: str) -> RunConfig:
     checked before any sweep value is, so the message names the flag."""
     try:
         return RunConfig(pair=pair, **{name: getattr(args, name) for name in RUN_FLAGS})
-    except ValueError as error:
-        raise SettingError(KNOBS[str(error).split(" ", 1)[0]].flag, str(error)) from None
+    except KnobError as error:
+        raise SettingError(KNOBS[error.field].flag, str(error)) from None
 
 
 def check_reference(args) -> None:
