@@ -13,7 +13,7 @@ from playground.engine.drafters import ModelDrafter  # noqa: E402
 from playground.engine.events import output_tokens  # noqa: E402
 from playground.engine.generate import SpecConfig, generate  # noqa: E402
 from playground.engine.kvcache import CachedModel  # noqa: E402
-from playground.engine.runners import llamacpp  # noqa: E402
+from playground.engine.runners import Runner, llamacpp  # noqa: E402
 from playground.engine.tree import Tree, attention_mask  # noqa: E402
 from playground.engine.tree_drafter import TreeDrafter  # noqa: E402
 from playground.models import gguf_file  # noqa: E402
@@ -84,6 +84,7 @@ def test_a_tree_with_one_root_keeps_its_path(gguf_pair, path):
 def test_rollback_then_refeed_equals_a_fresh_run(gguf_pair):
     target = gguf_pair[0]
     lm = CachedModel(target, runner="llamacpp")
+    assert isinstance(lm.runner, Runner)
     lm.logits_for(PROMPT + [1, 2, 3, 4, 5], 5)
     lm.rollback(len(PROMPT) + 2)  # llama_memory_seq_rm over the three rejected entries
     again = lm.logits_for(PROMPT + [1, 2, 9, 8, 7, 6, 5], 5)

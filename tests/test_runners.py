@@ -16,7 +16,7 @@ from playground.engine.drafters import ModelDrafter
 from playground.engine.events import output_tokens
 from playground.engine.generate import SpecConfig, generate
 from playground.engine.kvcache import CachedModel
-from playground.engine.runners import resolve
+from playground.engine.runners import Runner, resolve
 from playground.engine.runners.compiled import BUCKETS, pad
 from playground.engine.tree import Tree
 from playground.engine.tree_drafter import TreeDrafter
@@ -62,6 +62,11 @@ def test_rollback_then_refeed_equals_a_fresh_run(pair, runner):
     assert close(again, fresh)
     lm.reset()
     assert lm.runner.length == 0 and close(lm.logits_for(PROMPT, 1), CachedModel(target, runner="eager").logits_for(PROMPT, 1))
+
+
+@pytest.mark.parametrize("runner", ["eager", *RUNNERS])
+def test_every_runner_follows_the_runner_protocol(pair, runner):
+    assert isinstance(CachedModel(pair[0], runner=runner).runner, Runner)
 
 
 def test_padding_rows_see_only_themselves_and_no_real_row_sees_them():

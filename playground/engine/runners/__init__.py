@@ -1,14 +1,7 @@
 """Runners: how a model's forward is executed under the CachedModel.
 
 The CachedModel keeps the tokens and decides what to feed; a runner owns the KV cache and runs
-the forward. The engine never knows which runner it drives. One small protocol:
-
-    length                      entries in the cache
-    reset()                     an empty cache
-    crop(n)                     keep the first n entries
-    move(prefix, picks)         copy entries `picks` into place after the first `prefix` (a tree's kept path)
-    forward(new, positions, allowed, keep) -> logits [keep, V]
-                                `positions` [n] and `allowed` [n, length + n] are None for a causal chain
+the forward (the Runner protocol below). The engine never knows which runner it drives.
 
 eager: transformers' DynamicCache, grown and cropped by tensor slicing (any full-attention model).
 static: a StaticCache of fixed capacity; rollback moves an integer, the rejected entries stay in the
@@ -22,9 +15,39 @@ llamacpp: llama.cpp's kernels on the GGUF file the model was loaded from (llama-
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
 from playground.config import AUTO_RUNNER, RUNNERS
 
+if TYPE_CHECKING:  # torch is imported by the runners themselves, when one is made
+    import torch
+
 EAGER, STATIC, COMPILED, LLAMACPP = "eager", "static", "compiled", "llamacpp"
+
+
+@runtime_checkable
+class Runner(Protocol):
+    """What the CachedModel drives. A runner that cannot do something (a tree, a device, a
+    model) raises a ValueError that says so by name."""
+
+    name: str
+    device: torch.device
+    cache: object  # what holds the keys and values (a transformers Cache, llama.cpp's KV memory)
+    length: int  # entries in the cache
+
+    def reset(self) -> None: ...  # an empty cache
+
+    def crop(self, n: int) -> None: ...  # keep the first n entries
+
+    def move(self, prefix: int, picks: list[int]) -> None: ...  # entries `picks` to prefix, prefix + 1, ...
+
+    def forward(
+        self,
+        new: list[int],
+        positions: torch.Tensor | None,  # [n] position ids; None for a causal chain
+        allowed: torch.Tensor | None,  # [n, length + n]: the entries each new token sees; None likewise
+        keep: int,
+    ) -> torch.Tensor: ...  # logits after the last `keep` of `new`: [keep, V]
 
 
 def resolve(name: str, device) -> str:
@@ -43,7 +66,7 @@ def compile_seconds(*models) -> float:
                for steps in [state_of(m).steps] if steps is not None)
 
 
-def make_runner(model, name: str = "auto", head=None):
+def make_runner(model, name: str = "auto", head=None) -> Runner:
     """A fresh runner (its own cache) for `model`; `head` maps hidden states to logits when the
     caller trims the output layer (None: the model's own head)."""
     kind = resolve(name, model.device)
@@ -62,3 +85,11 @@ def make_runner(model, name: str = "auto", head=None):
     from playground.engine.runners.compiled import CompiledRunner
 
     return CompiledRunner(model, head)
+
+
+def doubled(size: int, n: int) -> int:
+    """`size` doubled until it holds n: a cache grown this way is remade a few times a run, not at
+    every step."""
+    while size < n:
+        size *= 2
+    return size

@@ -27,6 +27,8 @@ import weakref
 import numpy as np
 import torch
 
+from playground.engine.runners import doubled
+
 # A context is reopened larger (the committed tokens fed again, a prefill) when a run needs more
 # entries or a tree more leaves than it was made for; each sequence costs a logits row of reserve.
 CONTEXT = 8192  # entries of a context; reopened twice as large (committed tokens fed again) when full
@@ -285,11 +287,8 @@ class LlamaCppRunner:
         """Room for n entries: a context twice as large (or more), the committed tokens fed again."""
         if n <= self.size:
             return
-        size = self.size
-        while size < n:
-            size *= 2
         tokens = self.tokens
-        self.open(size)
+        self.open(doubled(self.size, n))
         self.feed_chain(tokens, list(range(len(tokens))), 0)
 
 

@@ -15,6 +15,7 @@ import weakref
 import torch
 from transformers import StaticCache
 
+from playground.engine.runners import doubled
 from playground.engine.runners.eager import additive_mask
 
 MIN_CAPACITY = 256  # a prompt and 96 new tokens fit; attention reads the whole capacity each step
@@ -68,10 +69,7 @@ class StaticRunner:
         """Room for n entries: a cache twice as long (or more) with the current entries copied in."""
         if n <= self.capacity:
             return
-        capacity = self.capacity
-        while capacity < n:
-            capacity *= 2
-        bigger = self.pool.take(capacity)
+        bigger = self.pool.take(doubled(self.capacity, n))
         for old, new in zip(self.cache.layers, bigger.layers):
             new.keys[..., : self.length, :] = old.keys[..., : self.length, :]
             new.values[..., : self.length, :] = old.values[..., : self.length, :]
