@@ -10,7 +10,8 @@ import torch
 
 from playground.engine import sampling, tree
 from playground.measure.teach.stats import goodness_of_fit
-from playground.engine.tree import ACCEPTED, REJECTED, UNTESTED, Tree, greedy_tree_verify, sampled_tree_verify
+from playground.engine.events import ACCEPTED, REJECTED, UNTESTED
+from playground.engine.tree import Tree, greedy_tree_verify, sampled_tree_verify
 
 V = 10
 

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 from playground.engine.sampling import expected_speedup, verify_cost
 
-# Fates of a token, as the UI colours them.
+# Fates of a token, as the UI colours them; a tree node may also be UNTESTED (never reached).
 ACCEPTED, REJECTED, RESAMPLED, BONUS, TARGET = "accepted", "rejected", "resampled", "bonus", "target"
+UNTESTED = "untested"
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class TreeNode:
     ratio: float  # min(1, p/q) against the target's own p; greedy: 1 if x is the target's argmax else 0
     accept_prob: float | None  # the probability it was tried with (p after earlier siblings' rejections)
     uniform: float | None  # u drawn when tried; None when greedy or never tried
-    fate: str  # "accepted", "rejected" (tried and refused) or "untested" (never reached)
+    fate: str  # ACCEPTED, REJECTED (tried and refused) or UNTESTED (never reached)
 
 
 @dataclass(frozen=True)

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 import torch
 
 from playground.engine import sampling
+from playground.engine.events import ACCEPTED, REJECTED, UNTESTED
 
 ROOT = -1  # parent index of the root's children: the last context token
-ACCEPTED, REJECTED, UNTESTED = "accepted", "rejected", "untested"
 
 
 @dataclass(frozen=True)
