@@ -166,10 +166,6 @@ def group(name: str) -> list[Knob]:
     return [k for k in KNOBS.values() if k.group == name]
 
 
-def defaults(names=None) -> dict:
-    return {n: KNOBS[n].default for n in (names or KNOBS)}
-
-
 # -- checks: the one place that says what each knob allows -----------------------------------------
 
 

@@ -14,11 +14,9 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from playground.engine.kvcache import CachedModel
-from playground.config import CHAIN, KNOBS, check_value, defaults
+from playground.config import CHAIN, KNOBS, check_value
 from playground.engine.sampling import Sampling, display_probs, pick
 from playground.engine.tree import Tree
-
-DEFAULT = defaults()
 
 
 @dataclass(frozen=True)
@@ -107,7 +105,8 @@ class PromptLookupDrafter:
     vocab_size = None
     device = None  # deterministic: no generator
 
-    def __init__(self, min_ngram: int = DEFAULT["ngram_min"], max_ngram: int = DEFAULT["ngram_max"]):
+    def __init__(self, min_ngram: int = KNOBS["ngram_min"].default,
+                 max_ngram: int = KNOBS["ngram_max"].default):
         check_value(KNOBS["ngram_min"], min_ngram)  # the run configuration's names and ranges
         check_value(KNOBS["ngram_max"], max_ngram, {"ngram_min": min_ngram})
         self.min_ngram, self.max_ngram = min_ngram, max_ngram

@@ -19,7 +19,6 @@ from playground.engine.kvcache import CachedModel
 from playground.engine.sampling import (
     Sampling,
     Verdict,
-    check_int,
     display_probs,
     greedy_verify,
     logits_to_probs,
@@ -27,9 +26,7 @@ from playground.engine.sampling import (
 )
 from playground.engine.tree import TreeVerdict, greedy_tree_verify, sampled_tree_verify
 
-from playground.config import CHAIN, MAX_GAMMA, SPECULATIONS, TREE, check, defaults  # noqa: F401  (MAX_GAMMA: the engine's bound, declared there)
-
-D = defaults()
+from playground.config import CHAIN, KNOBS, SPECULATIONS, TREE, check, check_int
 
 
 @dataclass(frozen=True)
@@ -37,17 +34,17 @@ class SpecConfig:
     """The decoding knobs of a run (RunConfig's "decoding" group: defaults and ranges declared
     there, once) and the engine-only options. Validated on creation; errors name the field."""
 
-    gamma: int = D["gamma"]  # lookahead: tokens drafted per target call (the start value when adaptive)
-    adaptive: bool = D["adaptive"]  # grow gamma by 2 after a full acceptance, shrink by 1 after a rejection
-    gamma_min: int = D["gamma_min"]  # bounds of the adaptive schedule
-    gamma_max: int = D["gamma_max"]
-    min_confidence: float = D["min_confidence"]  # stop drafting when the draft's top probability is lower
-    temperature: float = D["temperature"]  # 0 is greedy
-    top_k: int = D["top_k"]  # 0 is off
-    top_p: float = D["top_p"]  # 1 is off
-    seed: int = D["seed"]  # seeds the run's own generators; nothing global is reseeded
-    max_new_tokens: int = D["max_new_tokens"]
-    runner: str = D["runner"]  # how the target's forwards run (engine/runners); a drafter has its own
+    gamma: int = KNOBS["gamma"].default  # lookahead: tokens drafted per target call (adaptive: the first's)
+    adaptive: bool = KNOBS["adaptive"].default  # gamma +2 after a full acceptance, -1 after a rejection
+    gamma_min: int = KNOBS["gamma_min"].default  # bounds of the adaptive schedule
+    gamma_max: int = KNOBS["gamma_max"].default
+    min_confidence: float = KNOBS["min_confidence"].default  # stop drafting under this top probability
+    temperature: float = KNOBS["temperature"].default  # 0 is greedy
+    top_k: int = KNOBS["top_k"].default  # 0 is off
+    top_p: float = KNOBS["top_p"].default  # 1 is off
+    seed: int = KNOBS["seed"].default  # seeds the run's own generators; nothing global is reseeded
+    max_new_tokens: int = KNOBS["max_new_tokens"].default
+    runner: str = KNOBS["runner"].default  # how the target's forwards run; a drafter has its own
     stop_strings: tuple[str, ...] = ()
     detail: int = 0  # record the top-`detail` tokens of p, q and the residual in each event
     sampling: Sampling = field(init=False, repr=False, compare=False)

@@ -10,11 +10,10 @@ import html
 import itertools
 import json
 
-from playground.config import defaults
+from playground.config import KNOBS
 from playground.measure.bench.report import DRAFT_SETTINGS, SETTINGS, atomic_write, cell
 from playground.measure.bench.report import varying as varying_settings
 
-DEFAULTS = defaults()
 
 METHODS = (  # (summary key, label): what the bars compare
     ("baseline_tok_s", "ours, autoregressive"),
@@ -33,7 +32,7 @@ TABLE = (  # (summary key, column title, format)
 
 def setting_label(settings: dict) -> str:
     """The knobs of a setting that differ from the run configuration's defaults (γ and T always)."""
-    shown = [k for k in SETTINGS if k in ("gamma", "temperature") or settings.get(k) != DEFAULTS[k]]
+    shown = [k for k in SETTINGS if k in ("gamma", "temperature") or settings.get(k) != KNOBS[k].default]
     return ", ".join(f"{k}={settings[k]}" for k in shown if k in settings)
 
 
