@@ -150,10 +150,6 @@ class RunConfig:
     def greedy(self) -> bool:
         return self.temperature == 0
 
-    @property
-    def drafter_label(self) -> str:
-        return DRAFTER_LABELS[self.drafter]
-
 
 KNOBS: dict[str, Knob] = {
     f.name: Knob(name=f.name, **{**f.metadata["knob"], "kind": f.metadata["knob"]["kind"] or type(f.default)})

@@ -11,7 +11,7 @@ costs more, so each point also records that verification cost ratio, v = verify 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from playground.engine.events import Costs, Tally, pooled, summarize, tally
 from playground.measure.bench.summary import record_tally
@@ -78,9 +78,6 @@ class Point:
     @property
     def tree_nodes_per_call(self) -> float:
         return self.tree_nodes / self.tree_node_calls if self.tree_node_calls else 0.0
-
-    def as_row(self) -> dict:
-        return {**asdict(self), "alpha": self.alpha, "c": self.c, "verify_cost": self.verify_cost}
 
 
 def point_from_record(
