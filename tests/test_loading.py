@@ -11,11 +11,12 @@ import psutil
 import pytest
 import torch
 
+from playground.config import cache_dir
 from playground.models import checkpoints, loading, modelpack
 from playground.engine.drafters import ModelDrafter
 from playground.engine.generate import SpecConfig, generate
 from playground.engine.events import output_tokens
-from playground.models.loading import LoadedModel, PairCache, cache_dir, load_model
+from playground.models.loading import LoadedModel, PairCache, load_model
 from playground.models.registry import ModelSpec, Source, load_registry
 from playground.models.text import encode_prompt
 from playground.models.tiny import tiny_model, tiny_pair

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.config import check, check_int, check_number  # noqa: F401  (re-exported: callers use sampling's)
+from playground.config import check
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,7 @@ def list_pairs(registry: Registry, args) -> int:
 
 def run_cache(registry, args) -> int:
     from playground.models import cachetool
-    from playground.models.checkpoints import cache_dir
+    from playground.config import cache_dir
 
     root = cache_dir()
     if args.action == "list":

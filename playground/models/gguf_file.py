@@ -23,7 +23,7 @@ def record(model, locate) -> None:
 def locator(source, report):
     """How to find the GGUF file a source (registry.Source) loads from; None when it has none."""
     if source.kind == "pack":
-        from playground.models.checkpoints import cache_dir
+        from playground.config import cache_dir
         from playground.models.modelpack import fetch_pack, load_catalog
 
         return lambda: fetch_pack(load_catalog()[source.ref], cache_dir() / "packs", progress=report)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from playground.models.checkpoints import SourceError, cache_dir, hub_checkpoint, local_checkpoint, pack_checkpoint  # noqa: F401
+from playground.models.checkpoints import hub_checkpoint, local_checkpoint, pack_checkpoint
 from playground.config import AUTO_QUANTIZATION
 from playground.models import gguf_file
 from playground.models.registry import DEVICES, DTYPES, QUANTIZATIONS, ModelSpec, PairSpec, Registry, Source

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from playground.config import check_number
 from playground.engine import sampling
 
 TOKENS = ("cat", "dog", "fox", "owl", "bee", "emu")  # the explorer's vocabulary
@@ -69,7 +70,7 @@ def distribution(name: str, weights: Sequence[float]) -> np.ndarray:
     if not MIN_TOKENS <= len(weights) <= MAX_TOKENS:
         raise ValueError(f"{name} must have {MIN_TOKENS} to {MAX_TOKENS} weights, got {len(weights)}")
     for i, w in enumerate(weights):
-        sampling.check_number(f"{name}[{i}]", w, low=0.0, high=1e6)
+        check_number(f"{name}[{i}]", w, low=0.0, high=1e6)
     w = np.asarray(weights, dtype=np.float64)
     if w.sum() <= 0:
         raise ValueError(f"{name} must have a positive weight somewhere, got all zeros")

@@ -40,7 +40,7 @@ def local_settings(registry, run: RunConfig, folder: Path | None = None) -> expo
     """The Export tab's settings for `run`, its models named by checkpoint directories on this disk
     (the tiny pair is saved once under the cache, head_dim 64)."""
     from playground.measure.bench.served.checkpoints import cached_checkpoint, save_tiny_pair
-    from playground.models.checkpoints import cache_dir
+    from playground.config import cache_dir
 
     s = export.from_settings(registry, run)
     pair = registry.pair(run.pair)
