@@ -1,7 +1,7 @@
 """What the engine returns: one StepEvent per target call, and metrics as folds over them.
 
-Events are plain data so the UI, the teaching views and the benchmark all draw from the same
-record; nothing here computes on a model.
+Events are plain data, so whatever draws or reports a run reads the same record; nothing here
+computes on a model.
 """
 
 from __future__ import annotations
@@ -202,9 +202,8 @@ def tree_costs(events: list[StepEvent]) -> Costs:
 
 @dataclass(frozen=True)
 class Tally:
-    """The raw sums behind α, c and v, and the one place they are read off. Runs, prompts and
-    measured points pool by adding tallies (Σ accepted / Σ tested, never a mean of ratios): the
-    engine's metrics, the bench's summary and the theory view's points all pool through it.
+    """The raw sums behind α, c and v. Runs, prompts and measured points pool by adding tallies
+    (Σ accepted / Σ tested, never a mean of ratios), so every tested draft weighs alike.
 
     c is docs/design.md's: one draft forward over one plain target forward (the baseline's step;
     without a baseline, the verification call stands in for it). v is one verification call
@@ -256,7 +255,7 @@ def tally(events: list[StepEvent], baseline: list[StepEvent] | None = None) -> T
 
 
 def pooled(tallies) -> Tally:
-    """The one pooling of α, c and v: sum the raw counts and seconds, then divide."""
+    """α, c and v over many tallies: the raw counts and seconds summed, then divided."""
     return sum(tallies, Tally())
 
 

@@ -1,5 +1,5 @@
-"""From the run configuration to what the engine runs: the one drafter factory and the engine's
-SpecConfig. Here, not in config.py, so the configuration stays a leaf that imports no engine."""
+"""From the run configuration to what the engine runs: the drafter and the engine's SpecConfig.
+Here, not in config.py, so the configuration stays a leaf that imports no engine."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ def spec_config(run: RunConfig, **engine_only) -> SpecConfig:
 
 
 def make_drafter(run: RunConfig, draft_model):
-    """The one drafter factory: a fresh drafter for one run (a model drafter owns a KV cache, run by
-    the run's runner, as the target's is: the baseline and the speculative run share it)."""
+    """A fresh drafter for one run (a model drafter owns a KV cache, run by the run's runner, as the
+    target's is: the baseline and the speculative run share it)."""
     vocab = run.draft_vocab or None
     if run.drafter == PROMPT_LOOKUP:
         return PromptLookupDrafter(run.ngram_min, run.ngram_max)
@@ -29,6 +29,6 @@ def make_drafter(run: RunConfig, draft_model):
 
 
 def model_drafter(run: RunConfig, draft_model) -> ModelDrafter:
-    """The run's draft model as a chain drafter, whatever drafter the run names: the lab and the
-    oracle checks need its q. Its draft vocabulary is the run's, as in every other run."""
+    """The run's draft model as a chain drafter, whatever drafter the run names: for a measurement
+    that needs the draft's q. Its draft vocabulary is the run's, as in every other run."""
     return make_drafter(replace(run, drafter=MODEL, speculation=CHAIN), draft_model)

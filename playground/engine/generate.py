@@ -144,8 +144,8 @@ def check_inputs(target, prompt_ids, config, drafter, tokenizer) -> None:
 
 
 def context_problem(target, prompt_ids, config) -> str | None:
-    """Why this prompt and max_new_tokens do not fit the target's context, or None. The one check:
-    a run refuses such a prompt with it, and the benchmark skips such a prompt with it."""
+    """Why this prompt and max_new_tokens do not fit the target's context, or None: a reason, not
+    an error, so a caller may skip the prompt instead of failing."""
     limit = getattr(target.config.get_text_config(), "max_position_embeddings", None)
     if limit and len(prompt_ids) >= limit:
         return f"prompt is {len(prompt_ids)} tokens, but the target's context holds {limit}"

@@ -17,8 +17,8 @@ class CachedModel:
     head_rows: compute logits only for token ids below it (the others get -inf, probability 0).
     The output layer of a small model is a large share of its forward (Qwen2.5-0.5B: 17 of about
     45 ms on a 2-core CPU, for 152k rows), and BPE ids run roughly from frequent to rare.
-    runner: how the forward runs and where the cache lives (engine/runners: auto, eager, static,
-    compiled); this class only decides what to feed and what to keep.
+    runner: how the forward runs and where the cache lives (a name engine/runners resolves); this
+    class only decides what to feed and what to keep.
     """
 
     def __init__(self, model, head_rows: int | None = None, runner: str = "auto"):

@@ -199,9 +199,8 @@ def expected_speedup(alpha: float, gamma: float, c: float, v=None) -> float:
     """Leviathan et al.'s improvement factor, with verification costing v(gamma+1) plain steps:
     (1 - alpha^(gamma+1)) / ((1 - alpha)(gamma c + v(gamma+1))).
 
-    The one copy of the formula: every prediction in the playground (run metrics, the bench's
-    summary, the GPU script, the theory curves, the lesson) comes from here. v is what
-    verify_cost reads: None for the paper's v = 1, a measured v(gamma+1), or a curve v(1), v(2), ..."""
+    v is what verify_cost reads: None for the paper's v = 1, a measured v(gamma+1), or a curve
+    v(1), v(2), ..."""
     return expected_tokens_per_call(alpha, gamma) / (gamma * c + verify_cost(v, gamma + 1))
 
 

@@ -28,9 +28,10 @@ class TreeDrafter:
     name = "draft tree"
     speculation = TREE
 
-    def __init__(self, model, budget: int = 16, depth: int = 4, branching: int = 2,
-                 vocab_size: int | None = None, draft_vocab: int | None = None, width: int = 0,
-                 runner: str = "auto"):
+    def __init__(self, model, budget: int = KNOBS["tree_budget"].default,
+                 depth: int = KNOBS["tree_depth"].default, branching: int = KNOBS["tree_branching"].default,
+                 vocab_size: int | None = None, draft_vocab: int | None = None,
+                 width: int = KNOBS["tree_width"].default, runner: str = "auto"):
         """width: most nodes expanded per depth, the best by cumulative draft probability (EAGLE-2's
         top-k expansion: the tree grows deep where the draft is confident); 0 expands as many as
         the budget has room for (a full b-ary tree until the budget runs out)."""

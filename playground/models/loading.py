@@ -300,7 +300,7 @@ class PairCache:
                 release()
 
     def resident(self) -> list[str]:
-        """Names of the pairs the cache holds (for tests and the page)."""
+        """Names of the pairs the cache holds."""
         with self.lock:
             return [key[0] for key in self.pairs]
 

@@ -76,7 +76,7 @@ class PairSpec:
     random_weights: bool = False  # derived: either model has random weights (tiny)
 
     def suggested(self) -> dict:
-        """The knobs this pair suggests values for: where the app, the CLI and the export start."""
+        """The knobs this pair suggests values for, in place of the run configuration's defaults."""
         return {name: getattr(self, name) for name in PAIR_KNOBS}
 
 

@@ -71,8 +71,7 @@ class Weights:
 
 
 def float32_file(path) -> bool:
-    """Is every tensor of the GGUF file float32 (general.file_type ALL_F32)? Read from its header only;
-    the runner and llama.cpp's own plain decoding (measure/bench/references/llamacpp.py) open such a file alike."""
+    """Is every tensor of the GGUF file float32 (general.file_type ALL_F32)? Read from its header only."""
     import gguf
 
     field = gguf.GGUFReader(str(path)).fields.get("general.file_type")

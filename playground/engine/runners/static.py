@@ -105,7 +105,7 @@ def widen(allowed: torch.Tensor, capacity: int) -> torch.Tensor:
 class CachePool:
     """A model's static caches, reused across runs: a compiled step guards on the cache's shape,
     and a CUDA graph records the buffers' addresses, so fresh buffers each run would re-record.
-    A runner takes one while it lives (the race runs two on one target) and gives it back."""
+    A runner takes one while it lives (two runners may share a target at once) and gives it back."""
 
     def __init__(self, model):
         self.config, self.dtype, self.device = model.config, model.dtype, model.device
