@@ -24,7 +24,7 @@ from playground.engine.events import (
     summarize,
     tally,
 )
-from playground.measure.hardware import gpu_paths
+from playground.measure.hardware import common
 from playground.measure.teach import points
 from playground.measure.bench import summary
 
@@ -88,7 +88,7 @@ def test_every_prediction_comes_from_the_one_formula(monkeypatch):
     s = summary.summarize_records(RECORDS)
     assert s["predicted_speedup"] == pytest.approx(stand_in(s["alpha"], s["mean_gamma"], s["c"], s["verify_cost"]))
     assert s["paper_predicted_speedup"] == pytest.approx(stand_in(s["alpha"], s["mean_gamma"], s["c"], 1.0))
-    row = gpu_paths.pooled_row(RECORDS, CURVE, "hand-made")
+    row = common.pooled_row(RECORDS, CURVE, "hand-made")
     assert row["predicted_chain_speedup"] == pytest.approx(stand_in(row["alpha"], row["mean_gamma"], row["c"],
                                                                     row["v_chain"]))
     assert lesson_formula(0.7, 4, 0.1, 1.3) == pytest.approx(stand_in(0.7, 4, 0.1, 1.3))
@@ -117,7 +117,7 @@ def test_every_pooling_of_alpha_c_and_v_is_the_engines(monkeypatch):
     pool = points.pool([point(4, 6, 8), point(2, 1, 4)])
     assert (pool.alpha, pool.c) == (0.25, 0.125)
     assert (point(4, 6, 8).alpha, point(4, 6, 8).c, point(4, 6, 8).verify_cost) == (0.25, 0.125, 1.5)
-    row = gpu_paths.pooled_row(RECORDS, CURVE, "hand-made")
+    row = common.pooled_row(RECORDS, CURVE, "hand-made")
     assert (row["alpha"], row["c"], row["verify_chain"], row["tree_c_per_depth"]) == (0.25, 0.125, 1.5, 0.125)
 
 
@@ -141,7 +141,7 @@ def test_a_pooled_summary_and_its_points_agree():
     assert (pool.alpha, pool.c) == (pytest.approx(s["alpha"]), pytest.approx(s["c"]))
 
 
-MINE = ("engine/", "measure/bench/summary.py", "measure/hardware/gpu_paths.py", "measure/bench/profile.py", "measure/teach/points.py")
+MINE = ("engine/", "measure/bench/summary.py", "measure/hardware/common.py", "measure/bench/profile.py", "measure/teach/points.py")
 
 
 @pytest.mark.skipif(shutil.which("duplicates") is None, reason="the duplicates command is not installed")

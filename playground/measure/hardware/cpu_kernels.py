@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass
 
 from tqdm import tqdm
 
+from playground.measure.hardware.common import command
+
 RUNNERS = ("eager", "compiled", "autotune")
 
 
@@ -195,8 +197,7 @@ def parse_list(text: str, allowed, flag: str) -> list[str]:
 
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m playground.measure.hardware.cpu_kernels",
-                                     description="plain step and v(2..K) of the target per CPU kernel and runner")
+    parser = command("cpu_kernels", __doc__)
     parser.add_argument("--candidates", default=",".join(DEFAULT_CANDIDATES),
                         type=lambda s: parse_list(s, CANDIDATES, "--candidates"))
     parser.add_argument("--runners", default=",".join(RUNNERS), type=lambda s: parse_list(s, RUNNERS, "--runners"))

@@ -17,25 +17,9 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 
-SHAPES = {
-    # Qwen2-7B: 28 layers, hidden 3584, 28 query / 4 key-value heads, vocab 152064.
-    "7b": dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28, num_attention_heads=28,
-               num_key_value_heads=4, vocab_size=152064, tie_word_embeddings=False),
-    # Qwen2-0.5B: 24 layers, hidden 896, 14 / 2 heads. Its real vocab is 151936; here it takes the
-    # target's so both models share one token space (the rows are random either way).
-    # Qwen2.5-1.5B (the default pair's target): 28 layers, hidden 1536, 12 / 2 heads, tied embeddings.
-    "1.5b": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
-                 num_key_value_heads=2, vocab_size=151936, tie_word_embeddings=True),
-    "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                 num_key_value_heads=2, vocab_size=152064, tie_word_embeddings=True),
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4,
-                 num_key_value_heads=2, vocab_size=512, tie_word_embeddings=False),
-    "tiny-draft": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-                       num_key_value_heads=1, vocab_size=512, tie_word_embeddings=False),
-}
+from playground.measure.hardware.common import SHAPES, gpu_command, parse, random_model, require_cuda
 
 
 @dataclass
@@ -62,10 +46,7 @@ FULL = {"gammas": "1,2,4,8", "draft_gammas": "4", "max_new_tokens": 180, "prompt
 
 
 def options(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m playground.measure.hardware.gpu_oracle",
-                                description=__doc__.split("\n")[0].strip("`"))
-    p.add_argument("--cpu-smoke", action="store_true",
-                   help="tiny float32 models on the CPU: checks the script, not the GPU")
+    p = gpu_command("gpu_oracle", __doc__)
     p.add_argument("--gammas", help="lookaheads for the oracle (default 1,2,4,8; smoke 1,2,3)")
     p.add_argument("--draft-gammas",
                    help="lookaheads for the random draft model, '' for none (default 4; smoke 2)")
@@ -77,12 +58,7 @@ def options(argv=None) -> argparse.Namespace:
     p.add_argument("--budget-s", type=float, default=420.0,
                    help="start a row only if it is expected to end within this many seconds of the start "
                         "(default 420: with imports, under 8 minutes)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", help="also write the rows and machine facts here")
-    args = p.parse_args(argv)
-    for name, value in (SMOKE if args.cpu_smoke else FULL).items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
+    args = parse(p, argv, FULL, SMOKE)
     try:
         args.gammas = [int(g) for g in args.gammas.split(",") if g.strip()]
         args.draft_gammas = [int(g) for g in args.draft_gammas.split(",") if g.strip()]
@@ -91,34 +67,6 @@ def options(argv=None) -> argparse.Namespace:
     if not args.gammas or min(args.gammas + args.draft_gammas) < 1:
         p.error("argument --gammas/--draft-gammas: expected integers >= 1")
     return args
-
-
-@contextmanager
-def default_dtype(dtype):
-    import torch
-
-    saved = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(saved)
-
-
-def random_model(shape: str, dtype, device, seed: int):
-    """A randomly initialised Qwen2 of the given shape, built directly on the device in `dtype`
-    (a 7B model in float32 on the CPU first would take minutes and 30 GB)."""
-    import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    config = Qwen2Config(**SHAPES[shape], max_position_embeddings=32768, eos_token_id=None, bos_token_id=None,
-                         pad_token_id=None)
-    rng_devices = [torch.device(device)] if torch.device(device).type == "cuda" else []
-    with torch.random.fork_rng(devices=rng_devices), default_dtype(dtype), torch.device(device):
-        torch.manual_seed(seed)  # init draws from the global RNG: seed it inside a fork, restored after
-        model = Qwen2ForCausalLM(config)
-    model.generation_config.eos_token_id = None  # no EOS: every method generates exactly max_new_tokens
-    return model.eval()
 
 
 def timed(methods: dict, repeats: int) -> dict:
@@ -281,8 +229,7 @@ def run(args) -> tuple[list[Row], dict]:
     from playground.measure.bench.machine import environment
 
     start = time.monotonic()
-    if not args.cpu_smoke and not torch.cuda.is_available():
-        raise SystemExit("gpu_oracle: no CUDA device; use --cpu-smoke to check the script on CPU")
+    require_cuda("gpu_oracle", args)
     device, dtype = ("cpu", torch.float32) if args.cpu_smoke else ("cuda", torch.bfloat16)
     shapes = ("tiny", "tiny-draft") if args.cpu_smoke else ("7b", "0.5b")
     target = random_model(shapes[0], dtype, device, args.seed)
@@ -304,9 +251,9 @@ def run(args) -> tuple[list[Row], dict]:
 
 def main(argv=None) -> int:
     args = options(argv)
-    from transformers.utils import logging
+    from playground.measure.bench.cli import quiet_transformers
 
-    logging.set_verbosity_error()
+    quiet_transformers()
     rows, facts = run(args)
     print(format_table(rows, facts))
     print(f"# {facts['seconds']} s in all")

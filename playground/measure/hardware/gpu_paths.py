@@ -22,15 +22,13 @@ that fails is reported and the next still runs):
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
-import traceback
 from dataclasses import replace
 
-from playground.measure.hardware.gpu_oracle import default_dtype, random_model
+from playground.measure.hardware.common import (CURVE_KS, free, gpu_command, pair_models, parse, pooled_row,
+                                                prompts, random_model, run_checks)
 
-CURVE_KS = (1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65)  # the k reported (all 1..max are measured)
 FULL = dict(curve_shapes=("7b", "1.5b", "0.5b"), pair_shape="1.5b", max_k=65, draft_layers=4, prompts=3,
             prompt_tokens=128, max_new_tokens=96, repeats=3, device="cuda", quantizations=("nf4", "int8"))
 SMOKE = dict(curve_shapes=("tiny",), pair_shape="tiny", max_k=9, draft_layers=1, prompts=1,
@@ -38,9 +36,7 @@ SMOKE = dict(curve_shapes=("tiny",), pair_shape="tiny", max_k=9, draft_layers=1,
 
 
 def options(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m playground.measure.hardware.gpu_paths",
-                                description=__doc__.split("\n")[0].strip("`"))
-    p.add_argument("--cpu-smoke", action="store_true", help="tiny models on the CPU: checks the script")
+    p = gpu_command("gpu_paths", __doc__)
     p.add_argument("--gamma", type=int, default=4, help="chain lookahead (default 4)")
     p.add_argument("--tree", default="24,6,2,4",
                    help="tree budget,depth,branching,width (default 24,6,2,4: the CPU benchmark's)")
@@ -49,66 +45,12 @@ def options(argv=None) -> argparse.Namespace:
     p.add_argument("--checks", default="curves,engine,bitsandbytes", help="which checks to run, in order")
     p.add_argument("--prompts", type=int, help="random prompts per timing (default 3; smoke 1)")
     p.add_argument("--repeats", type=int, help="timed runs per method and prompt (default 3; smoke 1)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", help="write the results here (rewritten after each check)")
-    args = p.parse_args(argv)
-    for name, value in (SMOKE if args.cpu_smoke else FULL).items():
-        if getattr(args, name, None) is None:
-            setattr(args, name, value)
+    args = parse(p, argv, FULL, SMOKE)
     try:
         args.tree_budget, args.tree_depth, args.tree_branching, args.tree_width = map(int, args.tree.split(","))
     except ValueError:
         p.error(f"argument --tree: expected four integers budget,depth,branching,width, got {args.tree!r}")
     return args
-
-
-# ---- models ------------------------------------------------------------------------------------
-
-
-def pair_models(shape: str, dtype, device, args):
-    """A random target whose embeddings are scaled (so its next-token distributions are peaked, as a
-    trained model's are) and an early-exit draft: its first layers with the same embeddings and head."""
-    import torch
-    from transformers import Qwen2ForCausalLM
-
-    target = random_model(shape, dtype, device, args.seed)
-    with torch.no_grad(), torch.random.fork_rng(devices=[torch.device(device)] if device == "cuda" else []):
-        torch.manual_seed(args.seed + 7)
-        torch.nn.init.normal_(target.model.embed_tokens.weight, std=args.embed_std)
-    config = replace_layers(target.config, args.draft_layers)
-    with default_dtype(dtype), torch.device(device):
-        draft = Qwen2ForCausalLM(config)
-    draft.load_state_dict(target.state_dict(), strict=False)  # layers past draft_layers are not in it
-    draft.generation_config.eos_token_id = None
-    return target, draft.eval()
-
-
-def replace_layers(config, layers: int):
-    import copy
-
-    config = copy.deepcopy(config)
-    config.num_hidden_layers = layers
-    if getattr(config, "layer_types", None):
-        config.layer_types = config.layer_types[:layers]
-    return config
-
-
-def prompts(vocab: int, args) -> list[list[int]]:
-    import torch
-
-    gen = torch.Generator().manual_seed(args.seed)
-    return [torch.randint(vocab, (args.prompt_tokens,), generator=gen).tolist() for _ in range(args.prompts)]
-
-
-def free() -> None:
-    """Give the memory of models the caller has just deleted back to the device."""
-    import gc
-
-    import torch
-
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 # ---- the checks --------------------------------------------------------------------------------
@@ -149,47 +91,6 @@ def engine_rows(target, draft, args, label: str, tree: bool = True) -> dict:
     records = [measure_prompt(setup, ids, config, args.repeats) for ids in ids_list]
     curve = measure_curve(target, max_k=max(args.gamma + 1, args.tree_budget + 1))
     return pooled_row(records, curve.v, label, tree)
-
-
-def pooled_row(records: list[dict], v: list[float], label: str, tree: bool = True) -> dict:
-    """One row of the report from the prompts' records and the target's v(k) curve: speeds, and α,
-    c and v through the engine's one pooling, the prediction through its one formula."""
-    from playground.engine.events import pooled
-    from playground.engine.sampling import expected_speedup, verify_cost
-    from playground.measure.bench.summary import record_tally, tree_tally
-
-    def total(key):
-        return sum(r[key] for r in records)
-
-    base_s, spec_s = total("baseline_seconds"), total("speculative_seconds")
-    chain = pooled(record_tally(r) for r in records)
-    gamma = total("drafted") / total("target_calls")
-    row = {
-        "label": label, "alpha": chain.alpha, "mean_gamma": gamma, "c": chain.c,
-        "v_chain": verify_cost(v, gamma + 1), "verify_chain": chain.verify_cost,
-        "baseline_tok_s": total("baseline_new_tokens") / base_s,
-        "chain_tok_s": total("new_tokens") / spec_s,
-        "chain_speedup": (total("new_tokens") / spec_s) / (total("baseline_new_tokens") / base_s),
-        "chain_tokens_per_call": total("new_tokens") / total("target_calls"),
-        "predicted_chain_speedup": expected_speedup(chain.alpha, gamma, chain.c, v),
-        "chain_identical": [r["identical"] for r in records],
-        "divergence_margins": [r["divergence_margin"] for r in records if r["identical"] is False],
-        "step_ms": 1000 * chain.plain_step_s, "v": {k: round(v[k - 1], 3) for k in CURVE_KS if k <= len(v)},
-    }
-    if tree:
-        tree_s = total("tree_seconds")
-        nodes = total("tree_nodes") / total("tree_cost_calls")
-        row.update({
-            "tree_tok_s": total("tree_new_tokens") / tree_s,
-            "tree_speedup": (total("tree_new_tokens") / tree_s) / row["baseline_tok_s"],
-            "tree_over_chain": (total("tree_new_tokens") / tree_s) / row["chain_tok_s"],
-            "tree_tokens_per_call": total("tree_new_tokens") / total("tree_target_calls"),
-            "tree_nodes_per_call": nodes,
-            "tree_v": verify_cost(v, min(nodes + 1, len(v))),
-            "tree_c_per_depth": pooled(tree_tally(r) for r in records).c,
-            "tree_identical": [r["tree_identical"] for r in records],
-        })
-    return row
 
 
 def engine_on_gpu(args) -> dict:
@@ -242,42 +143,6 @@ CHECKS = (("curves", curves), ("engine", engine_on_gpu), ("bitsandbytes", bitsan
 
 def main(argv=None) -> int:
     return run_checks("gpu_paths", CHECKS, options(argv))
-
-
-def run_checks(prog: str, checks, args) -> int:
-    """Run the checks that args.checks names, in order, each printed and written to args.json as
-    soon as it ends; one that fails is reported with its traceback and the next still runs.
-    Shared by the GPU scripts. -> the exit status: 1 if any check failed"""
-    import torch
-    from transformers.utils import logging
-
-    from playground.measure.bench.machine import environment
-    from playground.measure.bench.report import atomic_write
-
-    logging.set_verbosity_error()
-    if not args.cpu_smoke and not torch.cuda.is_available():
-        raise SystemExit(f"{prog}: no CUDA device; use --cpu-smoke to check the script on CPU")
-    report = {"environment": environment(args.device), "args": {k: v for k, v in vars(args).items()
-                                                               if isinstance(v, (int, float, str, tuple))},
-              "date": time.strftime("%Y-%m-%d")}
-    failed = 0
-    for name, check in checks:
-        if name not in args.checks.split(","):
-            continue
-        started = time.monotonic()
-        try:
-            report[name] = check(args)
-        except Exception as e:  # report it and go on: one broken path must not hide the others
-            failed += 1
-            report[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
-        report[name + "_seconds"] = round(time.monotonic() - started, 1)
-        print(f"## {name} ({report[name + '_seconds']} s)\n{json.dumps(report[name], indent=1, default=str)}",
-              flush=True)
-        if args.json:
-            atomic_write(args.json, json.dumps(report, indent=2, default=str) + "\n")
-    if torch.cuda.is_available():
-        print(f"# peak CUDA memory {torch.cuda.max_memory_allocated() / 1e9:.1f} GB")
-    return 1 if failed else 0
 
 
 if __name__ == "__main__":

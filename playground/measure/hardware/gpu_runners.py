@@ -24,6 +24,9 @@ from __future__ import annotations
 import argparse
 import time
 
+from playground.measure.hardware.common import (free, gpu_command, pair_models, parse, pooled_row, prompts,
+                                                random_model, run_checks)
+
 RUNNERS = ("eager", "static", "compiled")
 FULL = dict(device="cuda", shapes=("1.5b", "0.5b", "7b"), pair_shape="1.5b", draft_layers=4, max_k=5,
             prompts=2, prompt_tokens=128, max_new_tokens=64, repeats=2, budget_s=420)
@@ -33,9 +36,7 @@ PAIRS = {"1.5b": "0.5b", "7b": "0.5b", "tiny": "tiny-draft"}  # target shape -> 
 
 
 def options(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m playground.measure.hardware.gpu_runners",
-                                description=__doc__.split("\n")[0].strip("`"))
-    p.add_argument("--cpu-smoke", action="store_true", help="tiny models on the CPU: checks the script")
+    p = gpu_command("gpu_runners", __doc__)
     p.add_argument("--runners", help="runners to time, in order (default eager,compiled on a GPU, where "
                    "static launches what eager does; all three on the CPU); identity checks all three")
     p.add_argument("--checks", default="steps,engine,identity", help="which checks to run, in order")
@@ -44,11 +45,7 @@ def options(argv=None) -> argparse.Namespace:
                    help="assumed acceptance rate for the predicted speedups (default 0.85)")
     p.add_argument("--embed-std", type=float, default=0.3,
                    help="std of the random embeddings: larger makes the early-exit draft agree more")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", help="write the results here (rewritten after each check)")
-    args = p.parse_args(argv)
-    for name, value in (SMOKE if args.cpu_smoke else FULL).items():
-        setattr(args, name, value)
+    args = parse(p, argv, FULL, SMOKE)
     args.runners = tuple(r for r in (args.runners or ("eager,static,compiled" if args.cpu_smoke else
                                                       "eager,compiled")).split(",") if r)
     if not args.runners or any(r not in RUNNERS for r in args.runners):
@@ -72,9 +69,6 @@ def dtype_of(args, exact: bool = False):
 
 
 def steps(args) -> dict:
-    from playground.measure.hardware.gpu_oracle import random_model
-    from playground.measure.hardware.gpu_paths import free
-
     out = {}
     for shape in args.shapes:
         model = random_model(shape, dtype_of(args), args.device, args.seed)
@@ -137,8 +131,6 @@ def predictions(rows: dict, args) -> dict:
 
 
 def engine(args) -> dict:
-    from playground.measure.hardware.gpu_paths import free, pair_models
-
     target, draft = pair_models(args.pair_shape, dtype_of(args), args.device, args)
     rows = {}
     for runner in args.runners:
@@ -160,7 +152,6 @@ def engine_row(target, draft, runner: str, args) -> dict:
 
     from playground.config import RunConfig
     from playground.engine import factory
-    from playground.measure.hardware.gpu_paths import pooled_row, prompts
     from playground.measure.bench.runs import Setup, measure_prompt
     from playground.measure.bench.verify_cost import measure_curve
 
@@ -211,7 +202,6 @@ def identity(args) -> dict:
     from playground.engine import factory
     from playground.engine.events import output_tokens
     from playground.engine.generate import generate
-    from playground.measure.hardware.gpu_paths import free, pair_models, prompts
 
     target, draft = pair_models(args.pair_shape, dtype_of(args, exact=True), args.device, args)
     ids = prompts(target.config.vocab_size, args)[0]
@@ -237,8 +227,6 @@ CHECKS = (("steps", steps), ("engine", engine), ("identity", identity))
 
 
 def main(argv=None) -> int:
-    from playground.measure.hardware.gpu_paths import run_checks  # the GPU scripts' one check loop and report
-
     return run_checks("gpu_runners", CHECKS, options(argv))
 
 

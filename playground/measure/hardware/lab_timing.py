@@ -12,9 +12,11 @@ import argparse
 import os
 import time
 
+from playground.measure.hardware.common import command
+
 
 def options(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m playground.measure.hardware.lab_timing", description=__doc__.splitlines()[0])
+    parser = command("lab_timing", __doc__)
     parser.add_argument("--pair", default=None, help="registry pair (default: the registry's)")
     parser.add_argument("--prompt", default="Name one animal. Answer with a single word.")
     parser.add_argument("--draws", type=int, default=20_000, help="fast draws")
