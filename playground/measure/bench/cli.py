@@ -201,13 +201,18 @@ def base_run(args, pair: str) -> RunConfig:
 
 
 def check_reference(args) -> None:
-    from playground.measure.bench.references.llamacpp import check_installed
+    if args.reference == "llama.cpp" and args.served:
+        raise SettingError("--reference", "llama.cpp is timed beside our engine, not with --served")
+
+
+def check_installed(args) -> None:
+    """What the command asks of this machine rather than of its flags (kept out of make_plan, so a
+    command can be checked where the optional extra is not built): --reference llama.cpp needs it."""
+    from playground.measure.bench.references import llamacpp
 
     if args.reference == "llama.cpp":
-        if args.served:
-            raise SettingError("--reference", "llama.cpp is timed beside our engine, not with --served")
         try:
-            check_installed()
+            llamacpp.check_installed()
         except ValueError as error:
             raise SettingError("--reference", str(error)) from None
 
@@ -298,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     args.argv = argv
     try:
         plan = make_plan(args)
+        check_installed(args)
     except SettingError as error:
         parser.error(f"argument {error.flag}: {error}")
     quiet_transformers()
