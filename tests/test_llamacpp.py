@@ -7,6 +7,7 @@ the tree's sequence ids and a context that grows. llama-cpp-python is an optiona
 import pytest
 import torch
 
+pytestmark = pytest.mark.llamacpp
 pytest.importorskip("llama_cpp", reason="the optional extra: python -m playground.serve setup llamacpp (README)")
 
 from playground.engine.drafters import ModelDrafter  # noqa: E402

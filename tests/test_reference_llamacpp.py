@@ -39,6 +39,7 @@ def bench(llama_cpp, tmp_path_factory):
     return json.loads(out.read_text()), printed.getvalue()
 
 
+@pytest.mark.llamacpp
 def test_the_llamacpp_row_is_in_the_json_per_prompt_and_summary(bench):
     report, _ = bench
     assert report["config"]["reference"] == "llama.cpp"
@@ -59,6 +60,7 @@ def test_the_llamacpp_row_is_in_the_json_per_prompt_and_summary(bench):
         assert {"llamacpp_tok_s", "speculative_over_llamacpp"} <= set(run["categories"]["coding"])
 
 
+@pytest.mark.llamacpp
 def test_the_console_table_has_the_llamacpp_row_beside_ours(bench):
     _, printed = bench
     assert "Faster than what?" in printed
@@ -70,6 +72,7 @@ def test_the_console_table_has_the_llamacpp_row_beside_ours(bench):
     assert "llama.cpp samples with its own sampler and RNG" in block
 
 
+@pytest.mark.llamacpp
 def test_the_target_comparison_has_the_llamacpp_row(llama_cpp, tmp_path, capsys):
     out = tmp_path / "c.json"
     assert cli.main(RUN[:-2] + ["--repeats", "1", "--target-quantizations", "none,int8-cpu", "--reference",
@@ -80,6 +83,7 @@ def test_the_target_comparison_has_the_llamacpp_row(llama_cpp, tmp_path, capsys)
     assert "llama.cpp" in capsys.readouterr().out.split("Faster than what? plain runs")[1]
 
 
+@pytest.mark.llamacpp
 def test_greedy_tokens_equal_our_baseline_and_repeats_start_from_an_empty_cache(llama_cpp):
     from playground.engine.events import output_tokens
     from playground.engine.generate import SpecConfig, generate
@@ -105,6 +109,7 @@ def test_greedy_tokens_equal_our_baseline_and_repeats_start_from_an_empty_cache(
     assert cut == ours[:ours.index(stop) + 1]  # the end token is emitted and ends the run, as ours
 
 
+@pytest.mark.llamacpp
 def test_a_target_without_a_gguf_file_is_a_clear_error(llama_cpp, capsys):
     target, _, _ = tiny_pair(seed=0)  # built in process, not loaded: nothing recorded its GGUF file
     with pytest.raises(ValueError, match="was not loaded from one"):
