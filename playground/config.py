@@ -33,9 +33,10 @@ MAX_TREE_NODES = 256  # past this one verification forward costs several plain s
 QUANTIZATIONS = ("default", *MODEL_QUANTIZATIONS)  # default: what models.yaml says for that model
 # How a model's forward runs (engine/runners): eager with a dynamic cache; a static cache; its steps
 # compiled per fixed shape (CUDA graphs on a GPU); llama.cpp's kernels on the model's GGUF file (an optional
-# extra). auto is what measured fastest on the device; eager
+# extra); ONNX Runtime's kernels on a model built once from the checkpoint. auto is what measured fastest on
+# the device; eager
 # everywhere until a compiled run measures faster (docs/benchmarks.md, "Runners")
-RUNNERS = ("auto", "eager", "static", "compiled", "llamacpp")
+RUNNERS = ("auto", "eager", "static", "compiled", "llamacpp", "onnxruntime")
 AUTO_RUNNER = {"cpu": "eager", "cuda": "eager"}
 
 
@@ -112,7 +113,8 @@ class RunConfig:
     runner: str = knob("auto", "Runner", "how each forward runs: eager (dynamic cache), static (fixed-size "
                        "cache, rollback moves an integer) or compiled (static, each step shape compiled "
                        "once; CUDA graphs on a GPU) or llamacpp (llama.cpp's kernels on the model's GGUF file, "
-                       "an optional extra); the baseline uses the same", "models", choices=RUNNERS,
+                       "an optional extra) or onnxruntime (ONNX Runtime's int4 kernels on a model built once "
+                       "from the checkpoint; chains only); the baseline uses the same", "models", choices=RUNNERS,
                        sweep=True)
     speculation: str = knob(CHAIN, "Speculation: chain or tree", "tree: several candidates per position, all "
                             "verified in one target call (draft model only)", "drafter", choices=SPECULATIONS)

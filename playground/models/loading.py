@@ -171,6 +171,7 @@ def load_from(source: Source, spec: ModelSpec, device, dtype, quantization, repo
     report(f"{spec.name}: loading ({dtype}, quantization {quantization}, {device})", None)
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=spec.trust_remote_code)
     model = load_weights(path, device, dtype, quantization, spec)
+    model.checkpoint_dir = lambda: path  # the onnxruntime runner builds its model from it
     locate = gguf_file.locator(source, report)
     if locate is not None:  # the llamacpp runner runs this file itself
         gguf_file.record(model, locate)
@@ -214,11 +215,26 @@ def load_tiny(role: str, device, dtype, quantization, name):
     if quantization not in BITSANDBYTES:
         model = model.to(device=device, dtype=getattr(torch, dtype)).eval()
         gguf_file.record(model, gguf_file.written_locator(model, tokenizer))  # written in float32 when asked
+        model.checkpoint_dir = written_checkpoint(model, tokenizer)
         return after_loading(model, quantization), tokenizer
     with tempfile.TemporaryDirectory(prefix="tiny-") as tmp:
         model.save_pretrained(tmp)
         spec = ModelSpec(name, (Source("local", tmp),))
         return load_weights(Path(tmp), device, dtype, quantization, spec), tokenizer
+
+
+def written_checkpoint(model, tokenizer):
+    """The in-process model saved as a checkpoint now, as loaded (before a CPU quantization replaces
+    its linear layers), into a folder removed with the model: what the onnxruntime runner builds from."""
+    import shutil
+    import tempfile
+    import weakref
+
+    folder = Path(tempfile.mkdtemp(prefix="checkpoint-"))
+    weakref.finalize(model, shutil.rmtree, str(folder), True)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return lambda: folder
 
 
 # ---- pairs -----------------------------------------------------------------------------------

@@ -11,6 +11,9 @@ compiled: the static runner with each fixed-shape step compiled once (torch.comp
 llamacpp: llama.cpp's kernels on the GGUF file the model was loaded from (llama-cpp-python, an
   optional extra); its KV memory is the cache, rollback `llama_memory_seq_rm`, a tree's branches
   sequence ids.
+onnxruntime: ONNX Runtime's kernels on a model built once from the checkpoint (onnx_build.py); one
+  preallocated cache buffer per layer bound as both past and present, rollback moves an integer;
+  chains only (its attention takes no tree mask).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from playground.config import AUTO_RUNNER, RUNNERS
 if TYPE_CHECKING:  # torch is imported by the runners themselves, when one is made
     import torch
 
-EAGER, STATIC, COMPILED, LLAMACPP = "eager", "static", "compiled", "llamacpp"
+EAGER, STATIC, COMPILED, LLAMACPP, ONNXRUNTIME = "eager", "static", "compiled", "llamacpp", "onnxruntime"
 
 
 @runtime_checkable
@@ -78,6 +81,10 @@ def make_runner(model, name: str = "auto", head=None) -> Runner:
         from playground.engine.runners.llamacpp import LlamaCppRunner
 
         return LlamaCppRunner(model, head)
+    if kind == ONNXRUNTIME:
+        from playground.engine.runners.onnxruntime import OnnxRuntimeRunner
+
+        return OnnxRuntimeRunner(model, head)
     if kind == STATIC:
         from playground.engine.runners.static import StaticRunner
 

@@ -1,0 +1,207 @@
+"""An ONNX model built once from a model's checkpoint, for the onnxruntime runner.
+
+onnxruntime-genai's model builder (`python -m onnxruntime_genai.models.builder`) reads the
+checkpoint the model was loaded from and writes model.onnx with its weights and genai_config.json.
+It runs as a child process (it prints, and the engine never does), offline, into a folder beside
+the cache that is renamed into place only once whole and marked, so a half-built model is never
+trusted: one without its marker is built again. A build is kept per checkpoint (its files' names,
+sizes and contents or times), precision, options and builder version.
+
+Precision follows the model as loaded: a float32 model (the tiny pair) is built in float32, so the
+tests can hold the runner to eager's logits; anything else in int4 (MatMulNBits, int8 activations:
+accuracy level 4), the kernel that decodes fastest on a CPU. The run's quantization knob chooses
+PyTorch's kernels and does not reach these: baseline and speculation share this build, so the
+speculative output is the build's own.
+
+A draft vocabulary (draft_vocab) is cut into the built head: the output layer's rows past it are
+dropped from the graph (`trim_head`), so a draft forward costs what its size says.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from playground.config import cache_dir
+
+ACCURACY_LEVEL = 4  # MatMulNBits with int8 activations: the fast CPU path (float activations: ~4.7x slower)
+MARKER = "playground-built.json"  # written last: a folder without it is a half-built model
+SMALL_FILE = 64 << 20  # checkpoint files hashed whole below this size; larger ones by size and time
+LOG_TAIL = 2000  # characters of the builder's output an error shows
+
+
+def ort():
+    """onnxruntime, imported when a runner is made (never at import of the engine)."""
+    try:
+        import onnxruntime
+    except ImportError as e:
+        raise ValueError("runner onnxruntime needs onnxruntime and onnxruntime-genai "
+                         "(pip install -r requirements.txt)") from e
+    return onnxruntime
+
+
+@dataclass
+class Built:
+    """A built model's folder and what a runner binds: layer names, head count and size, cache dtype."""
+
+    folder: Path
+    seconds: float  # what the build took (0 when it was already cached)
+    past_names: list[str] = field(default_factory=list)
+    present_names: list[str] = field(default_factory=list)
+    kv_heads: int = 0
+    head_size: int = 0
+    kv_dtype: type = np.float32
+    sessions: dict = field(default_factory=dict)  # threads -> InferenceSession, shared by the model's runners
+
+    def __post_init__(self):
+        decoder = json.loads((self.folder / "genai_config.json").read_text())["model"]["decoder"]
+        layers = decoder["num_hidden_layers"]
+        keys, values = decoder["inputs"]["past_key_names"], decoder["inputs"]["past_value_names"]
+        out_keys, out_values = decoder["outputs"]["present_key_names"], decoder["outputs"]["present_value_names"]
+        self.past_names = [pattern % i for i in range(layers) for pattern in (keys, values)]
+        self.present_names = [pattern % i for i in range(layers) for pattern in (out_keys, out_values)]
+        self.kv_heads, self.head_size = decoder["num_key_value_heads"], decoder["head_size"]
+
+    def session(self, threads: int):
+        if threads not in self.sessions:
+            O = ort()
+            options = O.SessionOptions()
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            session = O.InferenceSession(str(self.folder / "model.onnx"), options,
+                                         providers=["CPUExecutionProvider"])
+            kinds = {i.name: i.type for i in session.get_inputs()}
+            self.kv_dtype = np.float16 if kinds[self.past_names[0]] == "tensor(float16)" else np.float32
+            self.sessions[threads] = session
+        return self.sessions[threads]
+
+
+BUILDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {rows: Built}, freed with it
+LOCK = threading.Lock()
+
+
+def built_model(model, rows: int | None = None, progress=None) -> Built:
+    """The model's build (made now if no cache holds it), with the output layer cut to `rows`."""
+    with LOCK:
+        mine = BUILDS.setdefault(model, {})
+        if rows not in mine:
+            mine[rows] = build(checkpoint_of(model), precision_of(model), rows, progress)
+        return mine[rows]
+
+
+def checkpoint_of(model) -> Path:
+    locate = getattr(model, "checkpoint_dir", None)  # models/loading records it: a callable -> the folder
+    if locate is None:
+        raise ValueError("runner onnxruntime builds its model from the checkpoint the model was loaded "
+                         f"from; this {type(model).__name__} has none recorded (a bitsandbytes-quantized "
+                         "tiny model is one): use another runner or quantization")
+    return Path(locate())
+
+
+def precision_of(model) -> str:
+    quantized = any(hasattr(m, "dequantized") for m in model.modules())  # models/cpu_quant's linears
+    return "fp32" if model.dtype == _float32() and not quantized else "int4"
+
+
+def _float32():
+    import torch
+
+    return torch.float32
+
+
+def build(checkpoint: Path, precision: str, rows: int | None, progress=None) -> Built:
+    """The cached build of `checkpoint`, or a new one, written aside and renamed when whole."""
+    options = builder_options(checkpoint, precision, rows)
+    key = build_key(checkpoint, precision, options, rows)
+    folder = cache_dir() / "onnx" / f"{checkpoint.name}-{precision}{f'-rows{rows}' if rows else ''}-{key[:16]}"
+    marker = folder / MARKER
+    if marker.is_file() and json.loads(marker.read_text()).get("key") == key:
+        return Built(folder, 0.0)
+    if folder.exists():  # half-built or from another build: never trusted
+        shutil.rmtree(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    work = Path(tempfile.mkdtemp(prefix=".building-", dir=folder.parent))
+    try:
+        run_builder(checkpoint, work, precision, options, progress)
+        if rows:
+            trim_head(work, rows)
+        (work / MARKER).write_text(json.dumps({"key": key, "checkpoint": str(checkpoint), "precision": precision,
+                                               "rows": rows, "options": options}))
+        os.replace(work, folder)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return Built(folder, time.perf_counter() - start)
+
+
+def builder_options(checkpoint: Path, precision: str, rows: int | None) -> dict[str, str]:
+    """The builder's --extra_options. A tied embedding shares the int4 output layer's weights (no
+    float32 copy of 151,936 x H), except where the head is trimmed and the embedding must stay whole."""
+    options = {}
+    if precision != "fp32":
+        options["accuracy_level"] = str(ACCURACY_LEVEL)
+        tied = json.loads((checkpoint / "config.json").read_text()).get("tie_word_embeddings", False)
+        if tied and not rows:
+            options["shared_embeddings"] = "true"
+    return options
+
+
+def build_key(checkpoint: Path, precision: str, options: dict, rows: int | None) -> str:
+    from importlib.metadata import version
+
+    digest = hashlib.sha256()
+    digest.update(json.dumps([precision, options, rows, version("onnxruntime-genai"), FORMAT]).encode())
+    for path in sorted(p for p in checkpoint.iterdir() if p.is_file()):
+        stat = path.stat()
+        digest.update(f"{path.name}:{stat.st_size}".encode())
+        digest.update(sha256_of(path).encode() if stat.st_size < SMALL_FILE else str(stat.st_mtime_ns).encode())
+    return digest.hexdigest()
+
+
+FORMAT = 1  # bumped when what is done to a build here changes (trim_head), so older builds are redone
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def run_builder(checkpoint: Path, out: Path, precision: str, options: dict, progress=None) -> None:
+    """The builder as a child process, offline, its output kept for the error message."""
+    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(checkpoint), "-o", str(out),
+               "-p", precision, "-e", "cpu", "-c", str(out / ".hf")]
+    if options:
+        command += ["--extra_options", *[f"{k}={v}" for k, v in options.items()]]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    lines = []
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as child:
+        for line in child.stdout:
+            lines.append(line)
+            if progress is not None and line.startswith(("Reading", "Saving ONNX", "GroupQuery")):
+                progress(line.strip())
+    shutil.rmtree(out / ".hf", ignore_errors=True)
+    if child.returncode != 0 or not (out / "model.onnx").is_file():
+        tail = "".join(lines)[-LOG_TAIL:]
+        raise ValueError(f"onnxruntime-genai's builder could not export {checkpoint.name} ({precision}); "
+                         f"its output ends:\n{tail}")
+
+
+def trim_head(folder: Path, rows: int) -> None:
+    """Keep the first `rows` rows of the output layer in the built graph (its weight, scales and
+    the logits' width), so the draft's head costs rows/V of the full one."""
+    raise ValueError("draft_vocab is not yet cut into an onnxruntime build; use draft_vocab 0 with this runner")

@@ -1,0 +1,114 @@
+"""The onnxruntime runner (engine/runners/onnxruntime.py) on the tiny pair built in float32 by
+onnxruntime-genai's builder: ONNX Runtime's forwards give eager PyTorch's logits for a prompt, one
+token and γ + 1 tokens; rollback then re-feed equals a fresh run; greedy speculation through it equals
+eager plain decoding token for token; the build is cached, a half-written one rebuilt, and a model
+the builder cannot export refused with its reason."""
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("onnxruntime_genai", reason="onnxruntime-genai is in requirements.txt")
+
+from playground.engine.drafters import ModelDrafter  # noqa: E402
+from playground.engine.events import output_tokens  # noqa: E402
+from playground.engine.generate import SpecConfig, generate  # noqa: E402
+from playground.engine.kvcache import CachedModel  # noqa: E402
+from playground.engine.runners import onnx_build  # noqa: E402
+from playground.engine.tree import Tree  # noqa: E402
+from playground.models.loading import written_checkpoint  # noqa: E402
+from playground.models.tiny import tiny_pair  # noqa: E402
+
+PROMPT = [(7 * i + 3) % 250 for i in range(40)]
+TOLERANCE = 1e-4
+
+
+@pytest.fixture(scope="module")
+def built_pair(tmp_path_factory):
+    """The tiny pair with each model's checkpoint written beside it, as loading does for tiny sources;
+    builds go to a cache of the module's own (the first build of each model happens here)."""
+    cache = tmp_path_factory.mktemp("cache")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PLAYGROUND_CACHE", str(cache))
+        target, draft, tokenizer = tiny_pair(seed=0)
+        for model in (target, draft):
+            model.checkpoint_dir = written_checkpoint(model, tokenizer)
+            onnx_build.built_model(model)
+        yield target, draft, cache
+
+
+def close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and float((a - b).abs().max()) <= TOLERANCE
+
+
+def test_logits_equal_eager_for_a_prompt_one_token_and_a_chain(built_pair):
+    target = built_pair[0]
+    eager, ort = CachedModel(target, runner="eager"), CachedModel(target, runner="onnxruntime")
+    for tokens, keep in [(PROMPT, 3), (PROMPT + [1], 1), (PROMPT + [1, 2, 3, 4, 5, 6], 5)]:
+        assert close(eager.logits_for(tokens, keep), ort.logits_for(tokens, keep)), len(tokens)
+
+
+def test_rollback_then_refeed_equals_a_fresh_run(built_pair):
+    target = built_pair[0]
+    used, fresh = CachedModel(target, runner="onnxruntime"), CachedModel(target, runner="onnxruntime")
+    used.logits_for(PROMPT + [9, 8, 7, 6], 4)
+    used.rollback(len(PROMPT) + 1)  # the rejected entries stay in the buffer, behind the valid length
+    assert close(used.logits_for(PROMPT + [9, 1, 2], 2), fresh.logits_for(PROMPT + [9, 1, 2], 2))
+
+
+def test_a_cache_that_fills_grows_and_keeps_its_entries(built_pair):
+    target = built_pair[0]
+    eager, ort = CachedModel(target, runner="eager"), CachedModel(target, runner="onnxruntime")
+    long = [(3 * i + 1) % 250 for i in range(300)]  # past the first 256 entries
+    ort.logits_for(long[:200], 1)
+    assert ort.runner.capacity == 256
+    assert close(eager.logits_for(long, 2), ort.logits_for(long, 2)) and ort.runner.capacity == 512
+
+
+@pytest.mark.parametrize("gamma", [1, 2, 4])
+def test_greedy_chain_on_onnxruntime_equals_eager_plain_decoding(built_pair, gamma):
+    target, draft, _ = built_pair
+    expected = output_tokens(list(generate(target, PROMPT, SpecConfig(max_new_tokens=24, runner="eager"))))
+    config = SpecConfig(gamma=gamma, max_new_tokens=24, runner="onnxruntime")
+    assert output_tokens(list(generate(target, PROMPT, config))) == expected
+    drafter = ModelDrafter(draft, runner="onnxruntime")
+    assert output_tokens(list(generate(target, PROMPT, config, drafter))) == expected
+
+
+def test_a_tree_is_refused_naming_the_runner(built_pair):
+    ort = CachedModel(built_pair[0], runner="onnxruntime")
+    with pytest.raises(ValueError, match="runner onnxruntime verifies chains only"):
+        ort.logits_for_tree(PROMPT, Tree(tokens=(5, 6), parents=(-1, 0)))
+
+
+def test_the_build_is_reused_and_a_half_written_one_rebuilt(built_pair):
+    target, _, cache = built_pair
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PLAYGROUND_CACHE", str(cache))
+        checkpoint = onnx_build.checkpoint_of(target)
+        again = onnx_build.build(checkpoint, "fp32", None)
+        assert again.seconds == 0.0  # found whole in the cache: nothing built
+        (again.folder / onnx_build.MARKER).unlink()  # as if the build had stopped before its marker
+        (again.folder / "model.onnx").write_bytes(b"half")
+        rebuilt = onnx_build.build(checkpoint, "fp32", None)
+        assert rebuilt.seconds > 0 and rebuilt.folder == again.folder
+        assert json.loads((rebuilt.folder / onnx_build.MARKER).read_text())["precision"] == "fp32"
+        assert (rebuilt.folder / "model.onnx").stat().st_size > 4
+        assert not [p for p in rebuilt.folder.parent.iterdir() if p.name.startswith(".building-")]
+
+
+def test_a_model_the_builder_cannot_export_is_refused_with_its_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path / "cache"))
+    checkpoint = tmp_path / "gpt-ish"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text(json.dumps({"model_type": "not-a-model", "architectures": ["Nope"]}))
+    with pytest.raises(ValueError, match="builder could not export gpt-ish"):
+        onnx_build.build(checkpoint, "fp32", None)
+    assert not list((tmp_path / "cache" / "onnx").iterdir())  # nothing half-built left behind
+
+
+def test_a_model_without_a_checkpoint_is_refused_with_the_reason():
+    target = tiny_pair(seed=1)[0]
+    with pytest.raises(ValueError, match="builds its model from the checkpoint"):
+        CachedModel(target, runner="onnxruntime")
