@@ -27,10 +27,19 @@ from playground.app.race import tab as tab_race
 from playground.app.stepthrough import tab as tab_stepthrough
 
 
-def knobs(pair: str, **changes) -> list:
+def knobs(pair: str, **changes) -> dict:
     settings = RunConfig(pair=pair, max_new_tokens=24, temperature=0.8, seed=1)
-    values = {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
-    return [values[n] for n in RunConfig.names()]
+    return {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
+
+
+def step_handler(ctx, view):
+    """The Next step handler as a function of (prompt, text so far, paused run, knobs)."""
+    return lambda prompt, so_far, stepper, knobs: tab_stepthrough.handle(
+        ctx, view, tab_stepthrough.StepForm(prompt, so_far, stepper, knobs))
+
+
+def race(ctx, view, prompt: str, knobs: dict):
+    return tab_race.handle(ctx, view, tab_race.RaceForm(prompt, "", knobs))
 
 
 @pytest.fixture(scope="module")
@@ -77,30 +86,30 @@ def views(config):
 
 def test_paused_step_through_lets_go_on_a_pair_switch_and_resumes_the_same_run(config, views):
     ctx, paused = new_ctx(config), views.step.stepper
-    step = tab_stepthrough.step_handler(ctx, views.step)
+    step = step_handler(ctx, views.step)
     stepper = None
     for _ in range(2):
-        stepper = last(step("Once upon a time", "", stepper, *knobs("tiny")))[paused]
+        stepper = last(step("Once upon a time", "", stepper, knobs("tiny")))[paused]
     held = weakref.ref(stepper.pair.target.model)
-    last(tab_race.race_handler(ctx, views.race)("hello", "", *knobs("tiny2", max_new_tokens=4)))  # another tab
+    last(race(ctx, views.race, "hello", knobs("tiny2", max_new_tokens=4)))  # another tab
     gc.collect()
     assert stepper.released and held() is None, "the paused run still holds the old pair's models"
     assert ctx.cache.resident() == ["tiny2"]
-    resumed = last(step("Once upon a time", "", stepper, *knobs("tiny")))
+    resumed = last(step("Once upon a time", "", stepper, knobs("tiny")))
     status = html.unescape(resumed[views.step.status])
     assert resumed[paused] is stepper and "freed while this run was paused" in status
     assert "Step 3:" in status
-    reference, uninterrupted = None, tab_stepthrough.step_handler(new_ctx(config), views.step)  # never released
+    reference, uninterrupted = None, step_handler(new_ctx(config), views.step)  # never released
     for _ in range(3):
-        reference = last(uninterrupted("Once upon a time", "", reference, *knobs("tiny")))[paused]
+        reference = last(uninterrupted("Once upon a time", "", reference, knobs("tiny")))[paused]
     assert [e.emitted for e in stepper.history] == [e.emitted for e in reference.history]
 
 
 def test_a_warm_second_pair_keeps_the_paused_run(config, views):
     ctx = new_ctx(config, keep=2)
-    stepper = last(tab_stepthrough.step_handler(ctx, views.step)("Once upon a time", "", None,
-                                                                 *knobs("tiny")))[views.step.stepper]
-    last(tab_race.race_handler(ctx, views.race)("hello", "", *knobs("tiny2", max_new_tokens=4)))
+    step = step_handler(ctx, views.step)
+    stepper = last(step("Once upon a time", "", None, knobs("tiny")))[views.step.stepper]
+    last(race(ctx, views.race, "hello", knobs("tiny2", max_new_tokens=4)))
     assert not stepper.released and ctx.cache.resident() == ["tiny", "tiny2"]
 
 
@@ -178,14 +187,14 @@ def test_twenty_pair_switches_across_tabs_keep_memory_bounded(config, views, cap
     for tab, name in plan:
         pair, quant = (("tiny", {"target_quantization": "int8"}) if name == "tiny-int8" else (name, {}))
         if tab == "race":
-            last(tab_race.race_handler(ctx, views.race)("hello", "", *knobs(pair, max_new_tokens=4, **quant)))
+            last(race(ctx, views.race, "hello", knobs(pair, max_new_tokens=4, **quant)))
         elif tab == "step":
             values = knobs(pair, max_new_tokens=8, **quant)
-            step = tab_stepthrough.step_handler(ctx, views.step)
-            paused = last(step("Once upon a time", "", paused, *values))[views.step.stepper]
+            step = step_handler(ctx, views.step)
+            paused = last(step("Once upon a time", "", paused, values))[views.step.stepper]
             assert isinstance(paused, Stepper)
         else:
-            last(tab_lab.lab_handler(ctx, views.lab)("hello", pair, 20, 1.0, 0, 1.0, 0))
+            last(tab_lab.handle(ctx, views.lab, tab_lab.LabForm("hello", pair, 20, 1.0, 0, 1.0, 0)))
         assert len(ctx.cache.resident()) == 1
         after.append(rss())
     first, final = after[len(cycle):2 * len(cycle)], after[-len(cycle):]  # first and last measured round

@@ -44,7 +44,8 @@ def test_the_step_offers_its_own_two_verdicts(lesson_tab):
 @pytest.mark.parametrize("verdict", [MORE, LESS])
 def test_measuring_grades_the_verdict_against_the_measured_curve(lesson_tab, verdict):
     ctx, page = lesson_tab
-    frames = list(tab_lesson.lesson_handler(ctx, page)(Progress(step=COSTS), "def add(a, b):", "tiny", None, verdict, 4))
+    form = tab_lesson.LessonForm(Progress(step=COSTS), "def add(a, b):", "tiny", None, verdict, 4)
+    frames = list(tab_lesson.handle(ctx, page, form))
     last = frames[-1]
     assert "Measured." in last[page.status]
     spec = ctx.registry.pair("tiny")

@@ -57,7 +57,7 @@ def test_a_failing_local_source_reaches_the_page_without_server_paths(tmp_path):
         view = tab_race.build(ctx)["view"]  # the handler's dicts are keyed by its components
     outputs = []
     with pytest.raises(gr.Error) as raised:
-        for o in tab_race.race_handler(ctx, view)("hello", "", *[values[n] for n in RunConfig.names()]):
+        for o in tab_race.handle(ctx, view, tab_race.RaceForm("hello", "", values)):
             outputs.append(o)
     shown = raised.value.message + html.unescape(outputs[-1][view.status])
     assert "Could not load pair 'lost'" in shown and "weights does not exist" in shown

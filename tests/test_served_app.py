@@ -31,10 +31,11 @@ def served_tab():
     handles["servers"].stop_session(SESSION)
 
 
-def values(**changes) -> list:
+def form(**changes) -> tab.ServedForm:
+    """The tab's form, filled as this test's session sends it."""
     v = {"pair": "tiny", "method": "draft_model", "gamma": 3, "new": 24, "temperature": 0, "plain_url": "",
          "spec_url": "", "prompt": "def fib(n):", "levels": "1,2"}
-    return list({**v, **changes}.values())
+    return tab.ServedForm(**{**v, **changes}, session=SESSION)
 
 
 def frames(job) -> list[dict]:
@@ -43,7 +44,7 @@ def frames(job) -> list[dict]:
 
 def last_error(ctx, handles, job, **changes):
     with pytest.raises(gr.Error) as caught:
-        frames(job(ctx, handles["servers"], handles["view"], SESSION, *values(**changes)))
+        frames(job(ctx, handles["servers"], handles["view"], form(**changes)))
     return str(caught.value)
 
 
@@ -63,7 +64,7 @@ def test_bad_input_is_a_message_naming_what_failed(served_tab):
 def test_race_and_sweep_on_servers_the_tab_starts_then_unload_stops_them(served_tab):
     ctx, handles = served_tab
     view, servers = handles["view"], handles["servers"]
-    race = frames(tab.race_job(ctx, servers, view, SESSION, *values()))
+    race = frames(tab.race_job(ctx, servers, view, form()))
     final = race[-1]
     assert final[view.plain_text] and final[view.plain_text] == final[view.spec_text]  # greedy: same text
     assert "tok/s" in final[view.summary] and "α (server counters)" in final[view.summary]
@@ -72,7 +73,7 @@ def test_race_and_sweep_on_servers_the_tab_starts_then_unload_stops_them(served_
     started = servers.running(SESSION)
     assert len(started) == 2 and all(s.alive() for s in started)
 
-    sweep = frames(tab.sweep_job(ctx, servers, view, SESSION, *values(levels="1,2")))
+    sweep = frames(tab.sweep_job(ctx, servers, view, form(levels="1,2")))
     rate = [f for f in sweep if view.rate in f][-1][view.rate]
     assert [list(t.x) for t in rate.data] == [[1, 2], [1, 2]]
     assert servers.running(SESSION) == started  # the same servers, reused

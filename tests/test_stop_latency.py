@@ -32,11 +32,11 @@ def test_stop_is_honoured_within_one_engine_step_worst_of_20(capsys):
     calls = []
     hook = pair.target.model.register_forward_hook(lambda *_: calls.append(time.monotonic()))
     settings = RunConfig(pair="tiny", max_new_tokens=1024)
-    values = [getattr(settings, n) for n in RunConfig.names()]
+    values = {n: getattr(settings, n) for n in RunConfig.names()}
     rng = random.Random(0)
     waits, after = [], []
     for _ in range(20):
-        run = tab_race.race_handler(ctx, view)("Once upon a time", "", *values)
+        run = tab_race.handle(ctx, view, tab_race.RaceForm("Once upon a time", "", values))
         stop, closed, frames = threading.Event(), threading.Event(), []
 
         def gradio_worker():

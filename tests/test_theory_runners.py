@@ -19,6 +19,12 @@ from playground.config import MODEL
 REQUEST = SimpleNamespace(session_hash="learner")
 
 
+def measure_runners(ctx, view, pair, runners, temperature, gamma):
+    """The runner section's Measure handler on its form, as this test's session sends it."""
+    form = runner_section.RunnersForm(pair, runners, temperature, gamma, session=REQUEST.session_hash)
+    return runner_section.handle(ctx, view, form)
+
+
 @pytest.fixture(scope="module")
 def tab():
     ctx = build_context()
@@ -29,7 +35,7 @@ def tab():
 
 def test_each_chosen_runner_is_measured_once_and_drawn_beside_the_others(tab):
     ctx, _, view = tab
-    last = list(runner_section.measure_handler(ctx, view)("tiny", ["eager", "static"], 0.0, 3, REQUEST))[-1]
+    last = list(measure_runners(ctx, view, "tiny", ["eager", "static"], 0.0, 3))[-1]
     assert "Measured eager, static." in last[view.status]
     spec = ctx.registry.pair("tiny")
     costs = ctx.costs.known(spec.target, spec.draft)
@@ -43,14 +49,15 @@ def test_each_chosen_runner_is_measured_once_and_drawn_beside_the_others(tab):
     assert "<td>eager</td>" in explain and "<td>static</td>" in explain and "needs α" in explain
     assert "launch-bound" in explain and "memory-bound" in explain and "compute-bound" in explain
     assert "Measure α and c now" in str(last[view.speedup].layout.annotations[0].text)  # no α yet: no curve
-    again = list(runner_section.measure_handler(ctx, view)("tiny", ["eager"], 0.0, 3, REQUEST))[-1]
+    again = list(measure_runners(ctx, view, "tiny", ["eager"], 0.0, 3))[-1]
     assert ctx.costs.known(spec.target, spec.draft)["eager"].target is costs["eager"].target  # cached, not re-measured
     assert len([t for t in again[view.v].data if t.type == "scatter"]) == 2  # both still drawn
 
 
 def test_with_alpha_measured_the_speedup_per_runner_is_the_formulas(tab):
     ctx, main, view = tab
-    list(tab_theory.measure_handler(ctx, main)("def f(n):", "tiny", MODEL, 0.0, 3, 16, REQUEST))
+    list(tab_theory.handle(ctx, main, tab_theory.MeasureForm("def f(n):", "tiny", MODEL, 0.0, 3, 16,
+                                                          session=REQUEST.session_hash)))
     drawn = runner_section.redraw_handler(ctx, view)("tiny", 0.0, 3, REQUEST)
     spec = ctx.registry.pair("tiny")
     costs = ctx.costs.known(spec.target, spec.draft)
@@ -65,9 +72,9 @@ def test_with_alpha_measured_the_speedup_per_runner_is_the_formulas(tab):
 def test_a_runner_outside_the_choices_is_a_message_naming_the_field(tab):
     ctx, _, view = tab
     with pytest.raises(gr.Error, match="runners must be one or more of: eager, static, compiled"):
-        list(runner_section.measure_handler(ctx, view)("tiny", ["warp"], 0.0, 3, REQUEST))
+        list(measure_runners(ctx, view, "tiny", ["warp"], 0.0, 3))
     with pytest.raises(gr.Error, match="runners must be one or more of"):
-        list(runner_section.measure_handler(ctx, view)("tiny", [], 0.0, 3, REQUEST))
+        list(measure_runners(ctx, view, "tiny", [], 0.0, 3))
 
 
 def test_the_reading_of_a_curve_names_what_bounds_the_step():

@@ -74,7 +74,7 @@ def run_race(ctx, view, **changes) -> dict:
     settings = RunConfig(pair="tiny", max_new_tokens=32, temperature=0.0, gamma=3, speculation=TREE, tree_budget=10,
                          tree_depth=3, tree_branching=2, runner="eager")
     values = {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
-    frames = list(tab_race.race_handler(ctx, view)("def add(a, b):", "", *[values[n] for n in RunConfig.names()]))
+    frames = list(tab_race.handle(ctx, view, tab_race.RaceForm("def add(a, b):", "", values)))
     assert "Done." in frames[-1][view.status], frames[-1][view.status]
     return frames[-1]
 

@@ -34,14 +34,15 @@ def views(ctx):
 
 
 def step_handler(ctx, views):
-    return tab_stepthrough.step_handler(ctx, views.step)
+    """The Next step handler as a function of (prompt, text so far, paused run, knobs)."""
+    return lambda prompt, so_far, stepper, knobs: tab_stepthrough.handle(
+        ctx, views.step, tab_stepthrough.StepForm(prompt, so_far, stepper, knobs))
 
 
-def knobs(**changes) -> list:
+def knobs(**changes) -> dict:
     settings = RunConfig(pair="tiny", max_new_tokens=40, speculation=TREE, tree_budget=10, tree_depth=3,
                            tree_branching=3)
-    values = {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
-    return [values[n] for n in RunConfig.names()]
+    return {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
 
 
 def hand_made() -> StepEvent:
@@ -80,7 +81,7 @@ def test_step_through_draws_the_tree_of_each_step(ctx, views):
     for seed in range(2, 6):  # a run may end early at an end-of-text token; then another seed
         stepper = None
         while not (stepper and stepper.finished) and not {RESAMPLED, BONUS} <= seen:
-            *_, last = handler("Once upon a time", "", stepper, *knobs(temperature=1.0, seed=seed))
+            *_, last = handler("Once upon a time", "", stepper, knobs(temperature=1.0, seed=seed))
             stepper, text, stages, figure, status = (last[c] for c in outputs(views.step))
             event = stepper.history[-1]
             assert event.tree is not None and "verified a tree" in stages
@@ -91,7 +92,7 @@ def test_step_through_draws_the_tree_of_each_step(ctx, views):
 
 
 def test_greedy_tree_race_matches_the_baseline(ctx, views):
-    *_, last = tab_race.race_handler(ctx, views.race)("def fibonacci(n):", "", *knobs())
+    *_, last = tab_race.handle(ctx, views.race, tab_race.RaceForm("def fibonacci(n):", "", knobs()))
     assert "identical to the baseline" in last[views.race.stats] and "Done" in last[views.race.status]
 
 
@@ -103,5 +104,5 @@ def test_greedy_tree_race_matches_the_baseline(ctx, views):
 ])
 def test_bad_tree_knobs_are_messages_naming_the_field(ctx, views, changes, message):
     with pytest.raises(gr.Error) as raised:
-        list(step_handler(ctx, views)("hi", "", None, *knobs(**changes)))
+        list(step_handler(ctx, views)("hi", "", None, knobs(**changes)))
     assert message in raised.value.message

@@ -11,12 +11,13 @@ import gradio as gr
 import pytest
 
 from playground.engine.events import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, DraftToken, StepEvent
-from playground.app.shared import plots, render
+from playground.app.shared import render
 from playground.app.shared.context import build_context
+from playground.app.race import plots
 from playground.app.race.frames import interleave
 from playground.config import PROMPT_LOOKUP, RunConfig
 from playground.app.race import tab as tab_race
-from playground.app.race.tab import race_handler
+from playground.app.race.tab import RaceForm, handle
 from playground.app.shared.flow import outputs as outputs_of
 
 FATES = {ACCEPTED, REJECTED, RESAMPLED, BONUS}
@@ -189,10 +190,14 @@ def view(ctx):
         return tab_race.build(ctx)["view"]
 
 
-def knobs(**changes) -> list:
+def knobs(**changes) -> dict:
     settings = RunConfig(pair="tiny", max_new_tokens=40)
-    values = {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
-    return [values[n] for n in RunConfig.names()]
+    return {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
+
+
+def race(ctx, view, prompt: str, system: str = "", session: str | None = None, **changes):
+    """The Run handler on a form filled as the page would, with the knobs of knobs(**changes)."""
+    return handle(ctx, view, RaceForm(prompt, system, knobs(**changes), session=session))
 
 
 def frames(outputs, view) -> list[dict]:
@@ -205,7 +210,7 @@ def classes(page: str) -> set[str]:
 
 
 def test_race_streams_coloured_text_plots_and_stats(ctx, view):
-    outputs = list(race_handler(ctx, view)("def fibonacci(n):", "", *knobs(gamma=4)))
+    outputs = list(race(ctx, view, "def fibonacci(n):", gamma=4))
     every = set(outputs_of(view))
     assert all(set(o) <= every and view.status in o for o in outputs)  # keyed by the view's components
     shown = frames(outputs, view)
@@ -222,18 +227,18 @@ def test_race_streams_coloured_text_plots_and_stats(ctx, view):
 
 
 def test_sampled_race_says_texts_differ_by_chance(ctx, view):
-    *_, last = race_handler(ctx, view)("Once upon a time", "", *knobs(temperature=0.9, top_p=0.9, seed=3))
+    *_, last = race(ctx, view, "Once upon a time", temperature=0.9, top_p=0.9, seed=3)
     assert "sampled (temperature 0.9)" in last[view.stats]
 
 
 def test_draft_vocabulary_knob_reaches_the_drafter(ctx, view):
-    *_, last = race_handler(ctx, view)("def fibonacci(n):", "", *knobs(gamma=4, draft_vocab=120))
+    *_, last = race(ctx, view, "def fibonacci(n):", gamma=4, draft_vocab=120)
     assert "identical to the baseline" in last[view.stats] and "Done" in last[view.status]
 
 
 def test_prompt_lookup_race_runs(ctx, view):
     prompt = "x = [1, 2, 3]\ny = [1, 2, 3]\nz = [1, 2, 3]\n" * 3
-    *_, last = race_handler(ctx, view)(prompt, "be brief", *knobs(drafter=PROMPT_LOOKUP, gamma=6, ngram_max=4))
+    *_, last = race(ctx, view, prompt, "be brief", drafter=PROMPT_LOOKUP, gamma=6, ngram_max=4)
     assert "prompt lookup proposes" in last[view.speculative] and "identical to the baseline" in last[view.stats]
 
 
@@ -255,28 +260,27 @@ def test_prompt_lookup_race_runs(ctx, view):
     ],
 )
 def test_bad_input_is_a_message_naming_the_field(ctx, view, prompt, changes, message):
-    handler = race_handler(ctx, view)
     outputs = []
     with pytest.raises(gr.Error) as raised:
-        for o in handler(prompt, "", *knobs(**changes)):
+        for o in race(ctx, view, prompt, **changes):
             outputs.append(o)
     assert message in raised.value.message
     assert list(outputs[-1]) == [view.status]  # only the status box changes
     status = html.unescape(outputs[-1][view.status])
     assert message in status and "Traceback" not in status  # also in the status box
-    *_, last = handler("still serving", "", *knobs(max_new_tokens=4))
+    *_, last = race(ctx, view, "still serving", max_new_tokens=4)
     assert "Done" in last[view.status]
 
 
 def test_loading_progress_is_streamed_to_the_status_box(view):
     fresh = build_context()  # nothing loaded yet
-    outputs = list(race_handler(fresh, view)("hi", "", *knobs(max_new_tokens=3)))
+    outputs = list(race(fresh, view, "hi", max_new_tokens=3))
     loading = [o[view.status] for o in outputs if "Loading" in o[view.status]]
     assert loading and "tiny-target" in " ".join(loading)
 
 
 def test_closing_the_handler_stops_the_race(ctx, view):
-    handler = race_handler(ctx, view)("hello", "", *knobs(max_new_tokens=400))
+    handler = race(ctx, view, "hello", max_new_tokens=400)
     shown = []
     for o in handler:
         if view.baseline in o:
@@ -303,7 +307,7 @@ def test_the_race_leaves_a_core_to_the_page_and_restores_torch_threads(ctx):
 
 
 def test_finished_race_becomes_a_point_of_its_session(ctx, view):
-    *_, last = race_handler(ctx, view)("def add(a, b):", "", *knobs(gamma=3), session="alice")
+    *_, last = race(ctx, view, "def add(a, b):", session="alice", gamma=3)
     points = ctx.measurements.get("alice")
     assert len(points) == 1 and points[0].gamma == 3 and points[0].source == "race"
     assert points[0].speedup > 0 and 0 <= points[0].alpha <= 1
@@ -315,12 +319,14 @@ def test_the_stop_button_raises_its_sessions_flag_and_only_that():
     import gradio as gr
 
     from playground.app.shared.context import StopFlags
-    from playground.app.shared.flow import model_job
+    from playground.app.shared.flow import Stop, model_job
+    from playground.app.shared.form import Form
 
     stops = StopFlags()
     with gr.Blocks() as demo:
         run, stop, status = gr.Button("Run"), gr.Button("Stop"), gr.HTML()
-        model_job(run, lambda: iter(()), [], [status], status, "job", stop=stop, stop_api="job_stop", stops=stops)
+        model_job(run, lambda form: iter(()), Form(), [status], status, "job",
+                  Stop(stop, "job_stop", flags=stops))
     on_stop = next(f.fn for f in demo.fns.values() if f.api_name == "job_stop")
     mine, other = stops.begin("mine"), stops.begin("other")
     assert "Stopped" in on_stop(SimpleNamespace(session_hash="mine"))

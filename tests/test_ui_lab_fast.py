@@ -22,7 +22,7 @@ def fast_handler(ctx):
     """The Draw fast handler on the lab's own view (its dicts are keyed by the view's components)."""
     with gr.Blocks():
         view = tab_lab.build(ctx)["view"]
-    return lambda ctx: tab_lab.fast_handler(ctx, view), view
+    return lambda ctx: (lambda *values: tab_lab.handle(ctx, view, tab_lab.FastLabForm(*values))), view
 
 
 def test_fast_lab_redraws_while_drawing_and_ends_with_the_verdict(ctx, fast_handler):

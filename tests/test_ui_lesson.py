@@ -57,7 +57,8 @@ def test_navigation_stays_in_range_and_keeps_results(page):
 
 
 def run_step(ctx, page, progress, prediction=None, choice=None, gamma=4):
-    frames = list(tab_lesson.lesson_handler(ctx, page)(progress, PROMPT, "tiny", prediction, choice, gamma))
+    form = tab_lesson.LessonForm(progress, PROMPT, "tiny", prediction, choice, gamma)
+    frames = list(tab_lesson.handle(ctx, page, form))
     last = frames[-1]
     assert "Measured." in last[page.status], last[page.status]
     return last[page.result], last[page.plot], last[page.state]
@@ -83,7 +84,7 @@ def test_walk_the_whole_lesson_on_the_tiny_pair(ctx, page):
 
 
 def test_a_bad_prediction_is_a_message_naming_the_field(ctx, page):
-    runs = tab_lesson.lesson_handler(ctx, page)(Progress(), PROMPT, "tiny", 42, None, 4)
+    runs = tab_lesson.handle(ctx, page, tab_lesson.LessonForm(Progress(), PROMPT, "tiny", 42, None, 4))
     with pytest.raises(gr.Error) as raised:
         list(runs)
     assert "prediction must be in [1, 5], got 42" in str(raised.value)

@@ -36,7 +36,7 @@ from playground.app.stepthrough import tab as tab_stepthrough
 from playground.app.theory import tab as tab_theory
 from playground.app.sweep import form as sweep_form
 from playground.app.sweep import tab as tab_sweep
-from playground.app.sweep.tab import COLUMNS, sweep_handler
+from playground.app.sweep.tab import COLUMNS
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +57,16 @@ def values(output: dict, view) -> tuple:
     return tuple(output.get(c) for c in outputs_of(view))
 
 
-def knobs(**changes) -> list:
+def knobs(**changes) -> dict:
+    """Every knob by name, as the page sends them: the tiny pair, 40 new tokens, then `changes`."""
     settings = RunConfig(pair="tiny", max_new_tokens=40)
-    values = {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
-    return [values[n] for n in RunConfig.names()]
+    return {**{n: getattr(settings, n) for n in RunConfig.names()}, **changes}
+
+
+def step_handler(ctx, view):
+    """The Next step handler as a function of (prompt, text so far, paused run, knobs)."""
+    return lambda prompt, so_far, stepper, knobs: tab_stepthrough.handle(
+        ctx, view, tab_stepthrough.StepForm(prompt, so_far, stepper, knobs))
 
 
 def status_of(output) -> str:
@@ -194,11 +200,11 @@ def test_visible_shows_whitespace_and_control_characters():
 
 
 def test_step_through_runs_one_target_call_per_click_and_shows_every_stage(ctx, views):
-    handler, stepper = tab_stepthrough.step_handler(ctx, views.step), None
+    handler, stepper = step_handler(ctx, views.step), None
     seen = set()
     for _ in range(12):
         outputs = list(
-            handler("Once upon a time", "", stepper, *knobs(temperature=1.0, seed=1, max_new_tokens=60))
+            handler("Once upon a time", "", stepper, knobs(temperature=1.0, seed=1, max_new_tokens=60))
         )
         assert all(set(o) <= set(outputs_of(views.step)) for o in outputs)
         assert set(outputs[-1]) == set(outputs_of(views.step))  # a step redraws everything
@@ -215,12 +221,12 @@ def test_step_through_runs_one_target_call_per_click_and_shows_every_stage(ctx, 
 
 def test_changing_a_knob_starts_over_and_back_to_start_closes_the_run(ctx, views):
     view = views.step
-    handler = tab_stepthrough.step_handler(ctx, view)
-    *_, shown = handler("def f(x):", "", None, *knobs())
+    handler = step_handler(ctx, view)
+    *_, shown = handler("def f(x):", "", None, knobs())
     first = shown[view.stepper]
-    *_, shown = handler("def f(x):", "", first, *knobs())
+    *_, shown = handler("def f(x):", "", first, knobs())
     assert shown[view.stepper] is first and len(first.history) == 2
-    *_, last = handler("def f(x):", "", first, *knobs(gamma=2))
+    *_, last = handler("def f(x):", "", first, knobs(gamma=2))
     assert last[view.stepper] is not first and "started over" in status_of(last)
     with pytest.raises(StopIteration):  # the old run was closed, not left holding the models
         next(first.events)
@@ -231,14 +237,14 @@ def test_changing_a_knob_starts_over_and_back_to_start_closes_the_run(ctx, views
 
 
 def test_text_so_far_is_continued_and_the_end_of_the_run_is_said(ctx, views):
-    handler, stepper = tab_stepthrough.step_handler(ctx, views.step), None
+    handler, stepper = step_handler(ctx, views.step), None
     for _ in range(10):
-        *_, out = handler("Say hi", "Hello", stepper, *knobs(max_new_tokens=3, gamma=2))
+        *_, out = handler("Say hi", "Hello", stepper, knobs(max_new_tokens=3, gamma=2))
         stepper = out[views.step.stepper]
         if stepper.finished:
             break
     assert stepper.finished and "Hello" in stepper.context
-    *_, after = handler("Say hi", "Hello", stepper, *knobs(max_new_tokens=3, gamma=2))
+    *_, after = handler("Say hi", "Hello", stepper, knobs(max_new_tokens=3, gamma=2))
     assert "The run has finished" in status_of(after)
 
 
@@ -253,9 +259,9 @@ def test_text_so_far_is_continued_and_the_end_of_the_run_is_said(ctx, views):
     ],
 )
 def test_step_through_bad_input_is_a_message_naming_the_field(ctx, views, prompt, changes, message):
-    handler = tab_stepthrough.step_handler(ctx, views.step)
-    raises_in_page(handler(prompt, "", None, *knobs(**changes)), message)
-    *_, ok = handler("still serving", "", None, *knobs())
+    handler = step_handler(ctx, views.step)
+    raises_in_page(handler(prompt, "", None, knobs(**changes)), message)
+    *_, ok = handler("still serving", "", None, knobs())
     assert "Step 1" in status_of(ok)
 
 
@@ -379,7 +385,8 @@ def test_the_store_keeps_sessions_apart_and_stays_bounded():
 def test_measure_now_adds_a_point_for_this_session_and_the_curve_uses_it(views):
     ctx, view = build_context(), views.theory
     request = SimpleNamespace(session_hash="me")
-    outputs = list(tab_theory.measure_handler(ctx, view)("def fib(n):", "tiny", MODEL, 0.0, 4, 24, request))
+    form = tab_theory.MeasureForm("def fib(n):", "tiny", MODEL, 0.0, 4, 24, session=request.session_hash)
+    outputs = list(tab_theory.handle(ctx, view, form))
     figure, explain, table, tree_figure, status = values(outputs[-1], view)
     assert any("Measuring" in status_of(o) for o in outputs[:-1])  # progress was streamed
     assert "Measured at γ = 4" in status and len(table) == 1 and table[0][2] == 4
@@ -418,7 +425,7 @@ def test_measure_now_adds_a_point_for_this_session_and_the_curve_uses_it(views):
     ],
 )
 def test_measure_bad_input_is_a_message_naming_the_field(ctx, views, args, message):
-    raises_in_page(tab_theory.measure_handler(ctx, views.theory)(*args), message)
+    raises_in_page(tab_theory.handle(ctx, views.theory, tab_theory.MeasureForm(*args)), message)
 
 
 def test_theory_panel_explains_alpha_c_and_the_assumptions_before_any_measurement():
@@ -461,7 +468,8 @@ LAB = ("Once upon a time", "tiny")
 
 
 def lab_handler(ctx, views):
-    return tab_lab.lab_handler(ctx, views.lab)
+    """The Draw slowly handler as a function of the fields, in the page's order."""
+    return lambda *values: tab_lab.handle(ctx, views.lab, tab_lab.LabForm(*values))
 
 
 def slow_values(output: dict, views) -> tuple:
@@ -560,8 +568,8 @@ def test_grid_values_parse(key, text, expected):
 
 def plan_args(**changes):
     values = dict(pair="tiny", gammas="1,2", drafters=(MODEL,), temperatures="0", examples=("Code",), categories=(),
-                  per_category=1, max_new_tokens=16, repeats=1, seed=0)
-    return sweep_form.Form(**{**values, **changes})
+                  per_category=1, tokens=16, repeats=1, seed=0)
+    return sweep_form.SweepForm(**{**values, **changes})
 
 
 @pytest.mark.parametrize(
@@ -577,7 +585,7 @@ def plan_args(**changes):
         ({"examples": (), "categories": ()}, "prompts: choose at least one example or Spec-Bench category"),
         ({"categories": ("nope",)}, "Spec-Bench categories: unknown category nope"),
         ({"categories": ("coding",), "per_category": 0}, "prompts per category must be a whole number in [1, 20]"),
-        ({"max_new_tokens": 0}, "max_new_tokens must be an integer in [1, 4096], got 0"),
+        ({"tokens": 0}, "max_new_tokens must be an integer in [1, 4096], got 0"),
         ({"seed": -1}, "seed must be an integer in [0, 9223372036854775807], got -1"),  # the knob's range
         ({"repeats": 11}, "repeats must be a whole number in [1, 10], got 11"),
         ({"drafts": "beta=1"}, "draft settings: expected KEY=V1,V2,... with KEY one of ngram_min, ngram_max"),
@@ -613,6 +621,11 @@ def sweep_view(ctx):
         return tab_sweep.build(ctx)["view"]
 
 
+def run_sweep(ctx, view, *values, session: str | None = None):
+    """The Run handler on the page's fields, in the page's order, as `session` sends them."""
+    return tab_sweep.handle(ctx, view, sweep_form.SweepForm(*values, session=session))
+
+
 def last_of(outputs) -> dict:
     """Every component's latest value over a handler's redraws."""
     final = {}
@@ -622,10 +635,10 @@ def last_of(outputs) -> dict:
 
 
 def test_sweep_fills_the_table_plots_files_and_the_theory_points(ctx, sweep_view):
-    view, request = sweep_view, SimpleNamespace(session_hash="sweeper")
+    view = sweep_view
     outputs, read = [], {}
-    for o in sweep_handler(ctx, view)("tiny", "1,3", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0, "",
-                                      request):
+    for o in run_sweep(ctx, view, "tiny", "1,3", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0, "",
+                       session="sweeper"):
         outputs.append(o)
         if o.get(view.files):  # the files, read as Gradio does: before the handler resumes
             read = {path: Path(path).read_text() for path in o[view.files]}
@@ -663,8 +676,8 @@ def test_sweep_tree_rows_sweep_the_depth_and_reproduce_greedy_output(ctx, sweep_
     built = factory.make_drafter(plan.cells[0], ctx.cache.get("tiny").draft.model)
     assert isinstance(built, TreeDrafter) and built.depth == 3
     view = sweep_view
-    final = last_of(sweep_handler(ctx, view)("tiny", "2,3", [MODEL, sweep.TREE], "0", ["Code"], [], 1, 12, 1, 0, "",
-                                             SimpleNamespace(session_hash="trees")))
+    final = last_of(run_sweep(ctx, view, "tiny", "2,3", [MODEL, sweep.TREE], "0", ["Code"], [], 1, 12, 1, 0,
+                              "", session="trees"))
     table, speedup = final[view.table], final[view.speedup]
     trees = [row for row in table if row[0] == sweep.TREE]
     assert [row[3] for row in trees] == [2, 3] and all(row[COLUMNS.index("identical")] for row in trees)
@@ -683,9 +696,8 @@ def test_sweep_compares_drafts_and_each_row_builds_the_drafter_it_names(ctx, swe
     make = factory.make_drafter
     monkeypatch.setattr(factory, "make_drafter", lambda run, draft: built.append(make(run, draft)) or built[-1])
     view = sweep_view
-    final = last_of(sweep_handler(ctx, view)("tiny", "2", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0,
-                                             "draft_vocab=100,120 ngram_max=2,3",
-                                             SimpleNamespace(session_hash="drafts")))
+    final = last_of(run_sweep(ctx, view, "tiny", "2", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0,
+                              "draft_vocab=100,120 ngram_max=2,3", session="drafts"))
     table, speedup, fastest = final[view.table], final[view.speedup], final[view.fastest]
     drafts = [(row[0], row[1]) for row in table]
     assert drafts == [(d, f"draft_vocab={v} ngram_max={n}") for d in (MODEL, PROMPT_LOOKUP)
@@ -713,11 +725,11 @@ def test_the_sweeps_fastest_row_becomes_the_export_tabs_settings():
 
 def test_sweep_bad_input_is_a_message_and_stop_ends_it(ctx, sweep_view):
     raises_in_page(
-        sweep_handler(ctx, sweep_view)("tiny", "", [MODEL], "0", ["Code"], [], 1, 12, 1, 0), "γ values"
+        run_sweep(ctx, sweep_view, "tiny", "", [MODEL], "0", ["Code"], [], 1, 12, 1, 0), "γ values"
     )
     calls, hook = forward_calls(ctx.cache.get("tiny").target.model)
     before = set(threading.enumerate())
-    runs = sweep_handler(ctx, sweep_view)("tiny", "1-16", [MODEL], "0", ["Code"], [], 1, 64, 1, 0)
+    runs = run_sweep(ctx, sweep_view, "tiny", "1-16", [MODEL], "0", ["Code"], [], 1, 64, 1, 0)
     for o in runs:
         if "Ran " in status_of(o):
             break
@@ -735,14 +747,14 @@ def test_sweep_bad_input_is_a_message_and_stop_ends_it(ctx, sweep_view):
 
 def test_export_tab_turns_the_knobs_into_snippets_and_says_a_bad_knob(ctx, views):
     handler = tab_export.export_handler(ctx, views.export)
-    notes, serve, python, llama, transformers = values(handler(*knobs(gamma=6, temperature=0.7)), views.export)
+    notes, serve, python, llama, transformers = values(handler(knobs(gamma=6, temperature=0.7)), views.export)
     assert (
         '"num_speculative_tokens": 6' in serve
         and "llama-server" in llama
         and "assistant_model=draft" in transformers
     )
     assert "random weights" in notes and "Checked against" in notes
-    bad = handler(*knobs(gamma=0))
+    bad = handler(knobs(gamma=0))
     assert list(bad) == [views.export.notes]  # the snippets stay as they were
     assert "gamma must be an integer in [1, 64], got 0" in bad[views.export.notes]
 
@@ -765,11 +777,11 @@ def test_through_the_app_each_session_has_its_own_paused_run_and_points():
     try:
         a, b = (Client(f"http://127.0.0.1:{port}/", verbose=False, download_files=False) for _ in range(2))
         for _ in range(2):
-            *_, status_a = a.predict("def f(x):", "", *knobs(), api_name="/step")
-        *_, status_b = b.predict("def f(x):", "", *knobs(), api_name="/step")
+            *_, status_a = a.predict("def f(x):", "", *knobs().values(), api_name="/step")
+        *_, status_b = b.predict("def f(x):", "", *knobs().values(), api_name="/step")
         assert "Step 2:" in status_a and "Step 1:" in status_b  # each client its own gr.State
         assert "Back at the start" in a.predict(api_name="/step_reset")[-1]
-        assert "Step 1:" in a.predict("def f(x):", "", *knobs(), api_name="/step")[-1]
+        assert "Step 1:" in a.predict("def f(x):", "", *knobs().values(), api_name="/step")[-1]
         table_a = a.predict("hi", "tiny", MODEL, 0.0, 4, 8, api_name="/measure")[2]
         table_b = b.predict("hi", "tiny", MODEL, 0.0, 4, 8, api_name="/measure")[2]
         assert len(table_a["data"]) == len(table_b["data"]) == 1  # points are per session

@@ -157,16 +157,16 @@ def test_measure_now_also_measures_the_targets_curve_and_draws_it():
 
     from playground.app.shared.context import build_context
     from playground.app.theory import tab as tab_theory
-    from playground.app.theory.tab import measure_handler, redraw_handler
+    from playground.app.theory.tab import MeasureForm, handle, redraw_handler
 
-    ctx, curves = build_context(), VerifyCurves()
+    ctx = build_context()  # its RunnerCosts (ctx.costs) is where the tab keeps the curves it measures
     with gr.Blocks():
         view = tab_theory.build(ctx)["view"]  # the handlers' dicts are keyed by its components
     request = SimpleNamespace(session_hash="me")
-    last = list(measure_handler(ctx, view, curves)("def f(n):", "tiny", "model", 0.0, 3, 16, request))[-1]
+    last = list(handle(ctx, view, MeasureForm("def f(n):", "tiny", "model", 0.0, 3, 16, session="me")))[-1]
     figure, explain, status = last[view.plot], last[view.explain], last[view.status]
-    curve = curves.for_model(ctx.registry.pair("tiny").target)
+    curve = ctx.costs.target_curve(ctx.registry.pair("tiny").target)
     assert curve is not None and len(curve.v) == 9 and "Measured at γ = 3" in status
     assert "v(k)" in explain and any(t.type == "bar" for t in figure.data)
-    again = redraw_handler(ctx, view, curves)("tiny", "model", 0.0, request)
+    again = redraw_handler(ctx, view)("tiny", "model", 0.0, request)
     assert any(t.type == "bar" for t in again[view.plot].data)  # cached: drawn without measuring again

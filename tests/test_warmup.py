@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from playground.app.race import tab as tab_race
-from playground.app.race.tab import race_handler
+from playground.app.race.tab import RaceForm, handle
 from playground.app.shared.context import build_context
 from playground.config import RunConfig, cache_dir
 from playground.engine import factory
@@ -148,9 +148,13 @@ def app():
     return ctx, view
 
 
-def knobs(**changes) -> list:
-    values = {**{n: getattr(CHAIN, n) for n in RunConfig.names()}, **changes}
-    return [values[n] for n in RunConfig.names()]
+def knobs(**changes) -> dict:
+    return {**{n: getattr(CHAIN, n) for n in RunConfig.names()}, **changes}
+
+
+def race(ctx, view, prompt: str, knobs: dict):
+    """The race's Run handler on a form filled as the page would."""
+    return handle(ctx, view, RaceForm(prompt, "", knobs))
 
 
 def text(shown: str) -> str:
@@ -159,7 +163,7 @@ def text(shown: str) -> str:
 
 def test_a_compiled_race_shows_compile_progress_then_its_seconds_beside_the_timings(app):
     ctx, view = app
-    outputs = list(race_handler(ctx, view)("def fibonacci(n):", "", *knobs()))
+    outputs = list(race(ctx, view, "def fibonacci(n):", knobs()))
     statuses = [text(o[view.status]) for o in outputs]
     first_frame = next(i for i, o in enumerate(outputs) if view.baseline in o)
     compiling = [i for i, s in enumerate(statuses) if "Compiling" in s or "Compiled" in s]
@@ -171,7 +175,7 @@ def test_a_compiled_race_shows_compile_progress_then_its_seconds_beside_the_timi
     last = outputs[-1]
     assert "Done" in last[view.status] and "identical to the baseline" in last[view.stats]
     assert "s compiling this pair" in html.unescape(last[view.stats])
-    again = list(race_handler(ctx, view)("def fibonacci(n):", "", *knobs()))  # kept for the session
+    again = list(race(ctx, view, "def fibonacci(n):", knobs()))  # kept for the session
     assert not any("Compiling" in html.unescape(o[view.status]) for o in again)
     assert "s compiling this pair" in html.unescape(again[-1][view.stats])
 
@@ -179,16 +183,16 @@ def test_a_compiled_race_shows_compile_progress_then_its_seconds_beside_the_timi
 def test_a_race_whose_prompt_fills_the_first_cache_compiles_the_longer_one_first(app):
     ctx, view = app
     prompt = "def fibonacci(n):\n" * 13  # 234 bytes and the chat template: the run steps past 256 entries
-    outputs = list(race_handler(ctx, view)(prompt, "", *knobs(max_new_tokens=8)))
+    outputs = list(race(ctx, view, prompt, knobs(max_new_tokens=8)))
     said = [text(o[view.status]) for o in outputs if "Compil" in text(o[view.status])]
     assert any("512-entry cache" in s for s in said)  # the longer cache's shapes, before the race
     assert "Done" in outputs[-1][view.status]
-    again = list(race_handler(ctx, view)(prompt, "", *knobs(max_new_tokens=8)))
+    again = list(race(ctx, view, prompt, knobs(max_new_tokens=8)))
     assert not any("Compil" in text(o[view.status]) for o in again)
 
 
 def test_an_eager_race_compiles_nothing_and_says_nothing_of_it(app):
     ctx, view = app
-    outputs = list(race_handler(ctx, view)("def add(a, b):", "", *knobs(runner="eager", max_new_tokens=8)))
+    outputs = list(race(ctx, view, "def add(a, b):", knobs(runner="eager", max_new_tokens=8)))
     assert not any("Compil" in html.unescape(o[view.status]) for o in outputs)
     assert "Done" in outputs[-1][view.status] and "compiling" not in outputs[-1][view.stats]

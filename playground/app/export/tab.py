@@ -14,7 +14,7 @@ from playground.config import RunConfig
 from playground import export
 from playground.app.shared import controls
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import in_order, outputs
+from playground.app.shared.flow import outputs
 
 TITLE = "Export"
 SNIPPET_BOXES = (  # (tab, [(the view's field, language, label, elem_id)])
@@ -57,14 +57,13 @@ def build(ctx: AppContext) -> dict:
                                                    elem_id=elem_id)
     view = ExportView(**shown)
     handler = export_handler(ctx, view)
+
+    def export_event(**values) -> dict:  # the knobs by name: the API takes them so too
+        return handler(values)
+
     for component in knobs.values():
-        component.change(
-            handler, list(knobs.values()), outputs(view), queue=False, preprocess=False, api_visibility="private"
-        )
-
-    def export_event(**values) -> dict:  # the API takes the knobs by name
-        return handler(*in_order(values))
-
+        component.change(export_event, None, outputs(view), inputs_kwargs=knobs, queue=False,
+                         preprocess=False, api_visibility="private")
     gr.Button("Refresh snippets", size="sm", elem_id="ex-refresh").click(
         export_event, None, outputs(view), inputs_kwargs=knobs, queue=False, preprocess=False, api_name="export"
     )
@@ -79,18 +78,18 @@ def take(run: dict | None) -> list:
     return [run[name] for name in RunConfig.names()]
 
 
-def default_values(ctx: AppContext) -> list:
+def default_values(ctx: AppContext) -> dict:
     spec = ctx.registry.pair(ctx.default_pair)
     defaults = RunConfig(pair=spec.name, **spec.suggested())
-    return [getattr(defaults, n) for n in RunConfig.names()]
+    return {n: getattr(defaults, n) for n in RunConfig.names()}
 
 
 def export_handler(ctx: AppContext, view: ExportView):
-    """The snippets for the knobs' values; a bad knob is said in the notes, the snippets stay."""
+    """The snippets for the knobs' values (by name); a bad knob is said in the notes, the snippets stay."""
 
-    def handler(*knobs) -> dict:
+    def handler(knobs: dict) -> dict:
         try:
-            texts = snippets(ctx, list(knobs))
+            texts = snippets(ctx, knobs)
         except ValueError as e:
             return {view.notes: f'<p style="color:#b42318">⚠ {html.escape(str(e))}</p>'}
         return {getattr(view, field): text for field, text in texts.items()}
@@ -98,11 +97,11 @@ def export_handler(ctx: AppContext, view: ExportView):
     return handler
 
 
-def snippets(ctx: AppContext, knobs: list) -> dict[str, str]:
+def snippets(ctx: AppContext, knobs: dict) -> dict[str, str]:
     """The notes HTML and each snippet, by ExportView field; ValueError names a bad knob."""
     from playground.engine import factory
 
-    settings = RunConfig.from_values(dict(zip(RunConfig.names(), knobs, strict=True)))
+    settings = RunConfig.from_values(knobs)
     factory.spec_config(settings)
     s = export.from_settings(ctx.registry, settings)
     return {

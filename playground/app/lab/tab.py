@@ -1,30 +1,34 @@
 """The Losslessness lab tab: draw the next token N times by speculative sampling and N times from
 the target alone, and compare both with the target's exact p. The statistics are lab.py's
 (the same check the tests run); this tab only draws them.
+
+Two buttons read the same fields: a LabForm draws slowly (every draw a whole speculative step), a
+FastLabForm fast (p and q once, then the acceptance rule on N fresh guesses).
 """
 
 from __future__ import annotations
 
 import html
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import gradio as gr
 import plotly.graph_objects as go
 
+from playground.config import RunConfig
 from playground.app.shared import controls
 from playground.app.shared import histograms as lab_plots
 from playground.app.shared import plots
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import (check_prompt, fail, guarded, load_pair, model_job, outputs, read_settings,
-                                        status_html, whole)
+from playground.app.shared.flow import (Stop, check_prompt, guarded, load_pair, model_job, outputs, parsed,
+                                        random_weights_note, read_settings, status_html, whole)
+from playground.app.shared.form import Form
 from playground.app.shared.lockstep import streamed
 from playground.app.shared.plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR
 from playground.app.shared.render import visible
 
 TITLE = "Losslessness lab"
-log = logging.getLogger(__name__)
 
 MAX_DRAWS = 20_000  # a page-level cap: ~1 h on a CPU with the default pair; lab.py allows more
 FAST_DRAWS = 20_000
@@ -49,6 +53,40 @@ CSS = """
 .lab td:first-child, .lab th:first-child { text-align: left; }
 .lab .hint { color: var(--body-text-color-subdued); font-size: 12.5px; }
 """
+
+
+@dataclass(frozen=True)
+class LabForm(Form):
+    """What the slow lab reads from the page; field order is the API's parameter order."""
+
+    prompt: str
+    pair: str
+    draws: int  # N: draws each way
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
+
+    fast = False
+    draws_label, max_draws = "N draws", MAX_DRAWS  # the field as the page names it, and its cap
+
+    def parse(self) -> tuple[int, RunConfig]:
+        """(N, the run's settings), checked before anything loads (ValueError names the field)."""
+        check_prompt(self.prompt)
+        n = whole(self.draws_label, self.draws, 1, self.max_draws)
+        if isinstance(self.temperature, (int, float)) and self.temperature == 0:
+            raise ValueError("temperature must be above 0 for the lab: at temperature 0 every draw is the "
+                             "same token")
+        return n, read_settings({"pair": self.pair, "temperature": self.temperature, "top_k": self.top_k,
+                                 "top_p": self.top_p, "seed": self.seed, "gamma": 1, "max_new_tokens": 1})
+
+
+@dataclass(frozen=True)
+class FastLabForm(LabForm):
+    """The same fields, drawn fast: p and q once, then the acceptance rule on N fresh guesses."""
+
+    fast = True
+    draws_label, max_draws = "N fast draws", MAX_FAST_DRAWS
 
 
 @dataclass(frozen=True)
@@ -119,82 +157,36 @@ def build(ctx: AppContext) -> dict:
         show_label=False,
         elem_id="lab-convergence",
     )
-    knobs = [temperature, top_k, top_p, seed]
     view = LabView(figure, convergence, verdict, status)
     controls.describe_pair(ctx, pair)
-    model_job(run, lab_handler(ctx, view), [prompt, pair, draws, *knobs], view.slow(), status,
-              "lab", stop=stop, stop_api="lab_stop")
-    model_job(fast, fast_handler(ctx, view), [prompt, pair, fast_draws, *knobs], outputs(view),
-              status, "lab_fast", stop=stop, stop_api="lab_fast_stop")
+    job = partial(handle, ctx, view)  # one handler, both buttons: the form says which
+    slow_form = LabForm(prompt, pair, draws, temperature, top_k, top_p, seed)
+    fast_form = FastLabForm(prompt, pair, fast_draws, temperature, top_k, top_p, seed)
+    model_job(run, job, slow_form, view.slow(), status, "lab", Stop(stop, "lab_stop"))
+    model_job(fast, job, fast_form, outputs(view), status, "lab_fast", Stop(stop, "lab_fast_stop"))
     return {"view": view}
 
 
-def lab_handler(ctx: AppContext, view: LabView):
-    """Run the lab with a progress bar; Stop ends it at the next draw."""
-
-    def lab(
-        prompt: str,
-        pair: str,
-        draws: int,
-        temperature: float,
-        top_k: int,
-        top_p: float,
-        seed: int,
-        progress=gr.Progress(),
-    ) -> Iterator[dict]:
-        try:
-            n, settings = lab_inputs(prompt, pair, ("N draws", draws, MAX_DRAWS), temperature, top_k, top_p, seed)
-        except ValueError as e:
-            yield from fail(view.status, str(e))
-        loaded = yield from load_pair(ctx, settings, view.status)
-        result = yield from guarded(view.status, drawing(view, loaded, prompt, settings, n, progress), "The lab failed")
-        label = token_label(loaded)
-        note = (
-            "\nRandom-weight pair: the tokens are gibberish, the statistics are real."
-            if loaded.random_weights
-            else ""
-        )
-        yield {
-            view.figure: lab_plots.lab_figure(result, label),
-            view.verdict: verdict_html(result),
-            view.status: status_html(f"Done: {result.draws} draws each way.{note}"),
-        }
-
-    return lab
-
-
-def lab_inputs(prompt, pair, draws: tuple, temperature, top_k, top_p, seed):
-    """(N, RunConfig) from the page, or a ValueError naming the field. draws: (name, value, cap)"""
-    check_prompt(prompt)
-    name, value, cap = draws
-    n = whole(name, value, 1, cap)
-    if isinstance(temperature, (int, float)) and temperature == 0:
-        raise ValueError("temperature must be above 0 for the lab: at temperature 0 every draw is the same token")
-    settings = read_settings(
-        {
-            "pair": pair,
-            "temperature": temperature,
-            "top_k": top_k,
-            "top_p": top_p,
-            "seed": seed,
-            "gamma": 1,
-            "max_new_tokens": 1,
-        }
-    )
-    return n, settings
+def handle(ctx: AppContext, view: LabView, form: LabForm) -> Iterator[dict]:
+    """Draw: check the form, load the pair, then draw slowly or fast, streaming progress; any
+    failure is a message in the status box. Stop ends it at the next draw."""
+    n, settings = yield from parsed(view.status, form.parse)
+    loaded = yield from load_pair(ctx, settings, view.status)
+    drawn = fast_drawing if form.fast else drawing
+    yield from guarded(view.status, drawn(view, loaded, form, settings, n), "The lab failed")
 
 
 def token_label(loaded):
     return lambda t: visible(loaded.tokenizer.decode([t], skip_special_tokens=False))
 
 
-def drawing(view: LabView, loaded, prompt: str, settings, n: int, progress):
-    """Run lab.losslessness_lab in lockstep, streaming progress; returns its LabResult."""
+def drawing(view: LabView, loaded, form: LabForm, settings: RunConfig, n: int):
+    """Run lab.losslessness_lab in lockstep, streaming progress, then draw its LabResult."""
     from playground.engine import factory
     from playground.measure.teach.lab import losslessness_lab
     from playground.models.text import encode_prompt
 
-    ids = encode_prompt(loaded.tokenizer, prompt)
+    ids = encode_prompt(loaded.tokenizer, form.prompt)
     config = factory.spec_config(settings)
 
     def work(report):
@@ -206,10 +198,16 @@ def drawing(view: LabView, loaded, prompt: str, settings, n: int, progress):
         )
 
     def show(done: int, total: int) -> dict:
-        progress((done, total), desc="drawing")
+        form.progress((done, total), desc="drawing")
         return {view.status: status_html(f"Drawing: {done} of {total}", done / total)}
 
-    return (yield from streamed(work, show, every=0.25))
+    result = yield from streamed(work, show, every=0.25)
+    note = random_weights_note(loaded, "the statistics are real")
+    yield {
+        view.figure: lab_plots.lab_figure(result, token_label(loaded)),
+        view.verdict: verdict_html(result),
+        view.status: status_html(f"Done: {result.draws} draws each way.{note}"),
+    }
 
 
 def verdict_html(result) -> str:
@@ -262,30 +260,14 @@ def intro_html() -> str:
 
 # -- fast mode ---------------------------------------------------------------------------------------
 
-def fast_handler(ctx: AppContext, view: LabView):
-    """The fast lab, redrawn at every checkpoint: the histograms fill in, the distance to p falls."""
-
-    def lab_fast(prompt: str, pair: str, draws: int, temperature: float, top_k: int, top_p: float,
-                 seed: int) -> Iterator[dict]:
-        try:
-            name = "N fast draws"
-            n, settings = lab_inputs(prompt, pair, (name, draws, MAX_FAST_DRAWS), temperature, top_k, top_p, seed)
-        except ValueError as e:
-            yield from fail(view.status, str(e))
-        loaded = yield from load_pair(ctx, settings, view.status)
-        note = "\nRandom-weight pair: the tokens are gibberish, the statistics are real." if loaded.random_weights else ""
-        yield from guarded(view.status, fast_drawing(view, loaded, prompt, settings, n, note), "The lab failed")
-
-    return lab_fast
-
-
-def fast_drawing(view: LabView, loaded, prompt: str, settings, n: int, note: str):
+def fast_drawing(view: LabView, loaded, form: LabForm, settings: RunConfig, n: int):
     """Run lab.fast_lab in lockstep; every checkpoint redraws all four outputs."""
     from playground.engine import factory
     from playground.measure.teach.lab import fast_lab
     from playground.models.text import encode_prompt
 
-    ids = encode_prompt(loaded.tokenizer, prompt)
+    ids = encode_prompt(loaded.tokenizer, form.prompt)
+    note = random_weights_note(loaded, "the statistics are real")
     config = factory.spec_config(settings)
     label = token_label(loaded)
     history: list[tuple[int, float, float]] = []  # (N, speculative distance, direct distance)
@@ -304,7 +286,7 @@ def fast_drawing(view: LabView, loaded, prompt: str, settings, n: int, note: str
             view.status: status_html(message, None if finished else result.draws / n),
         }
 
-    return (yield from streamed(work, show))
+    yield from streamed(work, show)
 
 
 def convergence_figure(history: list[tuple[int, float, float]]) -> go.Figure:

@@ -11,26 +11,26 @@ costs (step 6: c and v(k) through the run's runner, which the Theory tab draws b
 from __future__ import annotations
 
 import html
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import gradio as gr
 
+from playground.config import RunConfig
 from playground.app.shared import controls
 from playground.app.lesson import steps as lesson
 from playground.app.lesson.views import HEIGHT, VIEWS
 from playground.app.shared import plots
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import (check_prompt, fail, guarded, load_pair, model_job, outputs, read_settings,
-                                        status_html)
+from playground.app.shared.flow import (Stop, check_prompt, guarded, load_pair, model_job, outputs, parsed,
+                                        read_settings, status_html)
+from playground.app.shared.form import Form
 from playground.app.lesson.steps import CHOICE, STEPS, Progress
 from playground.app.shared.lockstep import streamed
-from playground.app.shared.sessions import session_of
 from playground.measure.teach.theory import measure_point
 
 TITLE = "Lesson"
-log = logging.getLogger(__name__)
 
 DEFAULT_PROMPT = "Write a Python function that returns the squares of a list of numbers."
 TEMPERATURE = 0.7  # sampled, so acceptance is the probabilistic min(1, p/q) of steps 2 and 3
@@ -52,6 +52,31 @@ CSS = """
 .lesson .off { color: #b42318; font-weight: 700; }
 .lesson .hint { color: var(--body-text-color-subdued); font-size: 12.5px; }
 """
+
+
+@dataclass(frozen=True)
+class LessonForm(Form):
+    """What Measure reads from the page; field order is the API's parameter order (the learner's
+    progress is session state: Gradio keeps it out of the API)."""
+
+    state: Progress  # this session's progress through the steps
+    prompt: str
+    pair: str
+    prediction: float | None  # a number to predict, or
+    choice: str | None  # a verdict, in the steps that ask for one
+    gamma: int  # step 4's γ
+
+    @property
+    def lesson(self) -> Progress:
+        return self.state if isinstance(self.state, Progress) else Progress()
+
+    def parse(self) -> tuple[object, RunConfig]:
+        """(the checked prediction, the run's settings) for the current step, before anything loads."""
+        i, step = self.lesson.step, STEPS[self.lesson.step]
+        check_prompt(self.prompt)
+        predicted = lesson.check_prediction(step, self.choice if step.kind == CHOICE else self.prediction)
+        return predicted, read_settings({"pair": self.pair, "gamma": self.gamma if i == 3 else 4,
+                                         "temperature": TEMPERATURE, "max_new_tokens": TOKENS})
 
 
 @dataclass(frozen=True)
@@ -101,8 +126,8 @@ def build(ctx: AppContext) -> dict:
     back.click(lambda s: show_step(page, s.moved(-1)), state, outputs(page), api_name="lesson_back")
     forward.click(lambda s: show_step(page, s.moved(1)), state, outputs(page), api_name="lesson_next")
     controls.describe_pair(ctx, pair)
-    model_job(run, lesson_handler(ctx, page), [state, prompt, pair, prediction, choice, gamma],
-              page.measured(), status, "lesson", stop=stop, stop_api="lesson_stop")
+    model_job(run, partial(handle, ctx, page), LessonForm(state, prompt, pair, prediction, choice, gamma),
+              page.measured(), status, "lesson", Stop(stop, "lesson_stop"))
     return {"view": page}
 
 
@@ -149,32 +174,20 @@ def show_step(page: LessonPage, progress: Progress) -> dict:
 # -- measuring -----------------------------------------------------------------------------------
 
 
-def lesson_handler(ctx: AppContext, page: LessonPage):
-    """Check the prediction, run the step's experiment, show both side by side."""
-
-    def measure(progress: Progress, prompt: str, pair: str, prediction, choice, gamma,
-                request: gr.Request = None) -> Iterator[dict]:
-        progress = progress if isinstance(progress, Progress) else Progress()
-        i, step = progress.step, STEPS[progress.step]
-        try:
-            check_prompt(prompt)
-            predicted = lesson.check_prediction(step, choice if step.kind == CHOICE else prediction)
-            settings = read_settings({"pair": pair, "gamma": gamma if i == 3 else 4, "temperature": TEMPERATURE,
-                                      "max_new_tokens": TOKENS})
-        except ValueError as e:
-            yield from fail(page.status, str(e))
-        loaded = yield from load_pair(ctx, settings, page.status)
-        outcome = yield from guarded(page.status, experiment(page, i, loaded, prompt, settings, ctx.costs),
-                                     "The measurement failed")
-        for point in outcome.get("points", ()):
-            ctx.measurements.add(session_of(request), point)  # the Theory tab shows them too
-        shown = VIEWS[i](predicted, outcome, loaded)
-        progress = progress.with_result(i, {"prediction": predicted, **shown})
-        nxt = " Press “Next step →”." if i + 1 < len(STEPS) else ""
-        yield {page.result: shown["html"], page.plot: shown["figure"], page.bar: progress_html(progress),
-               page.state: progress, page.status: status_html(f"Measured.{nxt}")}
-
-    return measure
+def handle(ctx: AppContext, page: LessonPage, form: LessonForm) -> Iterator[dict]:
+    """Measure: check the prediction, load the pair, run the step's experiment, show both side by side."""
+    predicted, settings = yield from parsed(page.status, form.parse)
+    loaded = yield from load_pair(ctx, settings, page.status)
+    i = form.lesson.step
+    outcome = yield from guarded(page.status, experiment(page, i, loaded, form.prompt, settings, ctx.costs),
+                                 "The measurement failed")
+    for point in outcome.get("points", ()):
+        ctx.measurements.add(form.session, point)  # the Theory tab shows them too
+    shown = VIEWS[i](predicted, outcome, loaded)
+    progress = form.lesson.with_result(i, {"prediction": predicted, **shown})
+    nxt = " Press “Next step →”." if i + 1 < len(STEPS) else ""
+    yield {page.result: shown["html"], page.plot: shown["figure"], page.bar: progress_html(progress),
+           page.state: progress, page.status: status_html(f"Measured.{nxt}")}
 
 
 def experiment(page: LessonPage, i: int, loaded, prompt: str, settings, costs):

@@ -1,35 +1,55 @@
 """The Race tab: layout first, then the wiring to one typed generator handler.
 
-The handler yields one dict per frame, keyed by the view's components: both runs' coloured
-text, three plots, the stats panel and a status line. Rendering and plotting are pure functions
-of the events.
+The page's inputs are a RaceForm, its outputs a RaceView. `handle(ctx, view, form)` yields one
+dict per frame, keyed by the view's components: both runs' coloured text, three plots, the stats
+panel and a status line. Rendering and plotting are pure functions of the events.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
+from functools import partial
 
 import gradio as gr
 
 from playground.config import DRAFTER_LABELS, TREE, RunConfig
 from playground.engine.events import summarize
 from playground.app.shared import controls
-from playground.app.shared import plots
 from playground.app.shared import render
+from playground.app.race import plots
 from playground.app.race import summary
 from playground.app.shared.context import AppContext
 from playground.app.shared.examples import RACE as EXAMPLES
-from playground.app.shared.flow import (check_prompt, compiling, fail, guarded, in_order, load_pair, model_job,
-                                        outputs, read_settings, status_html)
-from playground.app.shared.sessions import session_of
+from playground.app.shared.flow import (Stop, check_prompt, compiling, guarded, load_pair, model_job, outputs,
+                                        parsed, random_weights_note, read_settings, status_html)
+from playground.app.shared.form import Form
 from playground.measure.teach.points import point_from_race
 from playground.app.race.frames import BASELINE, SPECULATIVE, TIMING_NOTE, RaceFrame, race_frames
 
 TITLE = "Race"
-log = logging.getLogger(__name__)
 
+
+@dataclass(frozen=True)
+class RaceForm(Form):
+    """What a race reads from the page; field order is the API's parameter order."""
+
+    prompt: str
+    system: str  # the system prompt, "" for none
+    knobs: dict  # every RunConfig field by name, as the page sends it: the API takes each by its name
+
+    def parse(self) -> RunConfig:
+        """The run's settings, checked as far as the engine would, and the prompts: a bad knob or
+        prompt fails before anything loads (ValueError names the field)."""
+        settings = read_settings(self.knobs)
+        check_prompt(self.prompt)
+        if self.system:
+            check_prompt(self.system, "system prompt", empty_ok=True)
+        return settings
+
+    @property
+    def prompts(self) -> tuple[str, str]:
+        return self.prompt, self.system
 
 
 @dataclass(frozen=True)
@@ -94,52 +114,34 @@ def build(ctx: AppContext) -> dict:
         accept_plot = gr.Plot(label="acceptance by draft position", show_label=False)
 
     view = RaceView(baseline_text, spec_text, tokens_plot, speedup_plot, accept_plot, stats, status)
-    # preprocess=False: raw values reach RunConfig, whose errors name the field (see controls.py).
-    handler = race_handler(ctx, view)
-
-    def race_event(request: gr.Request, prompt: str, system: str, **knobs) -> Iterator[dict]:
-        # Gradio passes the session only to a parameter typed gr.Request; finished races become
-        # points on this session's theory view.
-        yield from handler(prompt, system, *in_order(knobs), session=session_of(request))
-
-    model_job(run, race_event, [prompt, system], outputs(view), status, "race", stop=stop, stop_api="stop",
-              knobs=knobs, stops=ctx.stops)
+    form = RaceForm(prompt, system, knobs)
+    model_job(run, partial(handle, ctx, view), form, outputs(view), status, "race",
+              Stop(stop, "stop", flags=ctx.stops))
     controls.follow_pair(ctx, knobs)
     return {"view": view}
 
 
-def race_handler(ctx: AppContext, view: RaceView):
-    """The Run handler, bound to this app's context (its pair cache) and view by closure."""
+def handle(ctx: AppContext, view: RaceView, form: RaceForm) -> Iterator[dict]:
+    """Run the race: check the form, load the pair, then race both runs frame by frame; any failure
+    is a message in the status box. A finished race becomes a point of the session's theory view."""
+    settings = yield from parsed(view.status, form.parse)
+    pair = yield from load_pair(ctx, settings, view.status, prompt=form.prompts)
+    yield from guarded(view.status, racing(ctx, view, pair, settings, form), "Generation failed")
 
-    def race(prompt: str, system: str, *knobs, session: str | None = None) -> Iterator[dict]:
-        try:
-            settings = read_settings(dict(zip(RunConfig.names(), knobs, strict=True)))
-            check_prompt(prompt)  # a bad knob or prompt fails before anything loads
-            if system:
-                check_prompt(system, "system prompt", empty_ok=True)
-        except ValueError as e:
-            yield from fail(view.status, str(e))
-        pair = yield from load_pair(ctx, settings, view.status, prompt=(prompt, system))
-        flag = ctx.stops.begin(session)  # Stop raises it; the race checks it after each step
-        try:
-            settings, tree = yield from tree_check(ctx, pair, settings, view.status, prompt=(prompt, system))
-            for frame in race_frames(pair, prompt, system, settings, every=ctx.frame_every, stopped=flag.is_set):
-                if flag.is_set():  # stopped: a cut-short race is neither shown as finished nor measured,
-                    # and its last output says so (Gradio re-sends a finished job's last output)
-                    yield {view.status: status_html("Stopped.")}
-                    return
-                if (point := point_from_race(frame, prompt[:40])) is not None:
-                    ctx.measurements.add(session, point)
-                yield shown(view, frame, pair.random_weights, tree)
-        except ValueError as e:  # the prompt or settings do not fit the model (context length…)
-            yield from fail(view.status, str(e))
-        except Exception as e:
-            log.exception("race failed")
-            yield from fail(view.status, f"Generation failed: {type(e).__name__}: {e}")
-        finally:
-            ctx.stops.end(session, flag)
 
-    return race
+def racing(ctx: AppContext, view: RaceView, pair, settings: RunConfig, form: RaceForm) -> Iterator[dict]:
+    """The race's frames, checking the session's stop flag (Stop raises it) after each engine step."""
+    with ctx.stops.held(form.session) as flag:
+        settings, tree = yield from tree_check(ctx, pair, settings, view.status, prompt=form.prompts)
+        for frame in race_frames(pair, form.prompt, form.system, settings, every=ctx.frame_every,
+                                 stopped=flag.is_set):
+            if flag.is_set():  # stopped: a cut-short race is neither shown as finished nor measured,
+                # and its last output says so (Gradio re-sends a finished job's last output)
+                yield {view.status: status_html("Stopped.")}
+                return
+            if (point := point_from_race(frame, form.prompt[:40])) is not None:
+                ctx.measurements.add(form.session, point)
+            yield shown(view, frame, pair, tree)
 
 
 def tree_check(ctx: AppContext, pair, settings: RunConfig, status, prompt: tuple[str, str] | None = None):
@@ -173,7 +175,7 @@ def at_cheap_budget(ctx: AppContext, settings: RunConfig, curve) -> tuple[RunCon
     return (settings if note is None else replace(settings, tree_budget=budget)), note
 
 
-def shown(view: RaceView, frame: RaceFrame, random_weights: bool, tree=(None, None, None)) -> dict:
+def shown(view: RaceView, frame: RaceFrame, pair, tree=(None, None, None)) -> dict:
     """Every output of the view for one frame of the race (tree: tree_check's curve, c and budget line)."""
     base, spec = frame.baseline, frame.speculative
     a_spans, s_spans = frame.spans
@@ -187,7 +189,7 @@ def shown(view: RaceView, frame: RaceFrame, random_weights: bool, tree=(None, No
         ),
         view.accept: plots.acceptance_by_position_figure(spec.events, metrics.alpha if metrics.drafted else None),
         view.stats: summary.stats_html(frame, *tree),
-        view.status: status_html(status_line(frame, random_weights)),
+        view.status: status_html(status_line(frame) + random_weights_note(pair)),
     }
 
 
@@ -206,12 +208,11 @@ def run_meta(track) -> str:
     return f"{len(track.tokens)} tokens · {len(track.events)} target calls · {track.clock:.2f} s{done}"
 
 
-def status_line(frame: RaceFrame, random_weights: bool) -> str:
-    note = "\nRandom-weight pair: the text is gibberish, the mechanics are real." if random_weights else ""
+def status_line(frame: RaceFrame) -> str:
     a, s = frame.baseline, frame.speculative
     if not frame.done:
-        return f"Racing… autoregressive {len(a.tokens)} tokens, speculative {len(s.tokens)} tokens.{note}"
+        return f"Racing… autoregressive {len(a.tokens)} tokens, speculative {len(s.tokens)} tokens."
     return (
         f"Done. Autoregressive: {len(a.tokens)} tokens in {a.clock:.1f} s of compute; "
-        f"speculative: {len(s.tokens)} tokens in {s.clock:.1f} s.{note}"
+        f"speculative: {len(s.tokens)} tokens in {s.clock:.1f} s."
     )

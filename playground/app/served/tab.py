@@ -5,12 +5,18 @@ simultaneous requests to find where speculation stops paying on this machine.
 The two deployments run one after another, each timed on its own clock from its send: on a
 2-core CPU two servers decoding at once would each get half the machine, and the race would
 measure the sharing. Servers started for a page are stopped when it closes (demo.unload).
+
+Both buttons read one ServedForm; `race_job` and `sweep_job` take it with the app's context, the
+servers the sessions started, and the view.
 """
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 
 import gradio as gr
 
@@ -18,7 +24,8 @@ from playground.app.served import figures
 from playground.app.served.sessions import SessionServers
 from playground.app.shared import controls
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import check_prompt, fail, model_job, outputs, status_html
+from playground.app.shared.flow import Stop, check_prompt, fail, model_job, outputs, status_html
+from playground.app.shared.form import Form
 from playground.config import MODEL, PROMPT_LOOKUP, RunConfig
 from playground import export
 from playground.app.shared.sessions import session_of
@@ -31,6 +38,36 @@ TITLE = "Served"
 METHODS = {"draft_model": MODEL, "ngram": PROMPT_LOOKUP}  # vLLM's method -> the run's drafter
 LEVELS = "1,2,4,8,16"
 REDRAW_S = 0.2
+
+
+@dataclass(frozen=True)
+class ServedForm(Form):
+    """What Race and Sweep concurrency read from the page; field order is the API's parameter order."""
+
+    pair: str
+    method: str  # vLLM's speculative method (METHODS)
+    gamma: int
+    new: int  # max new tokens
+    temperature: float
+    plain_url: str  # a running plain server, or "" to start one here
+    spec_url: str  # likewise, the speculative one
+    prompt: str
+    levels: str  # simultaneous requests to sweep, e.g. 1,2,4
+
+    def parse(self) -> tuple[RunConfig, list[int]]:
+        """(the run, the concurrency levels), checked before any server starts (ValueError names the
+        field)."""
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        # the run configuration checks each knob against its own range (the error names the field)
+        run = RunConfig.from_values(dict(pair=self.pair, drafter=METHODS[self.method], gamma=self.gamma,
+                                         max_new_tokens=self.new, temperature=self.temperature))
+        check_prompt(self.prompt)
+        return run, parse_levels(self.levels, "simultaneous requests")
+
+    @property
+    def urls(self) -> tuple[str, str]:
+        return (self.plain_url or "").strip(), (self.spec_url or "").strip()
 
 
 @dataclass(frozen=True)
@@ -81,88 +118,84 @@ def build(ctx: AppContext) -> dict:
                 rate=gr.Plot(figures.concurrency_figures([], [])[0]),
                 latency=gr.Plot(figures.concurrency_figures([], [])[1]),
             )
-    inputs = [pair, method, gamma, new, temperature, plain_url, spec_url, prompt, levels]
-
-    def race_handler(*values, request: gr.Request = None):
-        yield from race_job(ctx, servers, view, session_of(request), *values)
-
-    def sweep_handler(*values, request: gr.Request = None):
-        yield from sweep_job(ctx, servers, view, session_of(request), *values)
+    form = ServedForm(pair, method, gamma, new, temperature, plain_url, spec_url, prompt, levels)
 
     def shut_handler(request: gr.Request = None):
         n = servers.stop_session(session_of(request))
         return status_html(f"Stopped {n} server(s).")
 
-    model_job(race, race_handler, inputs, outputs(view), view.status, "served_race", stop=stop)
-    model_job(sweep, sweep_handler, inputs, outputs(view), view.status, "served_sweep", stop=stop,
-              stop_api="served_stop")
+    model_job(race, partial(race_job, ctx, servers, view), form, outputs(view), view.status, "served_race",
+              Stop(stop))
+    model_job(sweep, partial(sweep_job, ctx, servers, view), form, outputs(view), view.status, "served_sweep",
+              Stop(stop, "served_stop"))
     shut.click(shut_handler, None, view.status, queue=False, api_name="served_stop_servers")
+
     def unload(request: gr.Request):  # the page closed: its servers go with it
         servers.stop_session(session_of(request))
 
     return {"unload": unload, "servers": servers, "view": view}
 
 
-def run_of(pair, method, gamma, new, temperature) -> RunConfig:
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    # the run configuration checks each knob against its own range (the error names the field)
-    return RunConfig.from_values(dict(pair=pair, drafter=METHODS[method], gamma=gamma, max_new_tokens=new,
-                                      temperature=temperature))
-
-
-def clients(ctx, servers, session, run, method, plain_url, spec_url, status):
+def clients(ctx: AppContext, servers: SessionServers, form: ServedForm, run: RunConfig, status):
     """(plain, speculative) clients: attached by URL, or this session's servers, started when
-    missing (both at once, polled, so the page says how long it has waited)."""
-    if (plain_url or "").strip() or (spec_url or "").strip():
-        if not ((plain_url or "").strip() and (spec_url or "").strip()):
+    missing (both at once; the page says how long it has waited for them)."""
+    plain_url, spec_url = form.urls
+    if plain_url or spec_url:
+        if not (plain_url and spec_url):
             raise ServedError("give both URLs (plain and speculative), or neither to start servers here")
-        return ServedClient(plain_url.strip()), ServedClient(spec_url.strip())
+        return ServedClient(plain_url), ServedClient(spec_url)
     settings = local_settings(ctx.registry, run)
     placement = placement_for(settings, ctx.registry.pair(run.pair).random_weights)
     wanted = {}
-    for name in (export.PLAIN, method):
+    for name in (export.PLAIN, form.method):
         args = export.vllm_serve_args(settings, name)
-        wanted[name] = servers.get(session, name, args)
+        wanted[name] = servers.get(form.session, name, args)
         if wanted[name] is None:
             port = launch.free_port()
             wanted[name] = launch.Server(launch.vllm_argv(args, port, placement), port, placement.env(),
                                          f"vllm-{name}").start()
-            servers.put(session, name, args, wanted[name])
-    began = time.monotonic()
-    while not all(server.ready_now() for server in wanted.values()):
-        if time.monotonic() - began > launch.READY_TIMEOUT_S:
-            raise ServedError(f"vLLM was not ready within {launch.READY_TIMEOUT_S:.0f} s")
-        yield {status: status_html(f"Starting vLLM (plain and {method}): {time.monotonic() - began:.0f} s")}
-        time.sleep(0.5)
-    return wanted[export.PLAIN].client(), wanted[method].client()
+            servers.put(form.session, name, args, wanted[name])
+    yield from ready(list(wanted.values()), status, f"Starting vLLM (plain and {form.method})")
+    return wanted[export.PLAIN].client(), wanted[form.method].client()
 
 
-def checked(pair, method, gamma, new, temperature, plain_url, spec_url, prompt, levels):
-    return (run_of(pair, method, gamma, new, temperature), check_prompt(prompt),
-            parse_levels(levels, "simultaneous requests"))
+def ready(servers: list[launch.Server], status, what: str):
+    """Wait for every server's Server.wait_ready at once, each in a thread of its own (it blocks), and
+    say on the page every half second how long it has been, so Stop still lands between two redraws.
+    The first server that fails (it exited, or timed out: wait_ready stops it) raises its ServedError,
+    with the tail of its log, here."""
+    began, outcomes = time.monotonic(), queue.Queue()
+    for server in servers:
+        threading.Thread(target=waiting, args=(server, outcomes), name=f"{server.name}-ready",
+                         daemon=True).start()
+    for _ in servers:
+        while True:
+            try:
+                error = outcomes.get(timeout=0.5)
+                break
+            except queue.Empty:
+                yield {status: status_html(f"{what}: {time.monotonic() - began:.0f} s")}
+        if error is not None:
+            raise error
 
 
-def race_job(ctx, servers, view, session, pair, method, gamma, new, temperature, plain_url, spec_url,
-             prompt, levels):
+def waiting(server: launch.Server, outcomes: queue.Queue) -> None:
+    """A server's wait_ready in its own thread: None or the error it raised goes to `outcomes`."""
     try:
-        run, prompt, _ = checked(pair, method, gamma, new, temperature, plain_url, spec_url, prompt, levels)
-        plain, spec = yield from clients(ctx, servers, session, run, method, plain_url, spec_url, view.status)
-        times = {"plain": [], "speculative": []}
-        texts = {"plain": "", "speculative": ""}
-        sampling = {"temperature": run.temperature, "seed": run.seed}
+        server.wait_ready()
+        outcomes.put(None)
+    except Exception as e:  # handed to the page's thread, which raises it
+        outcomes.put(e)
+
+
+def race_job(ctx: AppContext, servers: SessionServers, view: ServedView, form: ServedForm):
+    """Race the plain and the speculative deployment on the prompt, one after the other, each on
+    its own clock; acceptance from the speculative server's counters."""
+    try:
+        run, _ = form.parse()
+        plain, spec = yield from clients(ctx, servers, form, run, view.status)
         before = counters(spec)
-        for name, client, box in (("plain", plain, view.plain_text), ("speculative", spec, view.spec_text)):
-            shown = 0.0
-            for item in client.stream(prompt, run.max_new_tokens, ignore_eos=False, **sampling):
-                if hasattr(item, "elapsed_s"):  # the whole completion, last
-                    times[name], texts[name] = item.times, item.text
-                    continue
-                texts[name] += item.text
-                times[name] += [item.t] * max(len(item.token_ids), 1)
-                if time.monotonic() - shown > REDRAW_S:
-                    shown = time.monotonic()
-                    yield race_frame(view, texts, times, f"Streaming {name}…")
+        times, texts = yield from streaming(view, form.prompt, run, {"plain": plain, "speculative": spec})
         spent = counters(spec) - before
         frame = race_frame(view, texts, times, "Done.")
         frame[view.acceptance] = figures.acceptance_by_position(spent.acceptance_by_position, spent.alpha)
@@ -170,6 +203,26 @@ def race_job(ctx, servers, view, session, pair, method, gamma, new, temperature,
         yield frame
     except (ValueError, ServedError, RuntimeError) as e:
         yield from fail(view.status, str(e))
+
+
+def streaming(view: ServedView, prompt: str, run: RunConfig, clients: dict):
+    """Stream the prompt's completion from each client in turn, redrawing both panes at most every
+    REDRAW_S; returns ({name: token times}, {name: text})."""
+    times = {name: [] for name in clients}
+    texts = {name: "" for name in clients}
+    for name, client in clients.items():
+        shown = 0.0
+        for item in client.stream(prompt, run.max_new_tokens, ignore_eos=False, temperature=run.temperature,
+                                  seed=run.seed):
+            if hasattr(item, "elapsed_s"):  # the whole completion, last
+                times[name], texts[name] = item.times, item.text
+                continue
+            texts[name] += item.text
+            times[name] += [item.t] * max(len(item.token_ids), 1)
+            if time.monotonic() - shown > REDRAW_S:
+                shown = time.monotonic()
+                yield race_frame(view, texts, times, f"Streaming {name}…")
+    return times, texts
 
 
 def race_frame(view, texts, times, message) -> dict:
@@ -187,18 +240,18 @@ def race_summary(times, spent) -> str:
             f"speedup **{speedup:.2f}×** · α (server counters) **{alpha}** over {spent.drafts} drafts")
 
 
-def sweep_job(ctx, servers, view, session, pair, method, gamma, new, temperature, plain_url, spec_url,
-              prompt, levels):
+def sweep_job(ctx: AppContext, servers: SessionServers, view: ServedView, form: ServedForm):
+    """Sweep simultaneous requests on both deployments: throughput and latency per level."""
     try:
-        run, prompt, levels = checked(pair, method, gamma, new, temperature, plain_url, spec_url, prompt, levels)
+        run, levels = form.parse()
         if not levels:
             raise ValueError(f"simultaneous requests must be comma-separated integers in [1, 256], e.g. {LEVELS}")
-        plain, spec = yield from clients(ctx, servers, session, run, method, plain_url, spec_url, view.status)
+        plain, spec = yield from clients(ctx, servers, form, run, view.status)
         curves = {"plain": [], "speculative": []}
         for n in levels:
             for name, client in (("plain", plain), ("speculative", spec)):
                 yield {view.status: status_html(f"{n} simultaneous requests on {name}…")}
-                curves[name].append(concurrency_point(client, [prompt], n, run))
+                curves[name].append(concurrency_point(client, [form.prompt], n, run))
                 rate, latency = figures.concurrency_figures(curves["plain"], curves["speculative"])
                 yield {view.rate: rate, view.latency: latency}
         yield {view.status: status_html("Sweep done.")}

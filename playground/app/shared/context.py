@@ -8,6 +8,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from playground.app.shared.sessions import Measurements
@@ -37,6 +38,16 @@ class StopFlags:
         with self.lock:
             if self.flags.get(session) is flag:
                 del self.flags[session]
+
+    @contextmanager
+    def held(self, session: str | None) -> Iterator[threading.Event]:
+        """`with stops.held(session) as flag:` a fresh flag for the job the session runs now, and
+        forgotten when the job ends, however it ends (finished, failed, or closed by Gradio's cancel)."""
+        flag = self.begin(session)
+        try:
+            yield flag
+        finally:
+            self.end(session, flag)
 
     def press(self, session: str | None) -> None:
         with self.lock:

@@ -1,11 +1,16 @@
-"""What every tab's handler does the same way: read the knobs, load the pair while streaming its
+"""What every tab's handler does the same way: check its form, load the pair while streaming its
 progress, turn an error into a message in the page (never a traceback), and wire its Run and
 Stop buttons.
 
-Handlers yield one dict per redraw, keyed by the components it changes (Gradio leaves the
-others as they are), so no handler counts output positions. A tab's outputs are a small
-dataclass of components (its view); `outputs(view)` lists them in field order, which is the
-order the API returns them in.
+A model job's handler takes one object, the tab's form (form.py): its inputs, declared once. It
+yields one dict per redraw, keyed by the components it changes (Gradio leaves the others as they
+are), so no handler counts output positions. A tab's outputs are a small dataclass of components
+(its view); `outputs(view)` lists them in field order, which is the order the API returns them in.
+The usual handler reads
+
+    settings = yield from parsed(view.status, form.parse)        # a bad field: a message, nothing loads
+    pair = yield from load_pair(ctx, settings, view.status)       # progress in the status box
+    yield from guarded(view.status, work(...), "The X failed")    # any failure: a message, not a traceback
 """
 
 from __future__ import annotations
@@ -13,16 +18,19 @@ from __future__ import annotations
 import html
 import logging
 import re
-from collections.abc import Iterator
-from dataclasses import fields
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, fields
+from typing import TypeVar
 
 import gradio as gr
 
 from playground.config import RunConfig
-from playground.app.shared.context import SERIAL, Loading
+from playground.app.shared.context import SERIAL, Loading, StopFlags
+from playground.app.shared.form import Form
 from playground.app.shared.sessions import session_of
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def status_html(message: str, fraction: float | None = None, error: bool = False) -> str:
@@ -36,25 +44,59 @@ def outputs(view) -> list:
     return [getattr(view, f.name) for f in fields(view)]
 
 
-def model_job(button, handler, inputs, outputs, status, api_name: str, stop=None, stop_api: str | None = None,
-              stopped: str = "Stopped.", knobs: dict | None = None, stops=None):
-    """Wire a button to a handler that runs the models: one job at a time across the app (the
-    hardware is shared), progress on the status box, and Stop cancelling it between steps.
-    Values reach the handler as the page sends them; the handler checks them itself. `knobs`
-    (name -> control) reach it as keyword arguments, so the API names them as the run
-    configuration does (`gamma`, `temperature`, ...) and a client may pass them by name.
-    With `stops` (context.StopFlags), Stop also raises the session's flag, which a handler that
-    checks it after each engine step honours within one step (Gradio's cancel waits for a frame)."""
-    job = button.click(handler, inputs, outputs, inputs_kwargs=knobs, api_name=api_name, show_progress="minimal",
-                       show_progress_on=[status], preprocess=False, **SERIAL)
-    if stop is not None:
-        def on_stop(request: gr.Request):
-            if stops is not None:
-                stops.press(session_of(request))
-            return status_html(stopped)
+@dataclass(frozen=True)
+class Stop:
+    """A tab's Stop button, as one object. Pressing it cancels the job, answers on the API as
+    `api_name`, and leaves `message` in the status box. Gradio's cancel lands only between two
+    frames; with `flags` (the context's StopFlags) Stop also raises the session's flag, which a
+    handler that checks it after each engine step honours within one step."""
 
-        stop.click(on_stop, None, status, cancels=[job], queue=False, api_name=stop_api)
+    button: gr.Button
+    api_name: str | None = None
+    message: str = "Stopped."
+    flags: StopFlags | None = None
+
+    def cancels(self, job, status) -> None:
+        def on_stop(request: gr.Request):
+            if self.flags is not None:
+                self.flags.press(session_of(request))
+            return status_html(self.message)
+
+        self.button.click(on_stop, None, status, cancels=[job], queue=False, api_name=self.api_name)
+
+
+def model_job(button, handle, form: Form, outputs, status, api_name: str, stop: Stop | None = None):
+    """Wire a button to `handle(form)`, a handler that runs the models: one job at a time across the
+    app (the hardware is shared), progress on the status box, Stop cancelling it between steps.
+
+    `form` is the tab's form built of its components; each becomes an API parameter under its field's
+    name (the knobs under theirs: `gamma`, `temperature`, ...), so a client may pass them by name. On a
+    click the handler gets the form again, of the values as the page sent them (preprocess=False: the
+    form's checks name the field, where Gradio's range check would not; see controls.py)."""
+
+    def event(request: gr.Request, progress=gr.Progress(), **values) -> Iterator[dict]:
+        yield from handle(form.read(values, session_of(request), progress))
+
+    job = button.click(event, None, outputs, inputs_kwargs=form.controls(), api_name=api_name,
+                       show_progress="minimal", show_progress_on=[status], preprocess=False, **SERIAL)
+    if stop is not None:
+        stop.cancels(job, status)
     return job
+
+
+def parsed(status, parse: Callable[[], T]) -> Generator[dict, None, T]:
+    """`settings = yield from parsed(view.status, form.parse)`: the form's values checked before
+    anything loads; a ValueError (which names the field) becomes the message in the status box."""
+    try:
+        return parse()
+    except ValueError as e:
+        yield from fail(status, str(e))
+
+
+def random_weights_note(pair, real: str = "the mechanics are real") -> str:
+    """The status line's last line on a random-weight pair: the text is gibberish by design, and what
+    the tab shows is still real; nothing on any other pair."""
+    return f"\nRandom-weight pair: the text is gibberish, {real}." if pair.random_weights else ""
 
 
 # An absolute path: a slash not following a word character, dot or slash (so not 1/2 or a URL),
@@ -88,6 +130,13 @@ def guarded(status, work: Iterator, failed: str):
     except Exception as e:
         log.exception(failed)
         yield from fail(status, f"{failed}: {type(e).__name__}: {e}")
+
+
+def at_once(compute: Callable[[], T]) -> Generator[dict, None, T]:
+    """Work that streams nothing, as the generator guarded() runs:
+    `value = yield from guarded(view.status, at_once(stepper.step), "Generation failed")`."""
+    yield from ()
+    return compute()
 
 
 def loading(progress: Iterator[Loading], status):
@@ -148,14 +197,6 @@ def compile_message(event) -> str:
         return (f"Compiling {event.model} step {event.index} of {event.total} ({shape}), once per pair "
                 "and session; not part of any timing…")
     return f"Compiled {event.model} step {event.index} of {event.total} ({shape}) in {event.seconds:.1f} s."
-
-
-def in_order(knobs: dict) -> list:
-    """Knob values passed by name, in RunConfig's field order (how the handlers take them)."""
-    unknown = set(knobs) - set(RunConfig.names())
-    if unknown:
-        raise TypeError(f"unknown knobs: {', '.join(sorted(unknown))}")
-    return [knobs[name] for name in RunConfig.names()]
 
 
 def read_settings(values: dict) -> RunConfig:

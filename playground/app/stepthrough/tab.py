@@ -1,14 +1,14 @@
 """The Step-through tab: one speculative step per click, every stage explained beside its numbers.
 
-The paused run lives in this session's gr.State (a Stepper): Next step advances it by one target
-call; changing the prompt or a knob starts over; Back to start closes it.
+The paused run lives in this session's gr.State (a Stepper), which the StepForm carries: Next step
+advances it by one target call; changing the prompt or a knob starts over; Back to start closes it.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import gradio as gr
 
@@ -21,16 +21,35 @@ from playground.app.stepthrough import view as step_view
 from playground.app.stepthrough import tree_view
 from playground.app.shared.context import SERIAL, AppContext
 from playground.app.shared.examples import STEP_THROUGH as EXAMPLES
-from playground.app.shared.flow import (check_prompt, fail, in_order, load_pair, model_job, outputs, read_settings,
-                                        status_html)
+from playground.app.shared.flow import (at_once, check_prompt, guarded, load_pair, model_job, outputs, parsed,
+                                        random_weights_note, read_settings, status_html)
+from playground.app.shared.form import Form
 from playground.app.stepthrough.run import Stepper, close_stepper, start, stepper_key
 
 TITLE = "Step-through"
-log = logging.getLogger(__name__)
 
 SESSION_TTL_S = 1800  # a paused run (and the models it holds) is dropped after this long unused
 PLACEHOLDER = "The new text appears here, token by token, coloured by fate."
 FIRST_FIGURE = "The bar charts of q and p appear after the first step."
+
+
+@dataclass(frozen=True)
+class StepForm(Form):
+    """What a step reads from the page; field order is the API's parameter order (the paused run
+    is session state: Gradio keeps it out of the API)."""
+
+    prompt: str
+    so_far: str  # the answer so far, which the run continues ("" for none)
+    stepper: Stepper | None  # this session's paused run, None before the first step
+    knobs: dict  # every RunConfig field by name, as the page sends it
+
+    def parse(self) -> RunConfig:
+        """The run's settings and the texts, checked before anything loads (ValueError names the field)."""
+        settings = read_settings(self.knobs)
+        check_prompt(self.prompt)
+        if self.so_far:
+            check_prompt(self.so_far, "text so far", empty_ok=True)
+        return settings
 
 
 @dataclass(frozen=True)
@@ -99,66 +118,49 @@ def build(ctx: AppContext) -> dict:
     stepper = gr.State(None, time_to_live=SESSION_TTL_S, delete_callback=close_stepper)
 
     view = StepView(stepper, text, stages, figure, status)
-    handler = step_handler(ctx, view)
-
-    def step_event(prompt: str, so_far: str, stepper: Stepper | None, **knobs) -> Iterator[dict]:
-        yield from handler(prompt, so_far, stepper, *in_order(knobs))
-
-    model_job(step, step_event, [prompt, so_far, stepper], outputs(view), status, "step", knobs=knobs)
+    model_job(step, partial(handle, ctx, view), StepForm(prompt, so_far, stepper, knobs), outputs(view),
+              status, "step")
     reset.click(reset_handler(view), [stepper], outputs(view), api_name="step_reset", **SERIAL)
     controls.follow_pair(ctx, knobs)
     return {"view": view}
 
 
-def step_handler(ctx: AppContext, view: StepView):
-    """The Next step handler, bound to this app's context (its pair cache) and view by closure."""
-
-    def step(prompt: str, so_far: str, stepper: Stepper | None, *knobs) -> Iterator[dict]:
-        try:
-            settings = read_settings(dict(zip(RunConfig.names(), knobs, strict=True)))
-            check_prompt(prompt)
-            if so_far:
-                check_prompt(so_far, "text so far", empty_ok=True)
-        except ValueError as e:
-            yield from fail(view.status, str(e))
-        pair = yield from load_pair(ctx, settings, view.status)
-        note = ""
-        key = stepper_key(prompt, so_far, settings)
-        if isinstance(stepper, Stepper) and stepper.released and stepper.key == key:
-            try:  # its models were freed for another pair while it was paused: reload, replay, go on
-                stepper.resume(pair)
-            except Exception as e:
-                yield from fail(view.status, f"Could not resume the paused run: {e}")
-            ctx.cache.hold(pair, stepper.release)
-            note = "The models were freed while this run was paused (another pair needed them); reloaded. "
-        if (
-            not isinstance(stepper, Stepper)
-            or stepper.key != stepper_key(prompt, so_far, settings)
-            or stepper.pair is not pair
-        ):
-            if isinstance(stepper, Stepper):
-                stepper.close()
-                note = "The prompt or settings changed, so the run started over. "
-            try:
-                stepper = start(pair, prompt, so_far or "", settings)
-            except ValueError as e:  # the prompt does not fit the context, a bad n-gram range…
-                yield from fail(view.status, str(e))
-            ctx.cache.hold(pair, stepper.release)  # paused, it lets go when the pair is evicted
-        try:
-            event = stepper.step()
-        except Exception as e:
-            log.exception("step failed")
-            yield from fail(view.status, f"Generation failed: {type(e).__name__}: {e}")
-        if event is None:
-            done = "The run has finished. Press Back to start (or change the prompt) to go again."
-            yield {view.stepper: stepper, view.status: status_html(done)}
-            return
-        yield shown(view, stepper, event, pair.random_weights, note)
-
-    return step
+def handle(ctx: AppContext, view: StepView, form: StepForm) -> Iterator[dict]:
+    """Next step: check the form, load the pair, take up the paused run (or start one), run one
+    target call and show it; any failure is a message in the status box."""
+    settings = yield from parsed(view.status, form.parse)
+    pair = yield from load_pair(ctx, settings, view.status)
+    stepper, note = yield from guarded(view.status, at_once(lambda: paused_run(ctx, pair, form, settings)),
+                                       "Could not start or resume the run")
+    event = yield from guarded(view.status, at_once(stepper.step), "Generation failed")
+    if event is None:
+        done = "The run has finished. Press Back to start (or change the prompt) to go again."
+        yield {view.stepper: stepper, view.status: status_html(done)}
+        return
+    yield shown(view, stepper, event, pair, note)
 
 
-def shown(view: StepView, stepper: Stepper, event, random_weights: bool, note: str = "") -> dict:
+def paused_run(ctx: AppContext, pair, form: StepForm, settings: RunConfig) -> tuple[Stepper, str]:
+    """(the run to step, a note for the status line): the session's paused run, resumed on the
+    reloaded pair if another pair had freed its models; or a fresh one when there is none, or the
+    prompt or settings changed. ValueError: the prompt does not fit the context, a bad n-gram range…"""
+    stepper, key = form.stepper, stepper_key(form.prompt, form.so_far, settings)
+    paused = isinstance(stepper, Stepper)
+    if paused and stepper.released and stepper.key == key:
+        stepper.resume(pair)  # its models were freed for another pair while it was paused: replay, go on
+        ctx.cache.hold(pair, stepper.release)
+        return stepper, ("The models were freed while this run was paused (another pair needed them); "
+                         "reloaded. ")
+    if paused and stepper.key == key and stepper.pair is pair:
+        return stepper, ""
+    if paused:
+        stepper.close()
+    fresh = start(pair, form.prompt, form.so_far or "", settings)
+    ctx.cache.hold(pair, fresh.release)  # paused, it lets go when the pair is evicted
+    return fresh, "The prompt or settings changed, so the run started over. " if paused else ""
+
+
+def shown(view: StepView, stepper: Stepper, event, pair, note: str = "") -> dict:
     steps = len(stepper.history)
     tokens = len(stepper.track.tokens)
     line = (
@@ -166,8 +168,7 @@ def shown(view: StepView, stepper: Stepper, event, random_weights: bool, note: s
         f"one target call; {tokens} tokens in {steps} calls so far."
     )
     line += " The run has finished." if stepper.finished else " Press Next step for the next one."
-    if random_weights:
-        line += "\nRandom-weight pair: the text is gibberish, the mechanics are real."
+    line += random_weights_note(pair)
     stages, figure = step_panels(event, stepper, steps)
     return {
         view.stepper: stepper,

@@ -8,13 +8,14 @@ Row kinds: each drafter as a chain, and `tree`, the draft model growing a token 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from playground.config import DRAFTER_LABELS, DRAFTERS, KNOBS, MODEL, TREE
 from playground.measure.bench import sweep
 from playground.measure.bench.prompts import EXAMPLE, Prompt, load_prompts
 from playground.app.shared.examples import RACE
 from playground.app.shared.flow import read_settings, whole
+from playground.app.shared.form import Form
 
 MAX_RUNS = 400  # cells × prompts: past this a CPU sweep takes a day
 MAX_PER_CATEGORY = 20
@@ -30,8 +31,8 @@ BUILTIN = {e[0]: e[1] for e in RACE}  # the Race tab's examples, by label
 
 
 @dataclass(frozen=True)
-class Form:
-    """The page's fields, as the page sends them."""
+class SweepForm(Form):
+    """The page's fields, as the page sends them; field order is the API's parameter order."""
 
     pair: str | None = None
     gammas: str = "1,2,4"
@@ -40,13 +41,20 @@ class Form:
     examples: tuple = ()
     categories: tuple = ()
     per_category: int = 1
-    max_new_tokens: int = 32
+    tokens: int = 32  # max new tokens per run
     repeats: int = 1
     seed: int = 0
     drafts: str = ""
 
 
-def plan_of(form: Form, suggested: dict | None = None, builtin: dict[str, str] = BUILTIN) -> sweep.Plan:
+def planned(registry, form: SweepForm) -> sweep.Plan:
+    """The form as a plan over the chosen pair (its name resolved, None: the registry's default) and
+    the draft knobs it suggests; ValueError names the page's field."""
+    spec = registry.pair(form.pair)
+    return plan_of(replace(form, pair=spec.name), spec.suggested())
+
+
+def plan_of(form: SweepForm, suggested: dict | None = None, builtin: dict[str, str] = BUILTIN) -> sweep.Plan:
     """The form as a plan: row kinds × temperatures × γ values × draft settings over the base run
     (the pair, its suggested draft knobs where the draft settings say nothing, seed and length).
     ValueError names the page's field."""
@@ -56,7 +64,7 @@ def plan_of(form: Form, suggested: dict | None = None, builtin: dict[str, str] =
                                                                                "temperatures"),
                 "gamma": sweep.axis("gamma", form.gammas, "γ values"), **drafts}
         prompts = choose_prompts(form.examples, form.categories, form.per_category, builtin)
-        base = read_settings({"pair": form.pair, "seed": form.seed, "max_new_tokens": form.max_new_tokens,
+        base = read_settings({"pair": form.pair, "seed": form.seed, "max_new_tokens": form.tokens,
                               **{k: v for k, v in (suggested or {}).items() if k in DRAFT_AXIS}})
         repeats = whole("repeats", form.repeats, 1, MAX_REPEATS)
         # the one rule between a row's values the fields above cannot check alone: n-gram max >= min

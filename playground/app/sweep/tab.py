@@ -2,18 +2,18 @@
 the benchmark's sweep (measure/bench/sweep.py), with a progress bar and Stop; a results table and plots that
 fill in cell by cell; the report to download as CSV and JSON in the benchmark's schema (so
 `python -m playground.measure.bench.charts` draws it too); the fastest row's settings handed to the Export
-tab (wired in app/demo.py). The fields become a plan in form.py.
+tab (wired in app/demo.py). The fields are a SweepForm, which becomes a plan in form.py.
 
 Every measured prompt also becomes a point of the Theory tab (ctx.measurements).
 """
 
 from __future__ import annotations
 
-import logging
 import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 
 import gradio as gr
@@ -22,19 +22,19 @@ import plotly.graph_objects as go
 from playground.config import KNOBS, MODEL
 from playground.measure.bench import sweep
 from playground.measure.bench.machine import spare_a_core
-from playground.app.shared.sessions import session_of
 from playground.measure.teach.points import point_from_record
 from playground.measure.bench.prompts import categories_of, load_prompts, prompt_name
 from playground.measure.bench.report import write_csv, write_json
 from playground.app.shared import controls
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import fail, load_pair, model_job, outputs, status_html
+from playground.app.shared.flow import (Stop, guarded, load_pair, model_job, outputs, parsed,
+                                        random_weights_note, status_html)
 from playground.app.shared.lockstep import streamed
 from playground.app.shared.plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR, empty_figure, figure, line
-from playground.app.sweep.form import BUILTIN, DRAFT_AXIS, MAX_PER_CATEGORY, MAX_REPEATS, ROW_KINDS, ROW_LABELS, Form, plan_of
+from playground.app.sweep.form import (BUILTIN, DRAFT_AXIS, MAX_PER_CATEGORY, MAX_REPEATS, ROW_KINDS,
+                                       ROW_LABELS, SweepForm, planned)
 
 TITLE = "Sweep"
-log = logging.getLogger(__name__)
 
 # The table: (column, header, the summary's key) for the measured columns, after the row's settings
 SETTINGS_COLUMNS = [("drafter", "drafter"), ("draft", "draft settings"), ("temperature", "T"), ("gamma", "γ")]
@@ -126,65 +126,59 @@ def build(ctx: AppContext) -> dict:
         alpha_plot = gr.Plot(empty_figure(ALPHA_EMPTY), show_label=False)
 
     view = SweepView(table, speedup_plot, alpha_plot, files, status, gr.State(None))
-    inputs = [pair, gammas, drafters, temperatures, examples, categories, per_category, tokens, repeats, seed, drafts]
-    model_job(run, sweep_handler(ctx, view), inputs, outputs(view), status, "sweep", stop=stop, stop_api="sweep_stop",
-              stopped="Stopped. The rows measured so far stay in the table.")
+    form = SweepForm(pair, gammas, drafters, temperatures, examples, categories, per_category, tokens,
+                     repeats, seed, drafts)
+    model_job(run, partial(handle, ctx, view), form, outputs(view), status, "sweep",
+              Stop(stop, "sweep_stop", "Stopped. The rows measured so far stay in the table."))
     return {"fastest": view.fastest, "view": view}
 
 
-def sweep_handler(ctx: AppContext, view: SweepView):
-    def run(pair: str, gammas: str, drafters: list, temperatures: str, examples: list, categories: list,
-            per_category: int, tokens: int, repeats: int, seed: int, drafts: str = "", request: gr.Request = None,
-            progress=gr.Progress()) -> Iterator[dict]:
-        try:
-            spec = ctx.registry.pair(pair)
-            form = Form(spec.name, gammas, tuple(drafters or ()), temperatures, tuple(examples or ()),
-                        tuple(categories or ()), per_category, tokens, repeats, seed, drafts)
-            plan = plan_of(form, spec.suggested())
-        except ValueError as e:
-            yield from fail(view.status, str(e))
-        loaded = yield from load_pair(ctx, plan.grid.base, view.status)
-        rows: list[dict] = []
-        yield {view.table: [], view.speedup: empty_figure(SPEEDUP_EMPTY), view.alpha: empty_figure(ALPHA_EMPTY),
-               view.files: None,
-               view.status: status_html(f"Sweeping {len(plan.cells)} settings × {len(plan.prompts)} prompts…", 0.0)}
-        session = session_of(request)
+def handle(ctx: AppContext, view: SweepView, form: SweepForm) -> Iterator[dict]:
+    """Run the sweep: check the grid, load the pair, then measure cell by cell, the table and plots
+    filling in; any failure is a message in the status box."""
+    plan = yield from parsed(view.status, lambda: planned(ctx.registry, form))
+    loaded = yield from load_pair(ctx, plan.grid.base, view.status)
+    sweeping_what = f"Sweeping {len(plan.cells)} settings × {len(plan.prompts)} prompts…"
+    yield {view.table: [], view.speedup: empty_figure(SPEEDUP_EMPTY), view.alpha: empty_figure(ALPHA_EMPTY),
+           view.files: None, view.status: status_html(sweeping_what, 0.0)}
+    rows: list[dict] = []  # a table row per measured cell, filled as the sweep goes
+    result = yield from guarded(view.status, sweeping(ctx, view, form, plan, loaded, rows),
+                                "The sweep failed")
+    # Gradio copies returned files into its own cache before it resumes the handler, so the
+    # folder is removed as soon as the last redraw is sent (or the job is cancelled).
+    with tempfile.TemporaryDirectory(prefix="playground-sweep-") as folder:
+        best = fastest(rows)
+        where = (f" The fastest ({best['drafter']}, γ = {best['gamma']}) is in the Export tab."
+                 if best else "")
+        note = random_weights_note(loaded, "the speedups are real")
+        yield {**figures(view, rows), view.files: write_files(result, folder), view.fastest: best,
+               view.status: status_html(f"Done: {len(rows)} settings measured. The points are on the Theory "
+                                        f"tab too.{where}{note}")}
 
-        def show(step: sweep.Progress) -> dict:
-            progress((step.done, step.total), desc="sweeping")
-            if step.run is None:
-                said = f"Measured {step.what}" if step.record else f"Ran {step.what}"
-                return {view.status: status_html(f"{said} ({step.done}/{step.total})", step.done / step.total)}
-            if not step.run["prompts"]:
-                raise ValueError(f"prompts: none fits the target's context with {step.cell.max_new_tokens} new tokens")
-            rows.append(row_of(plan, step.cell, step.run))  # a table row, and a point per prompt for the Theory tab
-            for point in rows[-1]["points"]:
-                ctx.measurements.add(session, point)
-            done = f"Measured {len(rows)} of {len(plan.cells)} settings."
-            return {**figures(view, rows), view.status: status_html(done, step.done / step.total)}
 
-        def work(report) -> dict:
-            with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
-                return sweep.run(plan, lambda cell: loaded, config_of(plan), report)
+def sweeping(ctx: AppContext, view: SweepView, form: SweepForm, plan: sweep.Plan, loaded, rows: list[dict]):
+    """The benchmark's sweep in lockstep; each measured cell adds a row to `rows` (and its prompts'
+    points to the session's theory view) and redraws; returns the report."""
 
-        try:
-            result = yield from streamed(work, show)
-        except ValueError as e:
-            yield from fail(view.status, str(e))
-        except Exception as e:
-            log.exception("sweep failed")
-            yield from fail(view.status, f"The sweep failed: {type(e).__name__}: {e}")
-        note = "\nRandom-weight pair: speedups are real, the text is gibberish." if loaded.random_weights else ""
-        # Gradio copies returned files into its own cache before it resumes the handler, so the
-        # folder is removed as soon as the last redraw is sent (or the job is cancelled).
-        with tempfile.TemporaryDirectory(prefix="playground-sweep-") as folder:
-            best = fastest(rows)
-            where = f" The fastest ({best['drafter']}, γ = {best['gamma']}) is in the Export tab." if best else ""
-            yield {**figures(view, rows), view.files: write_files(result, folder), view.fastest: best,
-                   view.status: status_html(f"Done: {len(rows)} settings measured. The points are on the Theory "
-                                            f"tab too.{where}{note}")}
+    def show(step: sweep.Progress) -> dict:
+        form.progress((step.done, step.total), desc="sweeping")
+        if step.run is None:
+            said = f"Measured {step.what}" if step.record else f"Ran {step.what}"
+            return {view.status: status_html(f"{said} ({step.done}/{step.total})", step.done / step.total)}
+        if not step.run["prompts"]:
+            raise ValueError(f"prompts: none fits the target's context with {step.cell.max_new_tokens} new "
+                             "tokens")
+        rows.append(row_of(plan, step.cell, step.run))
+        for point in rows[-1]["points"]:
+            ctx.measurements.add(form.session, point)
+        done = f"Measured {len(rows)} of {len(plan.cells)} settings."
+        return {**figures(view, rows), view.status: status_html(done, step.done / step.total)}
 
-    return run
+    def work(report) -> dict:
+        with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
+            return sweep.run(plan, lambda cell: loaded, config_of(plan), report)
+
+    return (yield from streamed(work, show))
 
 
 def config_of(plan: sweep.Plan) -> dict:

@@ -8,20 +8,38 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import gradio as gr
 
-from playground.config import KNOBS, MODEL, RUNNERS
+from playground.config import KNOBS, MODEL, RUNNERS, RunConfig
 from playground.app.theory import explain as theory
 from playground.app.theory import runners as runner_views
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import fail, guarded, load_pair, model_job, outputs, read_settings, status_html
+from playground.app.shared.flow import (guarded, load_pair, model_job, outputs, parsed, read_settings,
+                                        status_html)
+from playground.app.shared.form import Form
 from playground.app.shared.lockstep import streamed
 from playground.app.shared.sessions import session_of
 from playground.measure.teach.theory import pooled_for
 
 RUNNER_CHOICES = tuple(r for r in RUNNERS if r != "auto")  # what a learner may measure, each by name
 VERIFY_K = 9  # v(k) for k = 1..9 tokens, as the tab's own curve: γ up to 8
+
+
+@dataclass(frozen=True)
+class RunnersForm(Form):
+    """What "Measure c and v(k) per runner" reads from the page; field order is the API's."""
+
+    pair: str
+    runners: list  # the runners to measure, by name
+    temperature: float
+    gamma: int
+
+    def parse(self) -> tuple[list[str], RunConfig]:
+        """(the chosen runners, the run's settings), checked before anything loads."""
+        return check_runners(self.runners), read_settings({"pair": self.pair, "temperature": self.temperature,
+                                                           "gamma": self.gamma})
 
 
 @dataclass(frozen=True)
@@ -59,8 +77,8 @@ def wire(ctx: AppContext, view: RunnerView, runners, button, chosen: list, gamma
     redraw = redraw_handler(ctx, view)
     for control in (pair, temperature, gamma):
         control.change(redraw, [pair, temperature, gamma], figures(view), queue=False, api_visibility="private")
-    model_job(button, measure_handler(ctx, view), [pair, runners, temperature, gamma], outputs(view), view.status,
-              "measure_runners")
+    form = RunnersForm(pair, runners, temperature, gamma)
+    model_job(button, partial(handle, ctx, view), form, outputs(view), view.status, "measure_runners")
 
 
 def figures(view: RunnerView) -> list:
@@ -96,24 +114,17 @@ def check_runners(runners) -> list[str]:
     return chosen
 
 
-def measure_handler(ctx: AppContext, view: RunnerView):
-    """Measure c and v(k) of the pair through each chosen runner (cached per pair and runner)."""
-
-    def measure(pair: str, runners, temperature: float, gamma, request: gr.Request = None) -> Iterator[dict]:
-        try:
-            chosen = check_runners(runners)
-            settings = read_settings({"pair": pair, "temperature": temperature, "gamma": gamma})
-        except ValueError as e:
-            yield from fail(view.status, str(e))
-        loaded = yield from load_pair(ctx, settings, view.status)
-        failed = yield from guarded(view.status, measuring(ctx, view, loaded, chosen), "Measurement failed")
-        done = "Measured " + ", ".join(r for r in chosen if r not in failed) if len(failed) < len(chosen) else ""
-        note = "; ".join(f"{r}: {why}" for r, why in failed.items())
-        message = ". ".join(m for m in (done, f"Not measured: {note}" if note else "") if m) + "."
-        yield {**draw(ctx, view, session_of(request), settings.pair, settings.temperature, settings.gamma),
-               view.status: status_html(message, error=bool(failed) and not done)}
-
-    return measure
+def handle(ctx: AppContext, view: RunnerView, form: RunnersForm) -> Iterator[dict]:
+    """Measure c and v(k) of the pair through each chosen runner (cached per pair and runner); a runner
+    that cannot run the pair is named with why, and the others are still measured."""
+    chosen, settings = yield from parsed(view.status, form.parse)
+    loaded = yield from load_pair(ctx, settings, view.status)
+    failed = yield from guarded(view.status, measuring(ctx, view, loaded, chosen), "Measurement failed")
+    done = "Measured " + ", ".join(r for r in chosen if r not in failed) if len(failed) < len(chosen) else ""
+    note = "; ".join(f"{r}: {why}" for r, why in failed.items())
+    message = ". ".join(m for m in (done, f"Not measured: {note}" if note else "") if m) + "."
+    yield {**draw(ctx, view, form.session, settings.pair, settings.temperature, settings.gamma),
+           view.status: status_html(message, error=bool(failed) and not done)}
 
 
 def measuring(ctx: AppContext, view: RunnerView, loaded, chosen: list[str]):

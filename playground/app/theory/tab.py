@@ -8,26 +8,26 @@ race once it records its runs there), filtered to the pair, drafter and temperat
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import gradio as gr
 
-from playground.config import KNOBS
+from playground.config import KNOBS, RunConfig
 from playground.app.shared import controls
 from playground.app.theory import explain as theory
 from playground.app.theory import plots as theory_plots
 from playground.app.theory import runner_section
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import (check_prompt, fail, guarded, load_pair, model_job, outputs, read_settings,
-                                        status_html, whole)
+from playground.app.shared.flow import (Stop, check_prompt, guarded, load_pair, model_job, outputs, parsed,
+                                        read_settings, status_html, whole)
+from playground.app.shared.form import Form
 from playground.app.shared.lockstep import streamed
 from playground.app.shared.sessions import session_of
 from playground.measure.teach.theory import measure_point, pooled_for
 
 TITLE = "Theory vs measurement"
-log = logging.getLogger(__name__)
 
 # A measurement here is a warm-up and two or three timed runs while the page waits: a page-level cap on
 # the run's length (within the max_new_tokens knob's range) keeps it to seconds on a CPU.
@@ -36,6 +36,23 @@ VERIFY_K = 9  # v(k) measured for k = 1..9 tokens: γ up to 8
 DEFAULT_PROMPT = "Write a Python function that returns the n-th Fibonacci number."
 
 
+@dataclass(frozen=True)
+class MeasureForm(Form):
+    """What "Measure α and c now" reads from the page; field order is the API's parameter order."""
+
+    prompt: str
+    pair: str
+    drafter: str
+    temperature: float
+    gamma: int
+    tokens: int  # new tokens per timed run, capped by the page (MAX_MEASURE_TOKENS)
+
+    def parse(self) -> RunConfig:
+        """The run's settings, checked before anything loads (ValueError names the field)."""
+        check_prompt(self.prompt)
+        tokens = whole("new tokens per run", self.tokens, 1, MAX_MEASURE_TOKENS)
+        return read_settings({"pair": self.pair, "drafter": self.drafter, "temperature": self.temperature,
+                              "gamma": self.gamma, "max_new_tokens": tokens})
 
 
 @dataclass(frozen=True)
@@ -51,7 +68,6 @@ class TheoryView:
 
 def build(ctx: AppContext) -> dict:
     spec = ctx.registry.pair(ctx.default_pair)
-    curves = None  # v(k) of the targets: the app's RunnerCosts (ctx.costs), shared with the race and lesson
     gr.Markdown(
         "How much should speculation help, and at which γ? The curve is the paper's formula fed with **α** "
         "and **c** measured here on this machine; the dots are speedups actually measured in this session."
@@ -106,14 +122,15 @@ def build(ctx: AppContext) -> dict:
     chosen = [pair, drafter, temperature]
     view = TheoryView(plot, explain, table, tree_plot, status)
     figures = [view.plot, view.explain, view.table, view.tree]  # what a redraw changes (not the status)
-    redraw = redraw_handler(ctx, view, curves)
+    redraw = redraw_handler(ctx, view)
     controls.describe_pair(ctx, pair)
     for control in chosen:
         control.change(redraw, chosen, figures, queue=False, api_visibility="private")
     runner_section.wire(ctx, runner_view, runners, runners_button, chosen, gamma)
-    model_job(measure, measure_handler(ctx, view, curves), [prompt, *chosen, gamma, tokens], outputs(view), status,
-              "measure", stop=stop, stop_api="measure_stop")
-    clear.click(clear_handler(ctx, view, curves), chosen, figures, queue=False, api_visibility="private")
+    form = MeasureForm(prompt, pair, drafter, temperature, gamma, tokens)
+    model_job(measure, partial(handle, ctx, view), form, outputs(view), status, "measure",
+              Stop(stop, "measure_stop"))
+    clear.click(clear_handler(ctx, view), chosen, figures, queue=False, api_visibility="private")
     tab = gr.context.Context.block  # the enclosing gr.Tab: redraw when it is opened (points may be new)
     if isinstance(tab, gr.Tab):
         tab.select(redraw, chosen, figures, queue=False, api_visibility="private")
@@ -122,13 +139,12 @@ def build(ctx: AppContext) -> dict:
     return {"view": view, "runners": runner_view}
 
 
-def draw(ctx: AppContext, view: TheoryView, session, pair: str, drafter: str, temperature: float,
-         curves=None) -> dict:
+def draw(ctx: AppContext, view: TheoryView, session, pair: str, drafter: str, temperature: float) -> dict:
     """Figure, explanation and table from this session's points of the chosen pair, drafter, T,
-    and the pair's target's measured v(k) when this app has measured it."""
+    and the pair's target's measured v(k) when this app run has measured it (ctx.costs)."""
     points, pooled = pooled_for(ctx.measurements.get(session), pair, drafter, temperature)
     what = f"{pair}, {drafter}, temperature {float(temperature):g}"
-    curve = target_curve(ctx, curves, pair)
+    curve = ctx.costs.target_curve(ctx.registry.pair(pair).target) if pair in ctx.registry.pairs else None
     return {
         view.plot: theory_plots.theory_figure(points, pooled, theory.recommended(pooled, curve), curve),
         view.explain: theory.explain_html(points, pooled, what, curve),
@@ -137,92 +153,54 @@ def draw(ctx: AppContext, view: TheoryView, session, pair: str, drafter: str, te
     }
 
 
-def target_curve(ctx: AppContext, curves, pair: str):
-    """The pair's target's v(k): from `curves` when given, else the one this app run measured last."""
-    if pair not in ctx.registry.pairs:
-        return None
-    target = ctx.registry.pair(pair).target
-    return ctx.costs.target_curve(target) if curves is None else curves.for_model(target)
-
-
-def redraw_handler(ctx: AppContext, view: TheoryView, curves=None):
+def redraw_handler(ctx: AppContext, view: TheoryView):
     def redraw(pair: str, drafter: str, temperature: float, request: gr.Request = None) -> dict:
-        return draw(ctx, view, session_of(request), pair, drafter, temperature, curves)
+        return draw(ctx, view, session_of(request), pair, drafter, temperature)
 
     return redraw
 
 
-def clear_handler(ctx: AppContext, view: TheoryView, curves=None):
+def clear_handler(ctx: AppContext, view: TheoryView):
     def clear(pair: str, drafter: str, temperature: float, request: gr.Request = None) -> dict:
         ctx.measurements.clear(session_of(request))
-        return draw(ctx, view, session_of(request), pair, drafter, temperature, curves)
+        return draw(ctx, view, session_of(request), pair, drafter, temperature)
 
     return clear
 
 
-def measure_handler(ctx: AppContext, view: TheoryView, curves=None):
-    """Measure one point now: warm-up, then baseline and speculative runs alternated (the bench's code)."""
-
-    def measure(
-        prompt: str,
-        pair: str,
-        drafter: str,
-        temperature: float,
-        gamma: int,
-        tokens: int,
-        request: gr.Request = None,
-        progress=gr.Progress(),
-    ) -> Iterator[dict]:
-        try:
-            check_prompt(prompt)
-            tokens = whole("new tokens per run", tokens, 1, MAX_MEASURE_TOKENS)
-            settings = read_settings(
-                {
-                    "pair": pair,
-                    "drafter": drafter,
-                    "temperature": temperature,
-                    "gamma": gamma,
-                    "max_new_tokens": tokens,
-                }
-            )
-        except ValueError as e:
-            yield from fail(view.status, str(e))
-        loaded = yield from load_pair(ctx, settings, view.status)
-        curve_of = (lambda m: ctx.costs.measure(m, settings.runner, VERIFY_K, 3)) if curves is None else \
-            (lambda m: curves.measure(m, max_k=VERIFY_K, repeats=3))
-        point = yield from guarded(view.status, measuring(view, loaded, prompt, settings, curve_of, progress),
-                                   "Measurement failed")
-        session = session_of(request)
-        ctx.measurements.add(session, point)
-        done = (
-            f"Measured at γ = {point.gamma}: speedup {point.speedup:.2f}×, α = {point.alpha:.2f}, "
-            f"c = {point.c:.2f}, verification cost {point.verify_cost:.2f}×."
-        )
-        yield {**draw(ctx, view, session, settings.pair, settings.drafter, settings.temperature, curves),
-               view.status: status_html(done)}
-
-    return measure
+def handle(ctx: AppContext, view: TheoryView, form: MeasureForm) -> Iterator[dict]:
+    """Measure one point now: check the form, load the pair, then a warm-up and the baseline and
+    speculative runs alternated (the bench's code), and the target's v(k) once per app run."""
+    settings = yield from parsed(view.status, form.parse)
+    loaded = yield from load_pair(ctx, settings, view.status)
+    point = yield from guarded(view.status, measuring(ctx, view, loaded, form, settings),
+                               "Measurement failed")
+    ctx.measurements.add(form.session, point)
+    done = (
+        f"Measured at γ = {point.gamma}: speedup {point.speedup:.2f}×, α = {point.alpha:.2f}, "
+        f"c = {point.c:.2f}, verification cost {point.verify_cost:.2f}×."
+    )
+    yield {**draw(ctx, view, form.session, settings.pair, settings.drafter, settings.temperature),
+           view.status: status_html(done)}
 
 
-def measuring(view: TheoryView, loaded, prompt: str, settings, curve_of, progress):
-    """One point measured in lockstep (and the target's v(k) by curve_of, once per app run), its
-    progress in the status box; returns the point."""
+def measuring(ctx: AppContext, view: TheoryView, loaded, form: MeasureForm, settings: RunConfig):
+    """One point measured in lockstep, then the target's v(k) into ctx.costs (measured once per app
+    run), its progress in the status box; returns the point."""
+    from playground.measure.bench.machine import spare_a_core
     from playground.models.text import encode_prompt
 
-    ids = encode_prompt(loaded.tokenizer, prompt)
+    ids = encode_prompt(loaded.tokenizer, form.prompt)
 
     def work(report):
-        point = measure_point(loaded, ids, settings, 1, report, "measure", short(prompt))
-        if curve_of is not None:  # v(k) of this target, once per app run (a few seconds)
-            from playground.measure.bench.machine import spare_a_core
-
-            with spare_a_core():  # the same threads as the runs it is set beside
-                curve_of(loaded.target)
-            report(3, 3, "v(k) of the target")
+        point = measure_point(loaded, ids, settings, 1, report, "measure", short(form.prompt))
+        with spare_a_core():  # the same threads as the runs it is set beside
+            ctx.costs.measure(loaded.target, settings.runner, VERIFY_K, 3)
+        report(3, 3, "v(k) of the target")
         return point
 
     def show(done: int, total: int, what: str) -> dict:
-        progress((done, total), desc=f"ran {what}")
+        form.progress((done, total), desc=f"ran {what}")
         return {view.status: status_html(f"Measuring: ran {what} ({done}/{total})", done / total)}
 
     return (yield from streamed(work, show))
