@@ -2,11 +2,12 @@
 
 Adding a tab: write `playground/app/<name>/tab.py` with `TITLE` and `build(ctx)` (layout, then
 wiring: `flow.model_job` for a button that runs the models, or `**context.SERIAL` on any other
-event that does), and add it to TABS below. Its handlers yield dicts keyed by the components they
-redraw (a small dataclass, the tab's view; `flow.outputs(view)` is the event's outputs), its
-knobs are `controls.control(name)` and its pair `controls.pair_control`. A tab imports app/shared
-and the layers below, never another tab: one that hands something to another returns its
-components from build(), and build_demo wires the two.
+event that does), and add it to TABS below. Its inputs are a form (a small dataclass, form.Form,
+built of its components; a click hands the handler the same form of the values sent) and its
+outputs a view (a small dataclass of the components its handlers' dicts redraw; `flow.outputs(view)`
+is the event's outputs). Its knobs are `controls.control(name)` and its pair `controls.pair_control`.
+A tab imports app/shared and the layers below, never another tab: one that hands something to
+another returns its components from build(), and build_demo wires the two.
 Nothing here loads a model: pairs load on the first run, through the context's PairCache.
 """
 
@@ -23,7 +24,7 @@ from playground.app.sweep import tab as tab_sweep
 from playground.app.theory import tab as tab_theory
 from playground.app.explorer import tab as tab_explorer
 from playground.app.lesson import tab as tab_lesson
-from playground.app.shared.context import AppContext, build_context
+from playground.app.shared.context import build_context
 
 TABS = [tab_race, tab_lesson, tab_stepthrough, tab_explorer, tab_theory, tab_lab, tab_sweep, tab_export, tab_served]
 
@@ -56,4 +57,4 @@ def build_demo(config: str | None = None, *, default_pair: str | None = None, ca
     return demo
 
 
-__all__ = ["AppContext", "TABS", "build_demo"]
+__all__ = ["TABS", "build_demo"]
