@@ -31,76 +31,14 @@ def theory_figure(points, pooled, best: int | None, curve=None) -> go.Figure:
     γ where the speedup bends."""
     last = gamma_axis(points, best, curve)
     gammas = list(range(last + 1))
-    traces, guides = [], [(1.0, "no gain", BASELINE_COLOR, "dot")]
-    if pooled is None:
-        for alpha in (0.5, 0.7, 0.9):  # what the curve looks like, until there is a measurement
-            traces.append(
-                line(
-                    gammas,
-                    [expected_speedup(alpha, g, 0.1) for g in gammas],
-                    f"illustration: α = {alpha}, c = 0.1",
-                    "#c8c8c8",
-                    dash="dot",
-                )
-            )
-    else:
-        a, c, k = pooled.alpha, pooled.c, pooled.verify_slope
-        traces.append(
-            line(
-                gammas,
-                [expected_speedup(a, g, c) for g in gammas],
-                f"formula: α = {a:.2f}, c = {c:.2f} (v = 1)",
-                THEORY_COLOR,
-                mode="lines+markers",
-            )
-        )
-        if curve is not None:
-            measured = list(range(curve.max_gamma + 1))
-            traces.append(
-                line(
-                    measured,
-                    [expected_speedup(a, g, c, curve.v) for g in measured],
-                    "with this machine's measured v(γ+1)",
-                    THEORY_COLOR,
-                    dash="dash",
-                    mode="lines+markers",
-                )
-            )
-        elif k > 0:
-            traces.append(
-                line(
-                    gammas,
-                    [sloped_speedup(a, g, c, k) for g in gammas],
-                    f"with this machine's verification cost (1 + {k:.2f}γ)",
-                    THEORY_COLOR,
-                    dash="dash",
-                )
-            )
+    traces = illustrations(gammas) if pooled is None else formula_traces(gammas, pooled, curve)
     if points:
-        traces.append(
-            dict(
-                type="scatter",
-                mode="markers",
-                name="measured here",
-                x=[p.gamma for p in points],
-                y=[p.speedup for p in points],
-                marker=dict(color=SPEC_COLOR, size=11, line=dict(color="white", width=1.5)),
-                text=[point_hover(p) for p in points],
-                hovertemplate="%{text}<extra></extra>",
-            )
-        )
+        traces.append(points_trace(points))
     tops = [y for t in traces for y in t["y"]] + [1.5]
     if curve is not None:
         traces.append(verify_trace(curve))
-    fig = figure(
-        "Expected speedup against γ",
-        "γ (tokens drafted per target call)",
-        "speedup ×",
-        traces,
-        hlines=guides,
-        y_range=[0, 1.15 * max(tops)],
-        x_dtick=1,
-    )
+    fig = figure("Expected speedup against γ", "γ (tokens drafted per target call)", "speedup ×", traces,
+                 hlines=[(1.0, "no gain", BASELINE_COLOR, "dot")], y_range=[0, 1.15 * max(tops)], x_dtick=1)
     fig.update_xaxes(range=[-0.5, last + 0.5])
     if curve is not None:
         top = max(2.0, 1.15 * max(curve.v))
@@ -110,14 +48,43 @@ def theory_figure(points, pooled, best: int | None, curve=None) -> go.Figure:
             margin=dict(r=60),
         )
     if best is not None:
-        fig.add_vline(
-            x=best,
-            line=dict(color=THEORY_COLOR, width=1, dash="dot"),
-            annotation_text=f"recommended γ = {best}",
-            annotation_position="top left",
-        )
+        fig.add_vline(x=best, line=dict(color=THEORY_COLOR, width=1, dash="dot"),
+                      annotation_text=f"recommended γ = {best}", annotation_position="top left")
     fig.update_layout(height=380, uirevision="theory")
     return fig
+
+
+def illustrations(gammas: list[int]) -> list[dict]:
+    """What the curve looks like for a few α, until there is a measurement."""
+    return [line(gammas, [expected_speedup(alpha, g, 0.1) for g in gammas],
+                 f"illustration: α = {alpha}, c = 0.1", "#c8c8c8", dash="dot") for alpha in (0.5, 0.7, 0.9)]
+
+
+def formula_traces(gammas: list[int], pooled, curve=None) -> list[dict]:
+    """The paper's formula at the pooled α and c (v = 1), and beside it the same with this machine's
+    verification cost: the measured v(γ+1) where there is a curve, else the slope fitted to the
+    points."""
+    a, c, k = pooled.alpha, pooled.c, pooled.verify_slope
+    traces = [line(gammas, [expected_speedup(a, g, c) for g in gammas],
+                   f"formula: α = {a:.2f}, c = {c:.2f} (v = 1)", THEORY_COLOR, mode="lines+markers")]
+    if curve is not None:
+        measured = list(range(curve.max_gamma + 1))
+        traces.append(line(measured, [expected_speedup(a, g, c, curve.v) for g in measured],
+                           "with this machine's measured v(γ+1)", THEORY_COLOR, dash="dash",
+                           mode="lines+markers"))
+    elif k > 0:
+        traces.append(line(gammas, [sloped_speedup(a, g, c, k) for g in gammas],
+                           f"with this machine's verification cost (1 + {k:.2f}γ)", THEORY_COLOR,
+                           dash="dash"))
+    return traces
+
+
+def points_trace(points) -> dict:
+    """The speedups measured in this session, a dot each, with what was measured on hover."""
+    return dict(type="scatter", mode="markers", name="measured here", x=[p.gamma for p in points],
+                y=[p.speedup for p in points],
+                marker=dict(color=SPEC_COLOR, size=11, line=dict(color="white", width=1.5)),
+                text=[point_hover(p) for p in points], hovertemplate="%{text}<extra></extra>")
 
 
 MAX_NODES = 64  # draft nodes per target call on the tree figure's x axis
