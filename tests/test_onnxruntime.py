@@ -76,6 +76,16 @@ def test_greedy_chain_on_onnxruntime_equals_eager_plain_decoding(built_pair, gam
     assert output_tokens(list(generate(target, PROMPT, config, drafter))) == expected
 
 
+def test_a_draft_vocabulary_is_cut_into_the_built_head(built_pair):
+    """draft_vocab 200: the build's head has 200 rows, the logits past them are -inf as eager's."""
+    draft = built_pair[1]
+    eager = CachedModel(draft, head_rows=200, runner="eager")
+    ort = CachedModel(draft, head_rows=200, runner="onnxruntime")
+    a, b = eager.logits_for(PROMPT, 2), ort.logits_for(PROMPT, 2)
+    assert torch.isinf(b[:, 200:]).all() and close(a[:, :200], b[:, :200])
+    assert json.loads((ort.runner.built.folder / onnx_build.MARKER).read_text())["rows"] == 200
+
+
 def test_a_tree_is_refused_naming_the_runner(built_pair):
     ort = CachedModel(built_pair[0], runner="onnxruntime")
     with pytest.raises(ValueError, match="runner onnxruntime verifies chains only"):
