@@ -93,19 +93,19 @@ def test_greedy_tokens_equal_our_baseline_and_repeats_start_from_an_empty_cache(
     gguf_file.record(target, gguf_file.written_locator(target, tokenizer))
     config = SpecConfig(gamma=4, max_new_tokens=40, temperature=0.0)
     ours = output_tokens(list(generate(target, PROMPT, config, None)))
-    first, _ = reference_llamacpp.plain_decode(target, PROMPT, config, ())
+    first, *_ = reference_llamacpp.plain_decode(target, PROMPT, config, ())
     llm = reference_llamacpp.decoder_for(target).llm
     assert first == ours and len(first) == 40
     reference_llamacpp.plain_decode(target, OTHER, config, ())
     llama_cpp.llama_perf_context_reset(llm.ctx)
-    again, _ = reference_llamacpp.plain_decode(target, PROMPT, config, ())
+    again, *_ = reference_llamacpp.plain_decode(target, PROMPT, config, ())
     assert again == ours and reference_llamacpp.decoder_for(target).llm is llm  # loaded once, reused
     counted = llama_cpp.llama_perf_context(llm.ctx)  # llama.cpp's own counters of what it evaluated
     # the repeat paid its whole prefill (generate() alone would reuse the cached prompt and feed one
     # token), then one decode per new token but the last
     assert (counted.n_p_eval, counted.n_eval) == (len(PROMPT), len(again) - 1)
     stop = ours[5]
-    cut, _ = reference_llamacpp.plain_decode(target, PROMPT, config, (stop,))
+    cut, *_ = reference_llamacpp.plain_decode(target, PROMPT, config, (stop,))
     assert cut == ours[:ours.index(stop) + 1]  # the end token is emitted and ends the run, as ours
 
 

@@ -2,7 +2,9 @@
 alternated over repeats, the median run reported.
 
 Tokens/s = new tokens / wall seconds of the whole call, prefill included, measured the same way
-for our engine and for transformers (clocks read after a CUDA synchronize).
+for our engine and for transformers (clocks read after a CUDA synchronize). Beside it, decode-only
+tokens/s: the tokens after the first one over the seconds after it, since speculation shortens
+decoding and leaves the prefill as it is.
 """
 
 from __future__ import annotations
@@ -29,10 +31,25 @@ class Run:
     tokens: list[int]
     seconds: float
     events: list[StepEvent] = field(default_factory=list)  # empty for transformers' runs
+    first_seconds: float | None = None  # until the first new token: the prefill (None: not timed)
+    first_tokens: int = 1  # tokens out by then (a speculative first step may give several)
 
     @property
     def tok_s(self) -> float:
         return len(self.tokens) / self.seconds if self.seconds else 0.0
+
+    @property
+    def decode_tokens(self) -> int:
+        return len(self.tokens) - self.first_tokens if self.first_seconds is not None else 0
+
+    @property
+    def decode_seconds(self) -> float:
+        return self.seconds - self.first_seconds if self.first_seconds is not None else 0.0
+
+    @property
+    def decode_tok_s(self) -> float:
+        """Tokens after the first over the seconds after it (0 when not timed or one token long)."""
+        return self.decode_tokens / self.decode_seconds if self.decode_tokens > 0 and self.decode_seconds else 0.0
 
 
 @dataclass
@@ -84,20 +101,30 @@ class Setup:
             assistant = None if lookup else self.draft
             methods["hf_assisted"] = lambda ids: hf_run(self, ids, config, assistant, lookup)
         if self.llamacpp:
-            methods["llamacpp"] = lambda ids: Run(*reference_llamacpp.plain_decode(self.target, ids, config, self.eos))
+            methods["llamacpp"] = lambda ids: llamacpp_run(self, ids, config)
         return methods
 
 
 def engine_run(target, ids, config: SpecConfig, drafter, eos) -> Run:
     started = clock(target.device)
-    events = list(generate(target, ids, config, drafter, eos_token_ids=eos))
-    return Run(output_tokens(events), clock(target.device) - started, events)
+    events, first = [], None
+    for event in generate(target, ids, config, drafter, eos_token_ids=eos):
+        events.append(event)
+        if first is None:  # the step that read the prompt: its end is where decoding starts
+            first = clock(target.device) - started
+    return Run(output_tokens(events), clock(target.device) - started, events, first,
+               len(output_tokens(events[:1])))
 
 
 def hf_run(setup: Setup, ids, config, assistant=None, prompt_lookup=False) -> Run:
     tokens, seconds = hf_generate(setup.target, ids, config, setup.eos, setup.pad_token_id, assistant,
                                   prompt_lookup)
     return Run(tokens, seconds)
+
+
+def llamacpp_run(setup: Setup, ids, config) -> Run:
+    tokens, seconds, first = reference_llamacpp.plain_decode(setup.target, ids, config, setup.eos)
+    return Run(tokens, seconds, first_seconds=first)
 
 
 def warm_up(setup: Setup, ids: list[int], config: SpecConfig, times: int) -> None:
@@ -164,7 +191,16 @@ def speed_fields(base: Run, spec: Run) -> dict:
         "speculative_tok_s": spec.tok_s,
         "speedup": spec.tok_s / base.tok_s if base.tok_s else 0.0,
         "finish": spec.events[-1].finish if spec.events else None,
+        **decode_fields("baseline", base),
+        **decode_fields("speculative", spec),
+        "decode_speedup": spec.decode_tok_s / base.decode_tok_s if base.decode_tok_s else 0.0,
     }
+
+
+def decode_fields(name: str, run: Run) -> dict:
+    """A run's decoding after its first token, as raw sums the summary pools and as a rate."""
+    return {f"{name}_decode_tokens": run.decode_tokens, f"{name}_decode_seconds": run.decode_seconds,
+            f"{name}_decode_tok_s": run.decode_tok_s}
 
 
 def speculation_fields(base: Run, spec: Run) -> dict:

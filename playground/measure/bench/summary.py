@@ -2,7 +2,8 @@
 
 Choices, so a reader can check them:
 - rates (tok/s) are total-token rates: all new tokens / all seconds, so long outputs weigh more,
-  as they do for a user waiting on them;
+  as they do for a user waiting on them; `*_decode_tok_s` the same after each run's first token
+  (the prefill left out: speculation shortens decoding only);
 - ratios (speedup, transformers' assisted speedup) are medians of the per-prompt ratios, robust
   to one odd prompt; the ratio of total rates is given beside as `speedup_total`;
 - alpha, acceptance, tokens per call, c and v are pooled over every step of every prompt (the
@@ -66,7 +67,18 @@ def rate_summary(records) -> dict:
         "speedup_min": min(speedups),
         "speedup_max": max(speedups),
         "losing_prompts": sum(s < 1 for s in speedups),  # where speculation made it slower: shown, not hidden
+        **decode_summary(records),
     }
+
+
+def decode_summary(records) -> dict:
+    """Decode-only rates (records from before they were timed give none)."""
+    if "baseline_decode_tokens" not in records[0]:
+        return {}
+    base = rate(records, "baseline_decode_tokens", "baseline_decode_seconds")
+    spec = rate(records, "speculative_decode_tokens", "speculative_decode_seconds")
+    return {"baseline_decode_tok_s": base, "speculative_decode_tok_s": spec,
+            "decode_speedup_total": spec / base if base else 0.0}
 
 
 def record_tally(record: dict) -> Tally:

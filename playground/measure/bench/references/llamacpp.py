@@ -100,23 +100,26 @@ def sampler_options(config) -> dict:
     return {**options, "temp": 0.0} if config.temperature == 0 else {**options, "temp": config.temperature}
 
 
-def plain_decode(target, prompt_ids, config, eos_token_ids) -> tuple[list[int], float]:
-    """(new tokens, wall seconds) of llama.cpp's own decoding of one prompt, prefill included.
-    Like ours, an end token is emitted and ends the run; so does the token budget."""
+def plain_decode(target, prompt_ids, config, eos_token_ids) -> tuple[list[int], float, float | None]:
+    """(new tokens, wall seconds, seconds to the first token) of llama.cpp's own decoding of one
+    prompt, prefill included. Like ours, an end token is emitted and ends the run; so does the
+    token budget."""
     from playground.engine.generate import clock
 
     ids, eos = list(prompt_ids), frozenset(eos_token_ids)
     llm = decoder_for(target).room(len(ids) + config.max_new_tokens + 1)  # loading is not timed
     llm.set_seed(config.seed)  # its sampler is made from this seed on every call: repeats agree
     tokens: list[int] = []
+    first = None
     started = clock(target.device)
     llm.reset()  # an empty cache: no prefix of an earlier call is reused, the prefill is paid
     if config.max_new_tokens > 0:
         for token in llm.generate(ids, reset=False, **sampler_options(config)):
             tokens.append(token)
+            first = clock(target.device) - started if first is None else first
             if token in eos or len(tokens) >= config.max_new_tokens:
                 break
-    return tokens, clock(target.device) - started
+    return tokens, clock(target.device) - started, first
 
 
 def record_fields(runs: dict, config) -> dict:
@@ -130,6 +133,9 @@ def record_fields(runs: dict, config) -> dict:
         "llamacpp_new_tokens": len(cpp.tokens),
         "llamacpp_seconds": cpp.seconds,
         "llamacpp_tok_s": cpp.tok_s,
+        "llamacpp_decode_tokens": cpp.decode_tokens,
+        "llamacpp_decode_seconds": cpp.decode_seconds,
+        "llamacpp_decode_tok_s": cpp.decode_tok_s,
         "baseline_over_llamacpp": base.tok_s / cpp.tok_s if cpp.tok_s else 0.0,
         "speculative_over_llamacpp": spec.tok_s / cpp.tok_s if cpp.tok_s else 0.0,
         # greedy: a different runtime on the same file; a near-tie may go the other way (reported)
@@ -149,9 +155,12 @@ def summary_fields(records: list[dict], ours: dict) -> dict:
 
     seconds = sum(r["llamacpp_seconds"] for r in records)
     cpp = sum(r["llamacpp_new_tokens"] for r in records) / seconds if seconds else 0.0
+    decode_seconds = sum(r.get("llamacpp_decode_seconds", 0.0) for r in records)
+    decode = sum(r.get("llamacpp_decode_tokens", 0) for r in records) / decode_seconds if decode_seconds else 0.0
     flags = [r["llamacpp_identical"] for r in records if r["llamacpp_identical"] is not None]
     fields = {
         "llamacpp_tok_s": cpp,
+        "llamacpp_decode_tok_s": decode,
         "baseline_over_llamacpp": ours["baseline_tok_s"] / cpp if cpp else 0.0,
         "speculative_over_llamacpp": median(r["speculative_over_llamacpp"] for r in records),
         "speculative_over_llamacpp_total": ours["speculative_tok_s"] / cpp if cpp else 0.0,
@@ -169,23 +178,27 @@ def faster_than_what(report: dict, label) -> list[str]:
     runs = [run for run in report["runs"] if "llamacpp_tok_s" in run["summary"]]
     if not runs:
         return []
-    lines = [("Faster than what? all prompts, tok/s with prefill; x llama.cpp: over llama.cpp's own plain "
-              "decoding of the same GGUF file (llama-cpp-python's Llama.generate)")]
+    lines = [("Faster than what? all prompts, tok/s with prefill and decode-only (after the first token); "
+              "x llama.cpp: over llama.cpp's own plain decoding of the same GGUF file (llama-cpp-python's "
+              "Llama.generate), with prefill")]
     for run in runs:
         s, runner = run["summary"], run["settings"].get("runner")
-        rows = [("llama.cpp plain (its own decode loop)", s["llamacpp_tok_s"], s.get("llamacpp_identical_prompts")),
-                (f"ours plain, runner {runner}", s["baseline_tok_s"], None),
-                (f"ours speculative, runner {runner}", s["speculative_tok_s"], s.get("identical_prompts"))]
+        rows = [("llama.cpp plain (its own decode loop)", s["llamacpp_tok_s"], s.get("llamacpp_decode_tok_s"),
+                 s.get("llamacpp_identical_prompts")),
+                (f"ours plain, runner {runner}", s["baseline_tok_s"], s.get("baseline_decode_tok_s"), None),
+                (f"ours speculative, runner {runner}", s["speculative_tok_s"], s.get("speculative_decode_tok_s"),
+                 s.get("identical_prompts"))]
         if "tree_tok_s" in s:
-            rows.append((f"ours tree, runner {runner}", s["tree_tok_s"], None))
+            rows.append((f"ours tree, runner {runner}", s["tree_tok_s"], None, None))
         if "hf_generate_tok_s" in s:
-            rows += [("transformers generate()", s["hf_generate_tok_s"], None),
-                     ("transformers assisted", s["hf_assisted_tok_s"], None)]
+            rows += [("transformers generate()", s["hf_generate_tok_s"], None, None),
+                     ("transformers assisted", s["hf_assisted_tok_s"], None, None)]
         lines.append(f"  {label(run['settings'])}:")
-        for what, tok_s, same in sorted(rows, key=lambda row: -row[1]):
+        for what, tok_s, decode, same in sorted(rows, key=lambda row: -row[1]):
             over = tok_s / s["llamacpp_tok_s"] if s["llamacpp_tok_s"] else 0.0
+            decoding = f"{decode:8.2f} decoding" if decode else " " * 17
             ident = "" if same is None else f"  same tokens as our plain on {same}/{s['prompts']}"
-            lines.append(f"    {what:<40} {tok_s:8.2f} tok/s {over:6.2f}x llama.cpp{ident}")
+            lines.append(f"    {what:<40} {tok_s:8.2f} tok/s {decoding} {over:6.2f}x llama.cpp{ident}")
     if any(run["settings"]["temperature"] != 0 for run in runs):
         lines.append("  (T > 0: llama.cpp samples with its own sampler and RNG, top-k/top-p before the temperature)")
     return lines
