@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from playground.engine.runners import doubled
 from playground.engine.runners.onnx_build import Built, built_model, ort
 
 MIN_CAPACITY = 256  # entries a fresh cache holds; doubled (the held entries copied) when a step needs more
@@ -58,7 +59,7 @@ class OnnxRuntimeRunner:
             raise ValueError(TREES_REFUSED)
         total = self.length + len(new)
         if total > self.capacity:
-            self.allocate(grown(self.capacity, total))
+            self.allocate(doubled(max(self.capacity, MIN_CAPACITY), total))
         binding = self.session.io_binding()
         binding.bind_output("logits")
         binding.bind_cpu_input("input_ids", np.asarray([new], dtype=np.int64))
@@ -85,14 +86,6 @@ class OnnxRuntimeRunner:
                 array[:, :, : self.length] = old.numpy()[:, :, : self.length]
             fresh.append(O.OrtValue.ortvalue_from_numpy(array))
         self.buffers, self.capacity = fresh, capacity
-
-
-def grown(capacity: int, needed: int) -> int:
-    """The capacity doubled until `needed` entries fit."""
-    capacity = max(capacity, MIN_CAPACITY)
-    while capacity < needed:
-        capacity *= 2
-    return capacity
 
 
 TREES_REFUSED = ("runner onnxruntime verifies chains only: its GroupQueryAttention takes no tree mask; "
