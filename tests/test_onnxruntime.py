@@ -122,3 +122,15 @@ def test_a_model_without_a_checkpoint_is_refused_with_the_reason():
     target = tiny_pair(seed=1)[0]
     with pytest.raises(ValueError, match="builds its model from the checkpoint"):
         CachedModel(target, runner="onnxruntime")
+
+
+def test_auto_takes_onnxruntime_only_where_it_can_serve_the_run(built_pair, monkeypatch):
+    """Were auto onnxruntime on a CPU: a chain runs on it, a tree (no tree mask there) and a model with
+    no checkpoint to build from run eagerly."""
+    from playground.engine import runners
+
+    monkeypatch.setitem(runners.AUTO_RUNNER, "cpu", "onnxruntime")
+    target = built_pair[0]
+    assert CachedModel(target).runner.name == "onnxruntime"
+    assert CachedModel(target, tree=True).runner.name == "eager"
+    assert CachedModel(tiny_pair(seed=1)[0]).runner.name == "eager"

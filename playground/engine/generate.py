@@ -76,7 +76,7 @@ class Decoding:
 
 def start(target, drafter: Drafter | None, config: SpecConfig, eos_token_ids=()) -> Decoding:
     """The decoding state of one run: the target's cache (run by the config's runner) and fresh generators."""
-    lm = CachedModel(target, runner=config.runner)
+    lm = CachedModel(target, runner=config.runner, tree=drafter is not None and drafter.speculation == TREE)
     vocab = min(lm.vocab_size, drafter.vocab_size or lm.vocab_size) if drafter else lm.vocab_size
     return Decoding(lm, drafter, config, Generators(config.seed), vocab, frozenset(eos_token_ids))
 

@@ -21,14 +21,14 @@ class CachedModel:
     class only decides what to feed and what to keep.
     """
 
-    def __init__(self, model, head_rows: int | None = None, runner: str = "auto"):
+    def __init__(self, model, head_rows: int | None = None, runner: str = "auto", tree: bool = False):
         self.model = model
         self.device = model.device
         self.vocab_size = model.config.get_text_config().vocab_size
         self.tokens: list[int] = []  # the tokens whose keys and values are in the cache
         self.head_rows = head_rows  # None: the whole output layer
         self.head = None if head_rows is None else trimmed_head(model, head_rows)
-        self.runner = make_runner(model, runner, self.head)
+        self.runner = make_runner(model, runner, self.head, tree)  # tree: it will be fed token trees
 
     @property
     def cache(self):

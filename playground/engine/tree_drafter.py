@@ -38,7 +38,7 @@ class TreeDrafter:
         for name, value in (("budget", budget), ("depth", depth), ("branching", branching), ("width", width)):
             check_value(KNOBS[f"tree_{name}"], value)  # the run configuration's names and ranges
         self.budget, self.depth, self.branching, self.width = budget, depth, branching, width
-        self.lm = CachedModel(model, head_rows=draft_vocab, runner=runner)
+        self.lm = CachedModel(model, head_rows=draft_vocab, runner=runner, tree=True)
         self.vocab_size = vocab_size or self.lm.vocab_size
         self.device = self.lm.device
 

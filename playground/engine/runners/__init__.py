@@ -53,11 +53,25 @@ class Runner(Protocol):
     ) -> torch.Tensor: ...  # logits after the last `keep` of `new`: [keep, V]
 
 
-def resolve(name: str, device) -> str:
-    """The runner a name stands for on this device: auto is what measured fastest there."""
+CHAINS_ONLY = (ONNXRUNTIME,)  # runners whose attention takes no tree mask
+
+
+def resolve(name: str, device, tree: bool = False, model=None) -> str:
+    """The runner a name stands for on this device: auto is what measured fastest there, or eager
+    where that runner cannot serve the run (a tree on a chains-only runner; a model the onnxruntime
+    runner has no checkpoint to build from, or onnxruntime not installed)."""
     if name not in RUNNERS:
         raise ValueError(f"runner must be one of: {', '.join(RUNNERS)}, got {name!r}")
-    return AUTO_RUNNER.get(str(device).split(":")[0], EAGER) if name == "auto" else name
+    if name != "auto":
+        return name
+    kind = AUTO_RUNNER.get(str(device).split(":")[0], EAGER)
+    if kind in CHAINS_ONLY and tree:
+        return EAGER
+    if kind == ONNXRUNTIME and model is not None:
+        from playground.engine.runners.onnx_build import serves
+
+        return ONNXRUNTIME if serves(model) else EAGER
+    return kind
 
 
 def compile_seconds(*models) -> float:
@@ -69,10 +83,10 @@ def compile_seconds(*models) -> float:
                for steps in [state_of(m).steps] if steps is not None)
 
 
-def make_runner(model, name: str = "auto", head=None) -> Runner:
+def make_runner(model, name: str = "auto", head=None, tree: bool = False) -> Runner:
     """A fresh runner (its own cache) for `model`; `head` maps hidden states to logits when the
-    caller trims the output layer (None: the model's own head)."""
-    kind = resolve(name, model.device)
+    caller trims the output layer (None: the model's own head); `tree`: the run feeds token trees."""
+    kind = resolve(name, model.device, tree, model)
     if kind == EAGER:
         from playground.engine.runners.eager import EagerRunner
 

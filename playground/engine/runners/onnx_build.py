@@ -101,6 +101,14 @@ def built_model(model, rows: int | None = None, progress=None) -> Built:
         return mine[rows]
 
 
+def serves(model) -> bool:
+    """Can this runner run the model: on the CPU, with a recorded checkpoint, onnxruntime-genai installed?"""
+    import importlib.util
+
+    return (model.device.type == "cpu" and getattr(model, "checkpoint_dir", None) is not None
+            and importlib.util.find_spec("onnxruntime_genai") is not None)
+
+
 def checkpoint_of(model) -> Path:
     locate = getattr(model, "checkpoint_dir", None)  # models/loading records it: a callable -> the folder
     if locate is None:
