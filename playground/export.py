@@ -332,8 +332,10 @@ def caveats(s: ExportSettings) -> list[str]:
     notes.append(f"Runner ({s.runner}) is not exported: it sets what a step costs here, not which tokens are "
                  "accepted. vLLM compiles and captures CUDA graphs of its own (--enforce-eager turns that off), "
                  "llama.cpp runs its own kernels (the llamacpp runner here runs those same kernels on the "
-                 "same GGUF file, so its costs are what llama-server's will be), and transformers' generate() takes cache_implementation=\"static\" "
-                 "with torch.compile for what the static and compiled runners do.")
+                 "same GGUF file, so its costs are what llama-server's will be), transformers' generate() takes "
+                 "cache_implementation=\"static\" with torch.compile for what the static and compiled runners do, "
+                 "and the onnxruntime runner's build (onnxruntime-genai's model builder, int4, accuracy level 4, in "
+                 "the playground's cache under onnx/) is a folder onnxruntime-genai's own Generator loads as it is.")
     notes.append("Quantization is not exported: each tool has its own (GGUF types, AWQ/GPTQ, bitsandbytes).")
     notes.append("The playground's int8-cpu and int4-cpu (weight-only, on PyTorch's CPU kernels, output layer in "
                  "int8) are closest to torchao's Int8WeightOnlyConfig and Int4WeightOnlyConfig (transformers' "

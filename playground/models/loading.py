@@ -230,11 +230,16 @@ def written_checkpoint(model, tokenizer):
     import tempfile
     import weakref
 
-    folder = Path(tempfile.mkdtemp(prefix="checkpoint-"))
+    folder = Path(tempfile.mkdtemp(prefix="checkpoint-"))  # the prefix onnx_build reads as in-process
     weakref.finalize(model, shutil.rmtree, str(folder), True)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
-    return lambda: folder
+
+    def locate() -> Path:
+        return folder
+
+    locate.written = True  # an in-process model's: `auto` leaves such a model on eager (engine/runners)
+    return locate
 
 
 # ---- pairs -----------------------------------------------------------------------------------

@@ -191,7 +191,13 @@ def prompt_length(pair, settings: RunConfig, prompt: tuple[str, str] | None) -> 
 
 
 def compile_message(event) -> str:
-    """What the page says of one shape of a warm-up (runners/warmup.Compiling)."""
+    """What the page says of one step of a warm-up (runners/warmup.Compiling or Building)."""
+    if not hasattr(event, "rows"):  # an onnxruntime build
+        if not event.done:
+            return (f"Building the {event.model}'s ONNX model for runner onnxruntime ({event.index} of "
+                    f"{event.total}), once per model: a minute or two the first time, not part of any timing…")
+        return (f"The {event.model}'s ONNX model was in the cache." if not event.seconds else
+                f"Built the {event.model}'s ONNX model in {event.seconds:.0f} s (kept in the cache).")
     shape = f"shape {event.rows}: {event.rows} row{'s' if event.rows > 1 else ''} a forward, {event.capacity}-entry cache"
     if not event.done:
         return (f"Compiling {event.model} step {event.index} of {event.total} ({shape}), once per pair "

@@ -1,4 +1,5 @@
-"""Compiling a run's step shapes ahead of it, once per model and shape, with progress.
+"""Compiling a run's step shapes ahead of it, once per model and shape, with progress (and, for the
+onnxruntime runner, building its models: see `Building`).
 
 The compiled runner compiles each step shape on its first call; left to itself that happens in
 the middle of the first run (about 25 s a shape for the 1.5B target on two cores, cold), inside
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 from playground.config import MODEL, TREE, RunConfig
 from playground.engine.kvcache import CachedModel
-from playground.engine.runners import COMPILED, resolve
+from playground.engine.runners import COMPILED, ONNXRUNTIME, resolve
 from playground.engine.runners.compiled import bucket, step_key, steps_of
 from playground.engine.runners.static import MIN_CAPACITY
 
@@ -89,10 +90,29 @@ def run_capacities(run: RunConfig, prompt_tokens: int | None) -> tuple[int, ...]
     return capacities(prompt_tokens + 1, prompt_tokens + run.max_new_tokens + widest)
 
 
-def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None) -> Iterator[Compiling]:
-    """Compile the steps this run will meet, on both models, yielding progress; nothing when the
-    run's runner is not compiled on this device, or when every shape is already compiled.
-    `prompt_tokens`: the prompt's length, if known (see run_capacities)."""
+@dataclass(frozen=True)
+class Building:
+    """One model's onnxruntime build (onnx_build.py): yielded before it (seconds None), then after;
+    0 seconds when the build was found in the cache."""
+
+    model: str  # "target" or "draft"
+    index: int  # this model's place among the builds checked now, from 1
+    total: int
+    seconds: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.seconds is not None
+
+
+def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None) -> Iterator[Compiling | Building]:
+    """Prepare what this run's runner needs before its first step, yielding progress: the compiled
+    runner's step shapes on both models (nothing when every shape is compiled already), or the
+    onnxruntime runner's builds (minutes the first time, then read from the cache). Nothing for the
+    other runners. `prompt_tokens`: the prompt's length, if known (see run_capacities)."""
+    if resolve(run.runner, target.device, run.speculation == TREE, target) == ONNXRUNTIME:
+        yield from build_models(target, draft, run)
+        return
     if resolve(run.runner, target.device) != COMPILED:
         return
     heads = {TARGET: None, DRAFT: run.draft_vocab or None}  # the drafter factory's head, as a run builds it
@@ -100,6 +120,23 @@ def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None) -> 
     for name, rows in run_shapes(run).items():
         if rows and models[name] is not None:
             yield from warm_model(models[name], rows, heads[name], run_capacities(run, prompt_tokens), name)
+
+
+def build_models(target, draft, run: RunConfig) -> Iterator[Building]:
+    """The onnxruntime builds of the target and (when it drafts on that runner too) the draft, with the
+    draft's head cut to the run's draft vocabulary as its drafter will ask; nothing when the run's
+    target does not run on onnxruntime."""
+    from playground.engine.runners.onnx_build import built_model, is_built
+
+    if resolve(run.runner, target.device, run.speculation == TREE, target) != ONNXRUNTIME:
+        return
+    todo = [(TARGET, target, None)]
+    if run.drafter == MODEL and draft is not None and resolve(run.runner, draft.device, False, draft) == ONNXRUNTIME:
+        todo.append((DRAFT, draft, run.draft_vocab or None))
+    todo = [item for item in todo if not is_built(item[1], item[2])]
+    for index, (name, model, rows) in enumerate(todo, 1):
+        yield Building(name, index, len(todo))
+        yield Building(name, index, len(todo), built_model(model, rows).seconds)
 
 
 def warm_model(model, rows: tuple[int, ...], head_rows: int | None, caps: tuple[int, ...],
