@@ -122,10 +122,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="timed runs per prompt and method; the median is reported (default 3)")
     timing.add_argument("--warmup", type=int_in(0, 100), default=1,
                         help="untimed warm-up rounds per setting (default 1)")
-    timing.add_argument("--reference", choices=["transformers", "llama.cpp"],
-                        help="transformers: also time its generate() and assisted generation, same models and "
-                             "settings; llama.cpp: also time llama.cpp's own plain decoding of the target's GGUF "
-                             "file (needs llama-cpp-python, an optional extra)")
+    timing.add_argument("--reference", type=references, metavar="|".join(REFERENCES) + "[,...]",
+                        help="other engines timed beside ours, comma-separated. transformers: its generate() and "
+                             "assisted generation, same models and settings; llama.cpp: llama.cpp's own plain "
+                             "decoding of the target's GGUF file (needs llama-cpp-python, an optional extra); "
+                             "onnxruntime-genai: its own loop, plain and speculative (its draft at gamma), on "
+                             "the onnxruntime runner's builds of the same checkpoints (greedy)")
     served = p.add_argument_group("served engines (docs/benchmarks.md, 'Served engines')")
     served.add_argument("--served", metavar="vllm|URL[,URL]",
                         help="time vLLM instead of our engine: 'vllm' starts plain and speculative servers "
@@ -167,8 +169,8 @@ def make_plan(args) -> Plan:
     axes = parse_axes(args.sweep)
     take_suggestions(args, spec)
     plan = sweep.make_plan(Grid(base_run(args, spec.name), axes), prompts, repeats=args.repeats,
-                           warmup=args.warmup, tree=args.tree, reference=args.reference == "transformers",
-                           llamacpp=args.reference == "llama.cpp",
+                           warmup=args.warmup, tree=args.tree, reference="transformers" in args.reference,
+                           llamacpp="llama.cpp" in args.reference, ortgenai="onnxruntime-genai" in args.reference,
                            command=shlex.join(["python", "-m", "playground.bench", *args.argv]))
     if args.png and len({c.gamma for c in plan.cells}) < 2:
         raise SettingError("--png", "the speedup-vs-gamma plot needs a gamma sweep, "
@@ -200,21 +202,39 @@ def base_run(args, pair: str) -> RunConfig:
         raise SettingError(KNOBS[error.field].flag, str(error)) from None
 
 
+REFERENCES = ("transformers", "llama.cpp", "onnxruntime-genai")
+
+
+def references(text: str) -> tuple[str, ...]:
+    """--reference's comma-separated engines, each one of REFERENCES."""
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in REFERENCES]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(f"expected some of {', '.join(REFERENCES)} (comma-separated), "
+                                         f"got {text!r}")
+    return names
+
+
 def check_reference(args) -> None:
-    if args.reference == "llama.cpp" and args.served:
-        raise SettingError("--reference", "llama.cpp is timed beside our engine, not with --served")
+    args.reference = args.reference or ()
+    for name in ("llama.cpp", "onnxruntime-genai"):
+        if name in args.reference and args.served:
+            raise SettingError("--reference", f"{name} is timed beside our engine, not with --served")
+    if "onnxruntime-genai" in args.reference and (args.temperature or 0) != 0:
+        raise SettingError("--reference", "onnxruntime-genai is timed greedy: add --temperature 0")
 
 
 def check_installed(args) -> None:
     """What the command asks of this machine rather than of its flags (kept out of make_plan, so a
     command can be checked where the optional extra is not built): --reference llama.cpp needs it."""
-    from playground.measure.bench.references import llamacpp
+    from playground.measure.bench.references import llamacpp, onnxruntime_genai
 
-    if args.reference == "llama.cpp":
-        try:
-            llamacpp.check_installed()
-        except ValueError as error:
-            raise SettingError("--reference", str(error)) from None
+    for name, engine in (("llama.cpp", llamacpp), ("onnxruntime-genai", onnxruntime_genai)):
+        if name in (args.reference or ()):
+            try:
+                engine.check_installed()
+            except ValueError as error:
+                raise SettingError("--reference", str(error)) from None
 
 
 def check_target_quantizations(args) -> None:
@@ -280,7 +300,7 @@ def run_config(args, plan: Plan) -> dict:
             "draft_vocab": args.draft_vocab, "prompts": args.prompts,
             "categories": args.categories,
             "limit_per_category": args.limit, "repeats": args.repeats, "warmup": args.warmup,
-            "reference": args.reference, "sweep": args.sweep, "prompt_count": len(plan.prompts),
+            "reference": ",".join(args.reference or ()) or None, "sweep": args.sweep, "prompt_count": len(plan.prompts),
             "tree": tree_shape(args)}
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from playground.measure.bench.references.llamacpp import faster_than_what
 from playground.measure.bench.report import cell, label, varying
 
 COLUMNS = (  # (summary key, header, width, format)
@@ -63,4 +62,50 @@ def run_label(s: dict, keys: list[str]) -> str:
     name += f" conf={s['min_confidence']}" if s.get("min_confidence") else ""
     rest = [k for k in keys if k not in ("gamma", "temperature", "top_k", "top_p", "min_confidence", "adaptive")]
     return " ".join([name, *(f"{k}={s.get(k)}" for k in rest)])
+
+
+def faster_than_what(report: dict, label) -> list[str]:
+    """For each setting timed beside another engine's own loop (llama.cpp, onnxruntime-genai): every
+    plain and speculative decoding, fastest first, with prefill and decode-only, each over the first
+    reference's plain loop. label(settings) names a setting."""
+    runs = [run for run in report["runs"] if {"llamacpp_tok_s", "ortgenai_tok_s"} & set(run["summary"])]
+    if not runs:
+        return []
+    lines = ["Faster than what? all prompts, tok/s with prefill, then decode-only (after the first token); "
+             "x ref: over the first plain reference row's tok/s with prefill"]
+    for run in runs:
+        s, runner = run["summary"], run["settings"].get("runner")
+        rows = reference_rows(s) + [
+            (f"ours plain, runner {runner}", s["baseline_tok_s"], s.get("baseline_decode_tok_s"), None),
+            (f"ours speculative, runner {runner}", s["speculative_tok_s"], s.get("speculative_decode_tok_s"),
+             s.get("identical_prompts"))]
+        if "tree_tok_s" in s:
+            rows.append((f"ours tree, runner {runner}", s["tree_tok_s"], None, None))
+        if "hf_generate_tok_s" in s:
+            rows += [("transformers generate()", s["hf_generate_tok_s"], None, None),
+                     ("transformers assisted", s["hf_assisted_tok_s"], None, None)]
+        ref = rows[0][1]
+        lines.append(f"  {label(run['settings'])} (ref: {rows[0][0]}):")
+        for what, tok_s, decode, same in sorted(rows, key=lambda row: -row[1]):
+            decoding = f"{decode:8.2f} decoding" if decode else " " * 17
+            ident = "" if same is None else f"  same tokens as our plain on {same}/{s['prompts']}"
+            lines.append(f"    {what:<44} {tok_s:8.2f} tok/s {decoding} {tok_s / ref if ref else 0:6.2f}x ref{ident}")
+    if any(run["settings"]["temperature"] != 0 for run in runs):
+        lines.append("  (T > 0: llama.cpp samples with its own sampler and RNG, top-k/top-p before the temperature)")
+    return lines
+
+
+def reference_rows(s: dict) -> list[tuple]:
+    """(what, tok/s, decode-only tok/s, identical prompts) of each other engine's own loop in a summary."""
+    rows = []
+    if "llamacpp_tok_s" in s:
+        rows.append(("llama.cpp plain (its own decode loop)", s["llamacpp_tok_s"], s.get("llamacpp_decode_tok_s"),
+                     s.get("llamacpp_identical_prompts")))
+    if "ortgenai_tok_s" in s:
+        rows.append(("onnxruntime-genai plain (its own loop)", s["ortgenai_tok_s"], s.get("ortgenai_decode_tok_s"),
+                     s.get("ortgenai_identical_prompts")))
+    if "ortgenai_speculative_tok_s" in s:
+        rows.append(("onnxruntime-genai speculative (its own loop)", s["ortgenai_speculative_tok_s"],
+                     s.get("ortgenai_speculative_decode_tok_s"), None))
+    return rows
 

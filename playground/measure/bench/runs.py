@@ -19,6 +19,7 @@ from playground.engine.events import (StepEvent, acceptance_by_rank, costs, outp
                                       tree_costs)
 from playground.measure.bench.divergence import first_divergence, margin_at
 from playground.measure.bench.references import llamacpp as reference_llamacpp
+from playground.measure.bench.references import onnxruntime_genai as reference_ortgenai
 from playground.measure.bench.references.transformers import hf_generate
 
 WARMUP_TOKENS = 16  # warm-up runs exercise every code path; they need not be full length
@@ -33,6 +34,7 @@ class Run:
     events: list[StepEvent] = field(default_factory=list)  # empty for transformers' runs
     first_seconds: float | None = None  # until the first new token: the prefill (None: not timed)
     first_tokens: int = 1  # tokens out by then (a speculative first step may give several)
+    stats: dict = field(default_factory=dict)  # an engine's own counters (onnxruntime-genai's speculative stats)
 
     @property
     def tok_s(self) -> float:
@@ -64,6 +66,7 @@ class Setup:
     reference: bool = False  # also time transformers' generate() and assisted generation
     tree: bool = False  # also time a token tree from the same draft, shaped by the run's tree knobs
     llamacpp: bool = False  # also time llama.cpp's own plain decoding of the target's GGUF file
+    ortgenai: bool = False  # also time onnxruntime-genai's own loop, plain and speculative
 
     @property
     def drafter(self) -> str:
@@ -71,7 +74,7 @@ class Setup:
 
     @classmethod
     def of(cls, pair, run: RunConfig, tree: bool = False, reference: bool = False,
-           llamacpp: bool = False) -> "Setup":
+           llamacpp: bool = False, ortgenai: bool = False) -> "Setup":
         """The Setup of a loaded pair (loading.LoadedPair): its models, end tokens and the drafter
         the run describes (kind, n-gram sizes, draft vocabulary, tree shape). The app's race,
         sweep and theory measure through this, as the CLI does."""
@@ -79,7 +82,7 @@ class Setup:
 
         return cls(pair.target.model, pair.draft.model, run,
                    eos_ids(pair.tokenizer, pair.target.model, pair.draft.model), pair.tokenizer.pad_token_id,
-                   reference=reference, tree=tree, llamacpp=llamacpp)
+                   reference=reference, tree=tree, llamacpp=llamacpp, ortgenai=ortgenai)
 
     def make_drafter(self):
         return factory.make_drafter(self.run, self.draft)
@@ -102,6 +105,10 @@ class Setup:
             methods["hf_assisted"] = lambda ids: hf_run(self, ids, config, assistant, lookup)
         if self.llamacpp:
             methods["llamacpp"] = lambda ids: llamacpp_run(self, ids, config)
+        if self.ortgenai:
+            methods["ortgenai"] = lambda ids: ortgenai_run(self, ids, config)
+            if self.drafter != PROMPT_LOOKUP:
+                methods["ortgenai_speculative"] = lambda ids: ortgenai_run(self, ids, config, self.draft)
         return methods
 
 
@@ -125,6 +132,11 @@ def hf_run(setup: Setup, ids, config, assistant=None, prompt_lookup=False) -> Ru
 def llamacpp_run(setup: Setup, ids, config) -> Run:
     tokens, seconds, first = reference_llamacpp.plain_decode(setup.target, ids, config, setup.eos)
     return Run(tokens, seconds, first_seconds=first)
+
+
+def ortgenai_run(setup: Setup, ids, config, draft=None) -> Run:
+    tokens, seconds, first, stats = reference_ortgenai.decode(setup.target, ids, config, setup.eos, draft)
+    return Run(tokens, seconds, first_seconds=first, first_tokens=1, stats=stats)
 
 
 def warm_up(setup: Setup, ids: list[int], config: SpecConfig, times: int) -> None:
@@ -178,6 +190,8 @@ def measure_prompt(setup: Setup, ids: list[int], config: SpecConfig, repeats: in
         record.update(tree_fields(base, spec, runs["tree"], config))
     if "llamacpp" in runs:
         record.update(reference_llamacpp.record_fields(runs, config))
+    if "ortgenai" in runs:
+        record.update(reference_ortgenai.record_fields(runs))
     return record
 
 

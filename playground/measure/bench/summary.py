@@ -19,6 +19,7 @@ from statistics import median
 from playground.engine.events import Costs, Tally, pooled
 from playground.engine.sampling import expected_speedup
 from playground.measure.bench.references import llamacpp as reference_llamacpp
+from playground.measure.bench.references import onnxruntime_genai as reference_ortgenai
 
 
 def summarize_records(records: list[dict]) -> dict:
@@ -33,6 +34,8 @@ def summarize_records(records: list[dict]) -> dict:
         summary.update(tree_summary(records))
     if "llamacpp_tok_s" in records[0]:
         summary.update(reference_llamacpp.summary_fields(records, summary))
+    if "ortgenai_tok_s" in records[0]:
+        summary.update(reference_ortgenai.summary_fields(records, summary))
     return summary
 
 

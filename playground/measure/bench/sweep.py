@@ -114,6 +114,7 @@ class Plan:
     tree: bool = False  # also time a token tree beside the chain (the benchmark's --tree)
     reference: bool = False  # also time transformers' generate() and assisted generation
     llamacpp: bool = False  # also time llama.cpp's own plain decoding of the target's GGUF file
+    ortgenai: bool = False  # also time onnxruntime-genai's own loop, plain and speculative
     command: str = ""  # how the report says it was made
 
     @property
@@ -122,7 +123,7 @@ class Plan:
 
     @property
     def methods(self) -> int:
-        return 2 + self.tree + 2 * self.reference + self.llamacpp
+        return 2 + self.tree + 2 * self.reference + self.llamacpp + 2 * self.ortgenai
 
     @property
     def runs_per_cell(self) -> int:
@@ -210,6 +211,7 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report) -> list[dict]:
     from playground.engine import factory
     from playground.engine.generate import context_problem
     from playground.engine.runners import compile_seconds
+    from playground.engine.runners.warmup import build_models
     from playground.measure.bench.machine import peak_memory, reset_peak_memory
     from playground.measure.bench.runs import Setup, measure_prompt, warm_up
     from playground.measure.bench.summary import by_category, summarize_records
@@ -219,12 +221,18 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report) -> list[dict]:
     for index, cell in enumerate(plan.cells):
         pair = pair_of(cell)
         encoded = encoded or [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
-        setup = Setup.of(pair, cell, tree=plan.tree, reference=plan.reference, llamacpp=plan.llamacpp)
+        setup = Setup.of(pair, cell, tree=plan.tree, reference=plan.reference, llamacpp=plan.llamacpp,
+                         ortgenai=plan.ortgenai)
         config, name = factory.spec_config(cell), cell_name(plan, cell)
         reasons = [context_problem(setup.target, ids, config) for _, ids in encoded]
         fitting = [item for item, reason in zip(encoded, reasons) if reason is None]
         reset_peak_memory(setup.target.device)
         compiled_before = compile_seconds(setup.target, setup.draft)
+        built = 0.0
+        for event in build_models(setup.target, setup.draft, cell):  # onnxruntime's, before any timing
+            built += event.seconds or 0.0
+            progress(Progress(done, plan.total_runs, f"{'built' if event.done else 'building'} the {event.model}'s "
+                              f"ONNX model, {name}", cell))
         if fitting and plan.warmup:
             warm_up(setup, fitting[0][1], config, plan.warmup)
             done += 1
@@ -245,7 +253,8 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report) -> list[dict]:
         compiled = compile_seconds(setup.target, setup.draft) - compiled_before
         runs.append({"settings": settings_of(cell),
                      "summary": {**summarize_records(records), "peak_memory": peak_memory(setup.target.device),
-                                 **({"compile_s": round(compiled, 2)} if compiled > 0 else {})},
+                                 **({"compile_s": round(compiled, 2)} if compiled > 0 else {}),
+                                 **({"build_s": round(built, 1)} if built > 0 else {})},
                      "categories": by_category(records), "prompts": records,
                      "skipped": [{"id": p.id, "category": p.category, "reason": reason}
                                  for (p, _), reason in zip(encoded, reasons) if reason is not None],

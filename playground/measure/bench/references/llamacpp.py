@@ -170,35 +170,3 @@ def summary_fields(records: list[dict], ours: dict) -> dict:
     if "tree_over_llamacpp" in records[0]:
         fields["tree_over_llamacpp"] = median(r["tree_over_llamacpp"] for r in records)
     return fields
-
-
-def faster_than_what(report: dict, label) -> list[str]:
-    """The console's rows for each setting, all prompts: every plain and speculative decoding timed,
-    fastest first, each over llama.cpp's own plain decoding. label(settings) names a setting."""
-    runs = [run for run in report["runs"] if "llamacpp_tok_s" in run["summary"]]
-    if not runs:
-        return []
-    lines = [("Faster than what? all prompts, tok/s with prefill and decode-only (after the first token); "
-              "x llama.cpp: over llama.cpp's own plain decoding of the same GGUF file (llama-cpp-python's "
-              "Llama.generate), with prefill")]
-    for run in runs:
-        s, runner = run["summary"], run["settings"].get("runner")
-        rows = [("llama.cpp plain (its own decode loop)", s["llamacpp_tok_s"], s.get("llamacpp_decode_tok_s"),
-                 s.get("llamacpp_identical_prompts")),
-                (f"ours plain, runner {runner}", s["baseline_tok_s"], s.get("baseline_decode_tok_s"), None),
-                (f"ours speculative, runner {runner}", s["speculative_tok_s"], s.get("speculative_decode_tok_s"),
-                 s.get("identical_prompts"))]
-        if "tree_tok_s" in s:
-            rows.append((f"ours tree, runner {runner}", s["tree_tok_s"], None, None))
-        if "hf_generate_tok_s" in s:
-            rows += [("transformers generate()", s["hf_generate_tok_s"], None, None),
-                     ("transformers assisted", s["hf_assisted_tok_s"], None, None)]
-        lines.append(f"  {label(run['settings'])}:")
-        for what, tok_s, decode, same in sorted(rows, key=lambda row: -row[1]):
-            over = tok_s / s["llamacpp_tok_s"] if s["llamacpp_tok_s"] else 0.0
-            decoding = f"{decode:8.2f} decoding" if decode else " " * 17
-            ident = "" if same is None else f"  same tokens as our plain on {same}/{s['prompts']}"
-            lines.append(f"    {what:<40} {tok_s:8.2f} tok/s {decoding} {over:6.2f}x llama.cpp{ident}")
-    if any(run["settings"]["temperature"] != 0 for run in runs):
-        lines.append("  (T > 0: llama.cpp samples with its own sampler and RNG, top-k/top-p before the temperature)")
-    return lines

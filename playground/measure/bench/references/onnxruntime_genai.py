@@ -1,0 +1,152 @@
+"""What an ONNX Runtime user would run instead: onnxruntime-genai's own generation loop, plainly and
+with its own speculative decoding, on the same built models as the onnxruntime runner.
+
+`python -m playground.bench --reference onnxruntime-genai` times, beside our runs, its `Generator`
+on the target's build (engine/runners/onnx_build.py: the same files our runner binds), on the same
+prompt ids and token budget, stopping at the same end tokens, prefill included and the first token's
+time kept, so decode-only rates stand beside. Its speculative run names the draft's build as
+`model.draft` and drafts a fixed `speculative.max_draft_tokens` = γ a round; its acceptance comes
+from `Generator.get_speculative_stats()`. Threads are set to ours (its default used one here).
+Greedy only: its sampler and RNG are its own, and a sampled row would compare two distributions'
+draws, not two speeds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import weakref
+
+INSTALL = "onnxruntime-genai is in requirements.txt: pip install -r requirements.txt"
+
+
+def check_installed() -> None:
+    """Before any model loads: --reference onnxruntime-genai needs onnxruntime-genai."""
+    if importlib.util.find_spec("onnxruntime_genai") is None:
+        raise ValueError(f"onnxruntime-genai is not importable here: {INSTALL}")
+
+
+def overlay(target_build, draft_build, gamma: int | None, threads: int) -> dict:
+    """The genai_config.json overlay: our thread count, and for a speculative run the draft's build
+    as model.draft (its own decoder section, its file by a path relative to the target's folder, which
+    is how onnxruntime-genai resolves it) with γ draft tokens a round."""
+    session = {"intra_op_num_threads": threads, "inter_op_num_threads": 1}
+    text = {"model": {"decoder": {"session_options": session}}}
+    if draft_build is not None:
+        decoder = json.loads((draft_build.folder / "genai_config.json").read_text())["model"]["decoder"]
+        where = os.path.relpath(draft_build.folder / decoder["filename"], target_build.folder)
+        draft = {**decoder, "filename": where, "session_options": session}
+        text["model"]["draft"] = draft
+        text["speculative"] = {"max_draft_tokens": gamma}
+    return text
+
+
+GENERATORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {(draft?, γ): og.Model}
+
+
+def model_for(target, draft, gamma: int | None):
+    """onnxruntime-genai's Model over the target's build (and the draft's), made once per setting."""
+    import onnxruntime_genai as og
+    import torch
+
+    from playground.engine.runners.onnx_build import built_model
+
+    key = (draft is not None, gamma)
+    mine = GENERATORS.setdefault(target, {})
+    if key not in mine:
+        target_build = built_model(target)
+        draft_build = built_model(draft) if draft is not None else None
+        config = og.Config(str(target_build.folder))
+        config.overlay(json.dumps(overlay(target_build, draft_build, gamma, torch.get_num_threads())))
+        mine[key] = og.Model(config)
+    return mine[key]
+
+
+def decode(target, prompt_ids, config, eos_token_ids, draft=None) -> tuple[list[int], float, float | None, dict]:
+    """(new tokens, wall seconds, seconds to the first token, speculative stats) of its own loop on
+    one prompt, prefill included; with `draft`, its speculative decoding at γ = config.gamma."""
+    import onnxruntime_genai as og
+
+    from playground.engine.generate import clock
+
+    if config.temperature != 0:
+        raise ValueError("--reference onnxruntime-genai is timed greedy (temperature 0): its sampler and RNG "
+                         "are its own")
+    model = model_for(target, draft, config.gamma if draft is not None else None)
+    params = og.GeneratorParams(model)
+    params.set_search_options(do_sample=False, max_length=len(prompt_ids) + config.max_new_tokens)
+    eos, tokens, first = frozenset(eos_token_ids), [], None
+    started = clock(target.device)
+    generator = og.Generator(model, params)  # a fresh cache: the prefill is paid, as ours pays it
+    generator.append_tokens([list(prompt_ids)])
+    while not generator.is_done() and len(tokens) < config.max_new_tokens:
+        generator.generate_next_token()
+        tokens.extend(int(t) for t in generator.get_next_tokens())
+        first = clock(target.device) - started if first is None else first
+        if eos & set(tokens):
+            tokens = tokens[: min(i for i, t in enumerate(tokens) if t in eos) + 1]
+            break
+    seconds = clock(target.device) - started
+    return tokens[: config.max_new_tokens], seconds, first, stats_of(generator) if draft is not None else {}
+
+
+def stats_of(generator) -> dict:
+    """Its speculative counters, as far as this version names them (an empty dict where none read)."""
+    stats = generator.get_speculative_stats()
+    found = {}
+    for name in ("draft_tokens", "accepted_tokens", "rejected_tokens", "acceptance_rate", "rounds"):
+        for getter in ("get_count", "get_number"):
+            try:
+                found[name] = getattr(stats, getter)(name)
+                break
+            except Exception:  # not this getter, or not a counter this version keeps
+                continue
+    return found
+
+
+def record_fields(runs: dict) -> dict:
+    """One prompt's onnxruntime-genai fields: its plain and speculative speed with and without the
+    prefill, ours over its plain loop, its acceptance counters, and whether its greedy tokens equal
+    our baseline's on the same build (a different loop over the same kernels: reported, not assumed)."""
+    base, spec, plain = runs["baseline"], runs["speculative"], runs["ortgenai"]
+    fields = {
+        "ortgenai_new_tokens": len(plain.tokens), "ortgenai_seconds": plain.seconds, "ortgenai_tok_s": plain.tok_s,
+        "ortgenai_decode_tokens": plain.decode_tokens, "ortgenai_decode_seconds": plain.decode_seconds,
+        "ortgenai_decode_tok_s": plain.decode_tok_s,
+        "ortgenai_identical": plain.tokens == base.tokens,
+        "baseline_over_ortgenai": base.tok_s / plain.tok_s if plain.tok_s else 0.0,
+        "speculative_over_ortgenai": spec.tok_s / plain.tok_s if plain.tok_s else 0.0,
+    }
+    if "ortgenai_speculative" in runs:
+        theirs = runs["ortgenai_speculative"]
+        fields.update({
+            "ortgenai_speculative_new_tokens": len(theirs.tokens), "ortgenai_speculative_seconds": theirs.seconds,
+            "ortgenai_speculative_tok_s": theirs.tok_s, "ortgenai_speculative_decode_tokens": theirs.decode_tokens,
+            "ortgenai_speculative_decode_seconds": theirs.decode_seconds,
+            "ortgenai_speculative_decode_tok_s": theirs.decode_tok_s,
+            "ortgenai_speculative_identical": theirs.tokens == plain.tokens,
+            "ortgenai_speculative_stats": theirs.stats,
+        })
+    return fields
+
+
+def summary_fields(records: list[dict], ours: dict) -> dict:
+    """A group's onnxruntime-genai summary: total-token rates with and without the prefill, identity counts."""
+    def rate(name: str, decode: bool = False) -> float:
+        part = "_decode" if decode else ""
+        tokens_key = f"{name}{part}_tokens" if decode else f"{name}_new_tokens"
+        seconds = sum(r[f"{name}{part}_seconds"] for r in records)
+        return sum(r[tokens_key] for r in records) / seconds if seconds else 0.0
+
+    plain = rate("ortgenai")
+    fields = {"ortgenai_tok_s": plain, "ortgenai_decode_tok_s": rate("ortgenai", True),
+              "ortgenai_identical_prompts": sum(r["ortgenai_identical"] for r in records),
+              "baseline_over_ortgenai": ours["baseline_tok_s"] / plain if plain else 0.0,
+              "speculative_over_ortgenai": ours["speculative_tok_s"] / plain if plain else 0.0}
+    if "ortgenai_speculative_tok_s" in records[0]:
+        fields.update({"ortgenai_speculative_tok_s": rate("ortgenai_speculative"),
+                       "ortgenai_speculative_decode_tok_s": rate("ortgenai_speculative", True),
+                       "ortgenai_speculative_identical_prompts":
+                           sum(r["ortgenai_speculative_identical"] for r in records)})
+    return fields
