@@ -34,10 +34,11 @@ QUANTIZATIONS = ("default", *MODEL_QUANTIZATIONS)  # default: what models.yaml s
 # How a model's forward runs (engine/runners): eager with a dynamic cache; a static cache; its steps
 # compiled per fixed shape (CUDA graphs on a GPU); llama.cpp's kernels on the model's GGUF file (an optional
 # extra); ONNX Runtime's kernels on a model built once from the checkpoint. auto is what measured fastest on
-# the device; eager
-# everywhere until a compiled run measures faster (docs/benchmarks.md, "Runners")
+# the device: on a CPU onnxruntime for an int4 model (plain 1.43x eager's, speculation 1.2x eager's best, in one
+# run on a 2-core Xeon: docs/benchmarks.md, "ONNX Runtime's kernels"), eager where it cannot serve the run (a
+# tree, a bf16 or float32 model, a model built in process); eager on CUDA until a compiled run measures faster
 RUNNERS = ("auto", "eager", "static", "compiled", "llamacpp", "onnxruntime")
-AUTO_RUNNER = {"cpu": "eager", "cuda": "eager"}
+AUTO_RUNNER = {"cpu": "onnxruntime", "cuda": "eager"}
 
 
 @dataclass(frozen=True)

@@ -127,14 +127,17 @@ def is_built(model, rows: int | None = None) -> bool:
 
 
 def serves(model) -> bool:
-    """Is this runner auto's choice for the model: on the CPU, read from a checkpoint on disk, and
-    onnxruntime-genai installed? A model built in process (the tiny random pair) writes a checkpoint
-    only when asked by name (runner onnxruntime): there speed means nothing, and a build per test
+    """Is this runner auto's choice for the model: loaded in int4 on the CPU (int4-cpu, which auto
+    quantization picks there) from a checkpoint on disk, and onnxruntime-genai installed? Its build
+    is int4 too, so auto changes the kernels and not the precision the user chose; a model kept in
+    bf16 or float32 stays on PyTorch unless runner onnxruntime is asked for by name. A model built in
+    process (the tiny random pair) also stays: there speed means nothing, and a build per test
     would cost seconds."""
     import importlib.util
 
     locate = getattr(model, "checkpoint_dir", None)
-    return (model.device.type == "cpu" and locate is not None and not getattr(locate, "written", False)
+    int4 = any(type(m).__name__ == "Int4Linear" for m in model.modules())  # models/cpu_quant's int4-cpu
+    return (model.device.type == "cpu" and int4 and locate is not None and not getattr(locate, "written", False)
             and importlib.util.find_spec("onnxruntime_genai") is not None)
 
 

@@ -103,12 +103,12 @@ class RunnerCosts:
 
     def measure(self, loaded, runner: str, max_k: int, repeats: int = 3) -> VerifyCurve:
         """One model's curve through `runner`, measured now unless this app run has one long enough."""
-        return self.curves(resolved(runner, loaded.device)).measure(loaded, max_k=max_k, repeats=repeats)
+        return self.curves(resolved(runner, loaded)).measure(loaded, max_k=max_k, repeats=repeats)
 
-    def cost(self, pair, runner: str, max_k: int, repeats: int = 3) -> RunnerCost:
+    def cost(self, pair, runner: str, max_k: int, repeats: int = 3, tree: bool = False) -> RunnerCost:
         """c and v(k) of a loaded pair through `runner`: the target to k = max_k, the draft to two rows
-        (its plain step is all c needs)."""
-        name = resolved(runner, pair.target.device)
+        (its plain step is all c needs). `tree`: for a tree run, which auto may run elsewhere."""
+        name = resolved(runner, pair.target, tree)
         return RunnerCost(name, self.measure(pair.target, name, max_k, repeats),
                           self.measure(pair.draft, name, 2, repeats))
 
@@ -140,12 +140,13 @@ class RunnerCosts:
         k = settings.tree_budget + 1
         if k > TREE_K:
             return None, None
-        cost = self.cost(pair, settings.runner, max(k, settings.gamma + 1), repeats=2)
+        cost = self.cost(pair, settings.runner, max(k, settings.gamma + 1), repeats=2, tree=True)
         return cost.target, cost.c
 
 
-def resolved(runner: str, device) -> str:
-    """The runner a name stands for on this device (auto: what measured fastest there)."""
+def resolved(runner: str, loaded, tree: bool = False) -> str:
+    """The runner a name stands for with this loaded model (auto: what measured fastest on its device,
+    where that runner can serve the model and the run)."""
     from playground.engine.runners import resolve
 
-    return resolve(runner, device)
+    return resolve(runner, loaded.device, tree, loaded.model)

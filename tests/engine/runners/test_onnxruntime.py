@@ -4,6 +4,7 @@ token and γ + 1 tokens; rollback then re-feed equals a fresh run; greedy specul
 eager plain decoding token for token; the build is cached, a half-written one rebuilt, and a model
 the builder cannot export refused with its reason."""
 
+import copy
 import json
 
 import pytest
@@ -125,12 +126,20 @@ def test_a_model_without_a_checkpoint_is_refused_with_the_reason():
 
 
 def test_auto_takes_onnxruntime_only_where_it_can_serve_the_run(built_pair, monkeypatch):
-    """Were auto onnxruntime on a CPU: a chain runs on it, a tree (no tree mask there) and a model with
-    no checkpoint to build from run eagerly."""
+    """With auto onnxruntime on a CPU: a chain of an int4-cpu model read from a checkpoint on disk runs
+    on it; a model in float32, a tree (no tree mask there), a model with no checkpoint, and one built
+    in process (whose checkpoint was written for runner onnxruntime by name) run eagerly."""
     from playground.engine import runners
+    from playground.models.cpu_quant import quantize_for_cpu
 
     monkeypatch.setitem(runners.AUTO_RUNNER, "cpu", "onnxruntime")
     target = built_pair[0]
+    folder = onnx_build.checkpoint_of(target)
+    assert CachedModel(target).runner.name == "eager"  # float32, its checkpoint written in process
+    target = copy.deepcopy(target)
+    assert quantize_for_cpu(target, "int4-cpu") > 0
+    assert CachedModel(target).runner.name == "eager"  # int4 now, its checkpoint still written in process
+    target.checkpoint_dir = lambda: folder  # as if read from a checkpoint on disk
     assert CachedModel(target).runner.name == "onnxruntime"
     assert CachedModel(target, tree=True).runner.name == "eager"
     assert CachedModel(tiny_pair(seed=1)[0]).runner.name == "eager"

@@ -155,7 +155,8 @@ def test_the_run_configuration_carries_one_runner_to_target_and_drafter(pair):
     assert factory.make_drafter(RunConfig(runner="eager"), pair[1]).lm.runner.name == "eager"
     with pytest.raises(ValueError, match="runner must be one of: auto, eager, static, compiled"):
         RunConfig(runner="graphs")
-    assert resolve("auto", "cpu") == "eager"  # measured: docs/benchmarks.md, "Runners"
+    assert resolve("auto", "cpu", model=pair[0]) == "eager"  # an in-process float32 model: onnxruntime passed over
+    assert resolve("auto", "cuda") == "eager"  # measured: docs/benchmarks.md, "Runners"
     assert BUCKETS[0] == 1  # a draft step and a plain step are one row, never padded
 
 
