@@ -79,6 +79,13 @@ if python -m playground.serve setup llamacpp; then
       --sweep runner=llamacpp gamma=2,3,4 --json out/llamacpp.json
   python -m playground.bench --categories coding --limit 4 --temperature 0 --max-new-tokens 96 --repeats 1 \
       --runner llamacpp --reference llama.cpp --json out/llamacpp-reference.json
+  # ONNX Runtime's kernels: the onnxruntime runner beside llama.cpp's and onnxruntime-genai's own loops
+  # (about 12 min for coding, 12 for the mix; the first run also builds both models, about 2 min)
+  python -m playground.bench --categories coding --limit 4 --temperature 0 --max-new-tokens 96 --repeats 1 \
+      --sweep runner=onnxruntime gamma=1,2,3 --reference llama.cpp,onnxruntime-genai --json out/ort-coding.json
+  python -m playground.bench --categories coding,summarization,translation,qa,math_reasoning --limit 2 \
+      --temperature 0 --max-new-tokens 96 --repeats 1 --runner onnxruntime --gamma 2 \
+      --reference llama.cpp,onnxruntime-genai --json out/ort-mix.json
 fi
 # Table 5 - the GPU oracle and the app's CUDA paths (one CUDA GPU, no network, no model files;
 # about 12 min on an H200; skipped without a GPU)
