@@ -8,6 +8,7 @@ from __future__ import annotations
 import html
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import gradio as gr
 import numpy as np
@@ -17,8 +18,8 @@ from playground.config import KNOBS
 from playground.measure.teach import explorer
 from playground.measure.teach.stats import goodness_of_fit
 from playground.app.shared import controls
-from playground.app.shared.context import SERIAL
-from playground.app.shared.flow import fail, outputs, status_html, whole
+from playground.app.shared.flow import model_job, outputs, parsed, status_html, whole
+from playground.app.shared.form import Form
 from playground.app.shared.plots import (
     DROP_COLOR,
     KEEP_COLOR,
@@ -42,6 +43,23 @@ CSS = """
 .explorer b.num { font-variant-numeric: tabular-nums; }
 .explorer .hint { color: var(--body-text-color-subdued); font-size: 12.5px; }
 """
+
+
+@dataclass(frozen=True)
+class SampleForm(Form):
+    """What Sample reads from the page; field order is the API's parameter order (p0..p5, q0..q5,
+    draws, seed)."""
+
+    p: dict  # "p0".."p5": the target's weight of each token (the row is normalised)
+    q: dict  # "q0".."q5": the draft's
+    draws: int  # N
+    seed: int
+
+    def parse(self) -> tuple[np.ndarray, np.ndarray, int, int]:
+        """(p, q, N, seed), checked before anything is drawn (ValueError names the field)."""
+        seeds = KNOBS["seed"]
+        return (explorer.distribution("p", list(self.p.values())), explorer.distribution("q", list(self.q.values())),
+                whole("N draws", self.draws, 1, explorer.MAX_DRAWS), whole("seed", self.seed, seeds.low, seeds.high))
 
 
 @dataclass(frozen=True)
@@ -87,10 +105,10 @@ def build(ctx) -> dict:  # ctx unused: the explorer needs no model
     gr.on([s.input for s in weights], redraw, weights, views, trigger_mode="always_last",
           api_name="explorer_redraw")
     draws.change(lambda n: gr.update(value=sample_label(n)), draws, sample, api_visibility="private")
-    # Drawing uses the CPU for a few seconds: it queues with the model jobs so no race is timed meanwhile.
     view = SampleView(views[-2], views[-1], status)
-    sample.click(sample_handler(view), [*weights, draws, seed], outputs(view), api_name="explorer_sample",
-                 show_progress="hidden", **SERIAL)
+    form = SampleForm(p={f"p{i}": s for i, s in enumerate(p_sliders)}, q={f"q{i}": s for i, s in enumerate(q_sliders)},
+                      draws=draws, seed=seed)
+    model_job(sample, partial(handle_sample, view), form, outputs(view), status, "explorer_sample")
     return {"view": view}
 
 
@@ -135,30 +153,19 @@ def views_for(p_weights, q_weights) -> tuple:
     )
 
 
-def sample_handler(view: SampleView):
-    """Draw through speculative_verify, redrawing the histogram every 500 draws."""
-    seeds = KNOBS["seed"]
-
-    def sample(*values) -> Iterator[dict]:
-        n_tokens = len(TOKENS)
-        try:
-            p = explorer.distribution("p", values[:n_tokens])
-            q = explorer.distribution("q", values[n_tokens: 2 * n_tokens])
-            draws = whole("N draws", values[-2], 1, explorer.MAX_DRAWS)
-            seed = whole("seed", values[-1], seeds.low, seeds.high)
-        except ValueError as e:
-            yield from fail(view.status, str(e))
-        for counts, kept in explorer.stream_real(p, q, draws, seed, every=max(500, draws // 20)):
-            done = int(counts.sum())
-            fit = goodness_of_fit(counts, p)
-            yield {
-                view.plot: sample_figure(p, counts),
-                view.note: sample_note(p, fit, kept),
-                view.status: status_html(f"Drawn {done:,} of {draws:,}" if done < draws else f"Done: {draws:,} draws.",
-                                         done / draws if done < draws else None),
-            }
-
-    return sample
+def handle_sample(view: SampleView, form: SampleForm) -> Iterator[dict]:
+    """Draw through speculative_verify, redrawing the histogram every 500 draws (it queues with the
+    model jobs: a few seconds of CPU, so no race is timed meanwhile)."""
+    p, q, draws, seed = yield from parsed(view.status, form.parse)
+    for counts, kept in explorer.stream_real(p, q, draws, seed, every=max(500, draws // 20)):
+        done = int(counts.sum())
+        fit = goodness_of_fit(counts, p)
+        yield {
+            view.plot: sample_figure(p, counts),
+            view.note: sample_note(p, fit, kept),
+            view.status: status_html(f"Drawn {done:,} of {draws:,}" if done < draws else f"Done: {draws:,} draws.",
+                                     done / draws if done < draws else None),
+        }
 
 
 # -- figures -------------------------------------------------------------------------------------

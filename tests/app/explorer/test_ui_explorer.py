@@ -15,7 +15,15 @@ def sample():
     """The Sample handler on the tab's own view (its dicts are keyed by the view's components)."""
     with gr.Blocks():
         view = tab_explorer.build(None)["view"]
-    return tab_explorer.sample_handler(view), view
+    return (lambda *values: tab_explorer.handle_sample(view, form(*values))), view
+
+
+def form(*values) -> tab_explorer.SampleForm:
+    """The Sample form of the page's values in API order: six p weights, six q weights, N, seed."""
+    n = len(TOKENS)
+    return tab_explorer.SampleForm(p={f"p{i}": w for i, w in enumerate(values[:n])},
+                                   q={f"q{i}": w for i, w in enumerate(values[n:2 * n])},
+                                   draws=values[-2], seed=values[-1])
 
 
 def test_a_preset_sets_every_slider_and_redraws_every_view():
