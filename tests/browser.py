@@ -22,6 +22,7 @@ ARGS = [
     "--no-first-run",
 ]
 PAIR = os.environ.get("UI_BROWSER_PAIR", "tiny")
+STEP_MS = 60_000 if PAIR == "tiny" else 900_000  # the first real step may load (and convert) the pair
 # The page has settled: no Gradio progress shown, and no finite animation (plots, the status box
 # fading in) still running. Endless ones (spinners) do not count.
 SETTLED = """() => !document.querySelector('.progress-text, .eta-bar') && document.getAnimations().every(
@@ -42,3 +43,30 @@ needs_chromium = [
     pytest.mark.browser,
     pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is not installed (CI installs it)"),
 ]
+
+
+def open_tab(page, title: str) -> None:
+    page.get_by_role("tab", name=title).click()
+
+
+def step_until(page, text: str, clicks: int = 40) -> int:
+    """Press Next step until the stage panel shows `text`; returns the clicks it took."""
+    stages = page.locator("#st-stages")
+    for i in range(1, clicks + 1):
+        before = page.locator("#st-status").inner_text()
+        page.locator("#st-next").click()
+        page.wait_for_function(
+            "before => { const s = document.querySelector('#st-status').innerText;"
+            " return s !== before && /Step \\d+|finished|⚠/.test(s); }",
+            arg=before,
+            timeout=STEP_MS,
+        )
+        assert "⚠" not in page.locator("#st-status").inner_text()
+        if text in stages.inner_text():
+            return i
+        if "run has finished" in page.locator("#st-status").inner_text():
+            page.locator("#st-reset").click()
+            page.get_by_text("Back at the start").wait_for(timeout=30_000)
+            seed = page.locator("#st-seed input")
+            seed.fill(str(int(seed.input_value() or 0) + 1))
+    pytest.fail(f"no {text!r} in {clicks} steps")

@@ -61,16 +61,31 @@ def page(browser, url):
 
 
 @pytest.fixture(scope="module")
-def race_tab():
-    """(ctx, view): a race tab on a fresh app context, frames as fast as they come (one per module:
-    the context's measured curves are that module's own)."""
+def tab_view():
+    """tab_view(tab, part="view") -> (ctx, components): an app tab (its app/<tab>/tab.py module) built
+    once on a fresh app context, and the part of what its build returns that a test drives ("view",
+    or the Theory tab's "runners"): the components its handlers' dicts are keyed by. One context per
+    test module, shared by the tabs that module builds: its measured curves and points are its own."""
     import gradio as gr
 
-    from playground.app.race import tab as tab_race
     from playground.app.shared.context import build_context
 
-    ctx = build_context()
+    ctx, built = build_context(), {}
+
+    def view(tab, part: str = "view"):
+        if tab not in built:
+            with gr.Blocks():
+                built[tab] = tab.build(ctx)
+        return ctx, built[tab][part]
+
+    return view
+
+
+@pytest.fixture(scope="module")
+def race_tab(tab_view):
+    """(ctx, view): the race tab on its module's context, frames as fast as they come."""
+    from playground.app.race import tab as tab_race
+
+    ctx, view = tab_view(tab_race)
     ctx.frame_every = 0.0
-    with gr.Blocks():
-        view = tab_race.build(ctx)["view"]
     return ctx, view

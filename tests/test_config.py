@@ -14,7 +14,7 @@ from playground.measure.bench import report
 from playground.measure.bench.cli import build_parser, make_plan
 from playground.measure.bench.report import settings_of
 from playground.measure.bench.sweep import SWEEPABLE
-from playground.config import KNOBS, PROMPT_LOOKUP, TREE, KnobError, RunConfig, group
+from playground.config import DRAFTER_LABELS, KNOBS, MODEL, PROMPT_LOOKUP, TREE, KnobError, RunConfig, group
 from playground.engine.generate import SpecConfig
 from playground.app.shared import controls
 from playground.app.shared.examples import STEP_THROUGH
@@ -253,9 +253,14 @@ def test_the_api_takes_the_knobs_by_name(url):
 
 
 def test_the_examples_use_the_record_vocabulary():
+    """Each example's drafter, γ and temperature are values the run configuration takes: its
+    constructor is the check, refusing anything else, such as the drafter's label on the page."""
     from playground.app.race import tab as tab_race
     from playground.app.stepthrough import tab as tab_stepthrough
 
+    with pytest.raises(KnobError, match=r"^drafter must be one of: model, prompt_lookup, got 'draft model'"):
+        RunConfig(drafter=DRAFTER_LABELS[MODEL])  # what the examples once said
     for examples in (tab_race.EXAMPLES, tab_stepthrough.EXAMPLES):
+        assert examples
         for _, _, drafter, gamma, temperature, *_ in examples:
-            RunConfig(drafter=drafter, gamma=gamma, temperature=temperature)
+            RunConfig(drafter=drafter, gamma=gamma, temperature=temperature)  # raises as above if not

@@ -2,7 +2,7 @@
 
 Runs on the tiny random pair by default. For the README screenshots of the real default pair:
     UI_BROWSER_PAIR=default UI_SCREENSHOT_DIR=assets \
-        python -m pytest -m browser tests/test_ui_browser_teaching.py
+        python -m pytest -m browser tests/app/test_ui_browser_teaching.py
 (UI_SCREENSHOT_DIR alone saves the tiny pair's screenshots there instead of only in a temp dir).
 """
 
@@ -10,42 +10,13 @@ from __future__ import annotations
 
 import re
 
-import pytest
-from browser import PAIR, needs_chromium, shoot
+from browser import PAIR, needs_chromium, open_tab, shoot, step_until
 from playwright.sync_api import expect
 
 REAL = PAIR != "tiny"
-STEP_MS = 60_000 if not REAL else 900_000  # the first real step may load (and convert) the pair
 RUN_MS = 120_000 if not REAL else 900_000
 
 pytestmark = needs_chromium
-
-
-def open_tab(page, title: str) -> None:
-    page.get_by_role("tab", name=title).click()
-
-
-def step_until(page, text: str, clicks: int = 40) -> int:
-    """Press Next step until the stage panel shows `text`; returns the clicks it took."""
-    stages = page.locator("#st-stages")
-    for i in range(1, clicks + 1):
-        before = page.locator("#st-status").inner_text()
-        page.locator("#st-next").click()
-        page.wait_for_function(
-            "before => { const s = document.querySelector('#st-status').innerText;"
-            " return s !== before && /Step \\d+|finished|⚠/.test(s); }",
-            arg=before,
-            timeout=STEP_MS,
-        )
-        assert "⚠" not in page.locator("#st-status").inner_text()
-        if text in stages.inner_text():
-            return i
-        if "run has finished" in page.locator("#st-status").inner_text():
-            page.locator("#st-reset").click()
-            page.get_by_text("Back at the start").wait_for(timeout=30_000)
-            seed = page.locator("#st-seed input")
-            seed.fill(str(int(seed.input_value() or 0) + 1))
-    pytest.fail(f"no {text!r} in {clicks} steps")
 
 
 def test_step_through_a_rejection_and_a_full_acceptance(page, tmp_path):

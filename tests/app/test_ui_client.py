@@ -16,7 +16,7 @@ from gradio_client import Client
 
 from playground.config import RunConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:

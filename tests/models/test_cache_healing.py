@@ -15,7 +15,7 @@ from playground.models import cachefiles, checkpoints, modelpack
 from playground.models.modelpack import fetch_pack
 from test_modelpack import CHUNKS, copying_pip, index, no_pip  # noqa: F401  (index is a fixture)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(autouse=True)

@@ -162,7 +162,7 @@ def draw_batched(p: torch.Tensor, q: torch.Tensor, draws: int, generator: torch.
     For a large vocabulary (the lab's 151k tokens), where one speculative_verify costs ~80 ms
     (a fresh residual and a multinomial over the vocabulary per call). The acceptance
     probabilities and the residual come from sampling's own functions, so a change to the
-    engine's rule changes these draws too (tests/test_explorer.py checks both ways agree).
+    engine's rule changes these draws too (tests/measure/teach/test_explorer.py checks both ways agree).
     Returns (emitted tokens [draws], guesses kept). p, q: [V]
     """
     check_draws(draws)

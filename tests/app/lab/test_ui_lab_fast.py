@@ -8,26 +8,17 @@ import gradio as gr
 import pytest
 
 from playground.app.lab import tab as tab_lab
-from playground.app.shared.context import build_context
 from playground.app.shared.flow import outputs
 
 
-@pytest.fixture(scope="module")
-def ctx():
-    return build_context()
-
-
-@pytest.fixture(scope="module")
-def fast_handler(ctx):
+def draw_fast(ctx, view, *values):
     """The Draw fast handler on the lab's own view (its dicts are keyed by the view's components)."""
-    with gr.Blocks():
-        view = tab_lab.build(ctx)["view"]
-    return lambda ctx: (lambda *values: tab_lab.handle(ctx, view, tab_lab.FastLabForm(*values))), view
+    return tab_lab.handle(ctx, view, tab_lab.FastLabForm(*values))
 
 
-def test_fast_lab_redraws_while_drawing_and_ends_with_the_verdict(ctx, fast_handler):
-    handler, view = fast_handler
-    frames = list(handler(ctx)("def", "tiny", 20_000, 1.0, 0, 1.0, 0))
+def test_fast_lab_redraws_while_drawing_and_ends_with_the_verdict(tab_view):
+    ctx, view = tab_view(tab_lab)
+    frames = list(draw_fast(ctx, view, "def", "tiny", 20_000, 1.0, 0, 1.0, 0))
     drawing = [f for f in frames if "Drawing:" in f[view.status]]
     assert len(drawing) > 5  # the histograms and the distance plot update as N grows
     _, convergence, verdict, status = (frames[-1][c] for c in outputs(view))
@@ -50,9 +41,10 @@ def test_fast_lab_redraws_while_drawing_and_ends_with_the_verdict(ctx, fast_hand
         (10, {"temperature": 0}, "temperature must be above 0 for the lab"),
     ],
 )
-def test_fast_lab_bad_input_is_a_message_naming_the_field(ctx, fast_handler, draws, changes, message):
+def test_fast_lab_bad_input_is_a_message_naming_the_field(tab_view, draws, changes, message):
+    ctx, view = tab_view(tab_lab)
     values = {"temperature": 1.0, "top_k": 0, "top_p": 1.0, "seed": 0, **changes}
-    runs = fast_handler[0](ctx)("hi", "tiny", draws, *values.values())
+    runs = draw_fast(ctx, view, "hi", "tiny", draws, *values.values())
     with pytest.raises(gr.Error) as raised:
         list(runs)
     assert message in str(raised.value)

@@ -6,22 +6,13 @@ from __future__ import annotations
 
 import html
 
-import gradio as gr
 import pytest
 
 from playground.app.lesson import steps as lesson
 from playground.app.lesson import tab as tab_lesson
 from playground.app.lesson.steps import LESS, MORE, STEPS, Progress
-from playground.app.shared.context import build_context
 
 COSTS = len(STEPS) - 1  # the step on c and v
-
-
-@pytest.fixture(scope="module")
-def lesson_tab():
-    ctx = build_context()
-    with gr.Blocks():
-        return ctx, tab_lesson.build(ctx)["view"]
 
 
 def test_the_verdict_is_read_off_v_at_five_rows():
@@ -33,8 +24,8 @@ def test_the_verdict_is_read_off_v_at_five_rows():
         lesson.check_prediction(STEPS[COSTS], "2 steps")
 
 
-def test_the_step_offers_its_own_two_verdicts(lesson_tab):
-    _, page = lesson_tab
+def test_the_step_offers_its_own_two_verdicts(tab_view):
+    _, page = tab_view(tab_lesson)
     shown = tab_lesson.show_step(page, Progress(step=COSTS))
     assert shown[page.choice]["visible"] is True and shown[page.choice]["choices"] == [MORE, LESS]
     assert shown[page.prediction]["visible"] is False and shown[page.gamma]["visible"] is False
@@ -42,8 +33,8 @@ def test_the_step_offers_its_own_two_verdicts(lesson_tab):
 
 
 @pytest.mark.parametrize("verdict", [MORE, LESS])
-def test_measuring_grades_the_verdict_against_the_measured_curve(lesson_tab, verdict):
-    ctx, page = lesson_tab
+def test_measuring_grades_the_verdict_against_the_measured_curve(tab_view, verdict):
+    ctx, page = tab_view(tab_lesson)
     form = tab_lesson.LessonForm(Progress(step=COSTS), "def add(a, b):", "tiny", None, verdict, 4)
     frames = list(tab_lesson.handle(ctx, page, form))
     last = frames[-1]

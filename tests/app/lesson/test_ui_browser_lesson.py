@@ -1,7 +1,7 @@
 """The p/q explorer and the guided lesson in headless Chromium (Debian's), as a learner sees them.
 
 Runs on the tiny random pair by default. To save the README screenshots:
-    UI_SCREENSHOT_DIR=assets python -m pytest -m browser tests/test_ui_browser_lesson.py
+    UI_SCREENSHOT_DIR=assets python -m pytest -m browser tests/app/lesson/test_ui_browser_lesson.py
 (UI_BROWSER_PAIR=default runs the lesson on the real pair; its timing steps then take minutes).
 """
 

@@ -9,24 +9,11 @@ import gradio as gr
 import pytest
 
 from playground.app.lesson import steps as lesson
-from playground.app.shared.context import build_context
 from playground.app.lesson.steps import GAMMAS, LESS, SAME, STEPS, Progress
 from playground.app.lesson import tab as tab_lesson
 from playground.app.lesson.tab import progress_html, show_step
 
 PROMPT = "def add(a, b):"
-
-
-@pytest.fixture(scope="module")
-def ctx():
-    return build_context()
-
-
-@pytest.fixture(scope="module")
-def page(ctx):
-    """The lesson's components, as the tab builds them (its handlers' dicts are keyed by these)."""
-    with gr.Blocks():
-        return tab_lesson.build(ctx)["view"]
 
 
 def test_grading_and_checking_predictions():
@@ -44,7 +31,8 @@ def test_grading_and_checking_predictions():
         lesson.check_prediction(STEPS[2], "maybe")
 
 
-def test_navigation_stays_in_range_and_keeps_results(page):
+def test_navigation_stays_in_range_and_keeps_results(tab_view):
+    _, page = tab_view(tab_lesson)
     start = Progress()
     assert start.moved(-1).step == 0 and start.moved(99).step == len(STEPS) - 1
     done = start.with_result(0, {"prediction": 2.0, "html": "<p>kept</p>", "figure": None})
@@ -64,7 +52,8 @@ def run_step(ctx, page, progress, prediction=None, choice=None, gamma=4):
     return last[page.result], last[page.plot], last[page.state]
 
 
-def test_walk_the_whole_lesson_on_the_tiny_pair(ctx, page):
+def test_walk_the_whole_lesson_on_the_tiny_pair(tab_view):
+    ctx, page = tab_view(tab_lesson)
     progress = Progress()
     predictions = [dict(prediction=2.5), dict(prediction=0.5), dict(choice=SAME), dict(prediction=1.5, gamma=3),
                    dict(prediction=4), dict(choice=LESS)]
@@ -83,7 +72,8 @@ def test_walk_the_whole_lesson_on_the_tiny_pair(ctx, page):
     assert len(ctx.measurements.get(None)) == 1 + len(GAMMAS)  # timings reach the Theory tab
 
 
-def test_a_bad_prediction_is_a_message_naming_the_field(ctx, page):
+def test_a_bad_prediction_is_a_message_naming_the_field(tab_view):
+    ctx, page = tab_view(tab_lesson)
     runs = tab_lesson.handle(ctx, page, tab_lesson.LessonForm(Progress(), PROMPT, "tiny", 42, None, 4))
     with pytest.raises(gr.Error) as raised:
         list(runs)

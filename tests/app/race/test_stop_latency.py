@@ -5,7 +5,7 @@ plays Gradio's worker, the test presses Stop at a random moment (the flag, then 
 the button does); reported are the worst wait and the most engine work (target forward calls)
 done after the press. Asserted is the work, a count: at most the one target call in flight.
 
-    python -m pytest -s -q tests/test_stop_latency.py
+    python -m pytest -s -q tests/app/race/test_stop_latency.py
 """
 
 from __future__ import annotations

@@ -2,16 +2,15 @@
 
 Runs on the tiny random pair by default. For the README screenshot of the real default pair:
     UI_BROWSER_PAIR=default UI_SCREENSHOT_DIR=assets \
-        python -m pytest -m browser tests/test_tree_browser.py
+        python -m pytest -m browser tests/app/stepthrough/test_tree_browser.py
 """
 
 from __future__ import annotations
 
 import re
 
-from browser import needs_chromium
+from browser import needs_chromium, open_tab, shoot, step_until
 from playwright.sync_api import expect
-from test_ui_browser_teaching import open_tab, shoot, step_until
 
 pytestmark = needs_chromium
 

@@ -10,7 +10,6 @@ from types import SimpleNamespace
 import gradio as gr
 import pytest
 
-from playground.app.shared.context import build_context
 from playground.app.theory import runner_section
 from playground.app.theory import runners as runner_views
 from playground.app.theory import tab as tab_theory
@@ -25,16 +24,8 @@ def measure_runners(ctx, view, pair, runners, temperature, gamma):
     return runner_section.handle(ctx, view, form)
 
 
-@pytest.fixture(scope="module")
-def tab():
-    ctx = build_context()
-    with gr.Blocks():
-        built = tab_theory.build(ctx)
-    return ctx, built["view"], built["runners"]
-
-
-def test_each_chosen_runner_is_measured_once_and_drawn_beside_the_others(tab):
-    ctx, _, view = tab
+def test_each_chosen_runner_is_measured_once_and_drawn_beside_the_others(tab_view):
+    ctx, view = tab_view(tab_theory, "runners")
     last = list(measure_runners(ctx, view, "tiny", ["eager", "static"], 0.0, 3))[-1]
     assert "Measured eager, static." in last[view.status]
     spec = ctx.registry.pair("tiny")
@@ -54,8 +45,8 @@ def test_each_chosen_runner_is_measured_once_and_drawn_beside_the_others(tab):
     assert len([t for t in again[view.v].data if t.type == "scatter"]) == 2  # both still drawn
 
 
-def test_with_alpha_measured_the_speedup_per_runner_is_the_formulas(tab):
-    ctx, main, view = tab
+def test_with_alpha_measured_the_speedup_per_runner_is_the_formulas(tab_view):
+    (ctx, main), (_, view) = tab_view(tab_theory), tab_view(tab_theory, "runners")
     list(tab_theory.handle(ctx, main, tab_theory.MeasureForm("def f(n):", "tiny", MODEL, 0.0, 3, 16,
                                                           session=REQUEST.session_hash)))
     drawn = runner_section.redraw_handler(ctx, view)("tiny", 0.0, 3, REQUEST)
@@ -69,8 +60,8 @@ def test_with_alpha_measured_the_speedup_per_runner_is_the_formulas(tab):
     assert "needs α" not in drawn[view.explain]
 
 
-def test_a_runner_outside_the_choices_is_a_message_naming_the_field(tab):
-    ctx, _, view = tab
+def test_a_runner_outside_the_choices_is_a_message_naming_the_field(tab_view):
+    ctx, view = tab_view(tab_theory, "runners")
     with pytest.raises(gr.Error, match="runners must be one or more of: eager, static, compiled"):
         list(measure_runners(ctx, view, "tiny", ["warp"], 0.0, 3))
     with pytest.raises(gr.Error, match="runners must be one or more of"):
