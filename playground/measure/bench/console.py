@@ -105,7 +105,9 @@ def reference_rows(s: dict) -> list[tuple]:
         rows.append(("onnxruntime-genai plain (its own loop)", s["ortgenai_tok_s"], s.get("ortgenai_decode_tok_s"),
                      s.get("ortgenai_identical_prompts")))
     if "ortgenai_speculative_tok_s" in s:
-        rows.append(("onnxruntime-genai speculative (its own loop)", s["ortgenai_speculative_tok_s"],
+        accepted = s.get("ortgenai_speculative_acceptance")
+        rows.append((f"onnxruntime-genai speculative (its own loop{f', accepts {accepted:.2f}' if accepted else ''})",
+                     s["ortgenai_speculative_tok_s"],
                      s.get("ortgenai_speculative_decode_tok_s"), None))
     return rows
 

@@ -39,15 +39,18 @@ def test_its_plain_and_speculative_loops_are_timed_beside_ours(bench):
         assert p["ortgenai_identical"]  # the same float32 build, greedy: its loop gives our baseline's tokens
         assert p["ortgenai_speculative_identical"]  # and its speculation keeps them
         assert p["baseline_decode_tok_s"] > 0 and p["ortgenai_decode_seconds"] < p["ortgenai_seconds"]
+        stats = p["ortgenai_speculative_stats"]  # its own counters: it drafted, at most γ a round
+        assert 0 < stats["draft_tokens_accepted"] <= stats["draft_tokens_proposed"] <= 3 * stats["rounds"]
     s = run["summary"]
     assert s["ortgenai_identical_prompts"] == 2 and s["speculative_over_ortgenai"] > 0
+    assert 0 < s["ortgenai_speculative_acceptance"] <= 1
     assert {"ortgenai_tok_s", "ortgenai_speculative_decode_tok_s"} <= set(s)
 
 
 def test_the_console_lists_its_rows_beside_ours(bench):
     _, printed = bench
     block = printed[printed.index("Faster than what?"):]
-    for row in ("onnxruntime-genai plain (its own loop)", "onnxruntime-genai speculative (its own loop)",
+    for row in ("onnxruntime-genai plain (its own loop)", "onnxruntime-genai speculative (its own loop, accepts ",
                 "ours plain, runner onnxruntime", "ours speculative, runner onnxruntime", "transformers generate()"):
         assert row in block
     assert "same tokens as our plain on 2/2" in block

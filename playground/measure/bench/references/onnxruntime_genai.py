@@ -6,7 +6,7 @@ on the target's build (engine/runners/onnx_build.py: the same files our runner b
 prompt ids and token budget, stopping at the same end tokens, prefill included and the first token's
 time kept, so decode-only rates stand beside. Its speculative run names the draft's build as
 `model.draft` and drafts a fixed `speculative.max_draft_tokens` = γ a round; its acceptance comes
-from `Generator.get_speculative_stats()`. Threads are set to ours (its default used one here).
+from `Generator.get_speculative_stats()` (drafted and accepted tokens, pooled over the prompts). Threads are set to ours (its default used one here).
 Greedy only: its sampler and RNG are its own, and a sampled row would compare two distributions'
 draws, not two speeds.
 """
@@ -91,18 +91,14 @@ def decode(target, prompt_ids, config, eos_token_ids, draft=None) -> tuple[list[
     return tokens[: config.max_new_tokens], seconds, first, stats_of(generator) if draft is not None else {}
 
 
+STATS = ("rounds", "draft_tokens_proposed", "draft_tokens_accepted", "target_forward_passes", "acceptance_rate",
+         "avg_draft_ms_per_token", "avg_target_ms_per_round")  # of Generator.get_speculative_stats()'s dict
+
+
 def stats_of(generator) -> dict:
-    """Its speculative counters, as far as this version names them (an empty dict where none read)."""
+    """Its own speculative counters for one generation: drafts, acceptance, forwards and timings."""
     stats = generator.get_speculative_stats()
-    found = {}
-    for name in ("draft_tokens", "accepted_tokens", "rejected_tokens", "acceptance_rate", "rounds"):
-        for getter in ("get_count", "get_number"):
-            try:
-                found[name] = getattr(stats, getter)(name)
-                break
-            except Exception:  # not this getter, or not a counter this version keeps
-                continue
-    return found
+    return {name: stats[name] for name in STATS if name in stats}
 
 
 def record_fields(runs: dict) -> dict:
@@ -145,6 +141,10 @@ def summary_fields(records: list[dict], ours: dict) -> dict:
               "baseline_over_ortgenai": ours["baseline_tok_s"] / plain if plain else 0.0,
               "speculative_over_ortgenai": ours["speculative_tok_s"] / plain if plain else 0.0}
     if "ortgenai_speculative_tok_s" in records[0]:
+        stats = [r["ortgenai_speculative_stats"] for r in records]
+        proposed = sum(s.get("draft_tokens_proposed", 0) for s in stats)
+        fields["ortgenai_speculative_acceptance"] = (sum(s.get("draft_tokens_accepted", 0) for s in stats) / proposed
+                                                     if proposed else None)
         fields.update({"ortgenai_speculative_tok_s": rate("ortgenai_speculative"),
                        "ortgenai_speculative_decode_tok_s": rate("ortgenai_speculative", True),
                        "ortgenai_speculative_identical_prompts":
