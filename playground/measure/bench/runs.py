@@ -53,6 +53,11 @@ class Run:
         """Tokens after the first over the seconds after it (0 when not timed or one token long)."""
         return self.decode_tokens / self.decode_seconds if self.decode_tokens > 0 and self.decode_seconds else 0.0
 
+    def decode_fields(self, name: str) -> dict:
+        """This run's decoding after its first token, as the raw sums a summary pools and as a rate."""
+        return {f"{name}_decode_tokens": self.decode_tokens, f"{name}_decode_seconds": self.decode_seconds,
+                f"{name}_decode_tok_s": self.decode_tok_s}
+
 
 @dataclass
 class Setup:
@@ -205,16 +210,10 @@ def speed_fields(base: Run, spec: Run) -> dict:
         "speculative_tok_s": spec.tok_s,
         "speedup": spec.tok_s / base.tok_s if base.tok_s else 0.0,
         "finish": spec.events[-1].finish if spec.events else None,
-        **decode_fields("baseline", base),
-        **decode_fields("speculative", spec),
+        **base.decode_fields("baseline"),
+        **spec.decode_fields("speculative"),
         "decode_speedup": spec.decode_tok_s / base.decode_tok_s if base.decode_tok_s else 0.0,
     }
-
-
-def decode_fields(name: str, run: Run) -> dict:
-    """A run's decoding after its first token, as raw sums the summary pools and as a rate."""
-    return {f"{name}_decode_tokens": run.decode_tokens, f"{name}_decode_seconds": run.decode_seconds,
-            f"{name}_decode_tok_s": run.decode_tok_s}
 
 
 def speculation_fields(base: Run, spec: Run) -> dict:

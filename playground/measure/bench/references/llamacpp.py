@@ -133,9 +133,7 @@ def record_fields(runs: dict, config) -> dict:
         "llamacpp_new_tokens": len(cpp.tokens),
         "llamacpp_seconds": cpp.seconds,
         "llamacpp_tok_s": cpp.tok_s,
-        "llamacpp_decode_tokens": cpp.decode_tokens,
-        "llamacpp_decode_seconds": cpp.decode_seconds,
-        "llamacpp_decode_tok_s": cpp.decode_tok_s,
+        **cpp.decode_fields("llamacpp"),
         "baseline_over_llamacpp": base.tok_s / cpp.tok_s if cpp.tok_s else 0.0,
         "speculative_over_llamacpp": spec.tok_s / cpp.tok_s if cpp.tok_s else 0.0,
         # greedy: a different runtime on the same file; a near-tie may go the other way (reported)
@@ -153,10 +151,10 @@ def summary_fields(records: list[dict], ours: dict) -> dict:
     medians of the per-prompt ratios, identity over the greedy prompts."""
     from statistics import median
 
-    seconds = sum(r["llamacpp_seconds"] for r in records)
-    cpp = sum(r["llamacpp_new_tokens"] for r in records) / seconds if seconds else 0.0
-    decode_seconds = sum(r.get("llamacpp_decode_seconds", 0.0) for r in records)
-    decode = sum(r.get("llamacpp_decode_tokens", 0) for r in records) / decode_seconds if decode_seconds else 0.0
+    from playground.measure.bench.summary import rate  # summary imports this module: read when called
+
+    cpp = rate(records, "llamacpp_new_tokens", "llamacpp_seconds")
+    decode = rate(records, "llamacpp_decode_tokens", "llamacpp_decode_seconds")
     flags = [r["llamacpp_identical"] for r in records if r["llamacpp_identical"] is not None]
     fields = {
         "llamacpp_tok_s": cpp,

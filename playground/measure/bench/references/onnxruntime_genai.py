@@ -108,8 +108,7 @@ def record_fields(runs: dict) -> dict:
     base, spec, plain = runs["baseline"], runs["speculative"], runs["ortgenai"]
     fields = {
         "ortgenai_new_tokens": len(plain.tokens), "ortgenai_seconds": plain.seconds, "ortgenai_tok_s": plain.tok_s,
-        "ortgenai_decode_tokens": plain.decode_tokens, "ortgenai_decode_seconds": plain.decode_seconds,
-        "ortgenai_decode_tok_s": plain.decode_tok_s,
+        **plain.decode_fields("ortgenai"),
         "ortgenai_identical": plain.tokens == base.tokens,
         "baseline_over_ortgenai": base.tok_s / plain.tok_s if plain.tok_s else 0.0,
         "speculative_over_ortgenai": spec.tok_s / plain.tok_s if plain.tok_s else 0.0,
@@ -118,9 +117,7 @@ def record_fields(runs: dict) -> dict:
         theirs = runs["ortgenai_speculative"]
         fields.update({
             "ortgenai_speculative_new_tokens": len(theirs.tokens), "ortgenai_speculative_seconds": theirs.seconds,
-            "ortgenai_speculative_tok_s": theirs.tok_s, "ortgenai_speculative_decode_tokens": theirs.decode_tokens,
-            "ortgenai_speculative_decode_seconds": theirs.decode_seconds,
-            "ortgenai_speculative_decode_tok_s": theirs.decode_tok_s,
+            "ortgenai_speculative_tok_s": theirs.tok_s, **theirs.decode_fields("ortgenai_speculative"),
             "ortgenai_speculative_identical": theirs.tokens == plain.tokens,
             "ortgenai_speculative_stats": theirs.stats,
         })
@@ -129,14 +126,11 @@ def record_fields(runs: dict) -> dict:
 
 def summary_fields(records: list[dict], ours: dict) -> dict:
     """A group's onnxruntime-genai summary: total-token rates with and without the prefill, identity counts."""
-    def rate(name: str, decode: bool = False) -> float:
-        part = "_decode" if decode else ""
-        tokens_key = f"{name}{part}_tokens" if decode else f"{name}_new_tokens"
-        seconds = sum(r[f"{name}{part}_seconds"] for r in records)
-        return sum(r[tokens_key] for r in records) / seconds if seconds else 0.0
+    from playground.measure.bench.summary import rate  # summary imports this module: read when called
 
-    plain = rate("ortgenai")
-    fields = {"ortgenai_tok_s": plain, "ortgenai_decode_tok_s": rate("ortgenai", True),
+    plain = rate(records, "ortgenai_new_tokens", "ortgenai_seconds")
+    fields = {"ortgenai_tok_s": plain, "ortgenai_decode_tok_s": rate(records, "ortgenai_decode_tokens",
+                                                                      "ortgenai_decode_seconds"),
               "ortgenai_identical_prompts": sum(r["ortgenai_identical"] for r in records),
               "baseline_over_ortgenai": ours["baseline_tok_s"] / plain if plain else 0.0,
               "speculative_over_ortgenai": ours["speculative_tok_s"] / plain if plain else 0.0}
@@ -145,8 +139,10 @@ def summary_fields(records: list[dict], ours: dict) -> dict:
         proposed = sum(s.get("draft_tokens_proposed", 0) for s in stats)
         fields["ortgenai_speculative_acceptance"] = (sum(s.get("draft_tokens_accepted", 0) for s in stats) / proposed
                                                      if proposed else None)
-        fields.update({"ortgenai_speculative_tok_s": rate("ortgenai_speculative"),
-                       "ortgenai_speculative_decode_tok_s": rate("ortgenai_speculative", True),
+        fields.update({"ortgenai_speculative_tok_s": rate(records, "ortgenai_speculative_new_tokens",
+                                                          "ortgenai_speculative_seconds"),
+                       "ortgenai_speculative_decode_tok_s": rate(records, "ortgenai_speculative_decode_tokens",
+                                                                 "ortgenai_speculative_decode_seconds"),
                        "ortgenai_speculative_identical_prompts":
                            sum(r["ortgenai_speculative_identical"] for r in records)})
     return fields
