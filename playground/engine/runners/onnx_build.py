@@ -112,12 +112,12 @@ BUILDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {row
 LOCK = threading.Lock()
 
 
-def built_model(model, rows: int | None = None, progress=None) -> Built:
+def built_model(model, rows: int | None = None) -> Built:
     """The model's build (made now if no cache holds it), with the output layer cut to `rows`."""
     with LOCK:
         mine = BUILDS.setdefault(model, {})
         if rows not in mine:
-            mine[rows] = build(checkpoint_of(model), precision_of(model), rows, progress)
+            mine[rows] = build(checkpoint_of(model), precision_of(model), rows)
         return mine[rows]
 
 
@@ -161,7 +161,7 @@ def _float32():
     return torch.float32
 
 
-def build(checkpoint: Path, precision: str, rows: int | None, progress=None) -> Built:
+def build(checkpoint: Path, precision: str, rows: int | None) -> Built:
     """The cached build of `checkpoint`, or a new one, written aside and renamed when whole."""
     options = builder_options(checkpoint, precision, rows)
     key = build_key(checkpoint, precision, options, rows)
@@ -177,7 +177,7 @@ def build(checkpoint: Path, precision: str, rows: int | None, progress=None) -> 
     start = time.perf_counter()
     work = Path(tempfile.mkdtemp(prefix=".building-", dir=folder.parent))
     try:
-        run_builder(checkpoint, work, precision, options, progress)
+        run_builder(checkpoint, work, precision, options)
         if rows:
             trim_head(work, rows)
         (work / MARKER).write_text(json.dumps({"key": key, "checkpoint": str(checkpoint), "precision": precision,
@@ -226,22 +226,18 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def run_builder(checkpoint: Path, out: Path, precision: str, options: dict, progress=None) -> None:
+def run_builder(checkpoint: Path, out: Path, precision: str, options: dict) -> None:
     """The builder as a child process, offline, its output kept for the error message."""
     command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(checkpoint), "-o", str(out),
                "-p", precision, "-e", "cpu", "-c", str(out / ".hf")]
     if options:
         command += ["--extra_options", *[f"{k}={v}" for k, v in options.items()]]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    lines = []
-    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env) as child:
-        for line in child.stdout:
-            lines.append(line)
-            if progress is not None and line.startswith(("Reading", "Saving ONNX", "GroupQuery")):
-                progress(line.strip())
+    # progress is warm_up's (a Building event before and after): the builder's own lines only explain a failure
+    done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, check=False)
     shutil.rmtree(out / ".hf", ignore_errors=True)
-    if child.returncode != 0 or not (out / "model.onnx").is_file():
-        tail = "".join(lines)[-LOG_TAIL:]
+    if done.returncode != 0 or not (out / "model.onnx").is_file():
+        tail = done.stdout[-LOG_TAIL:]
         raise ValueError(f"onnxruntime-genai's builder could not export {checkpoint.name} ({precision}); "
                          f"its output ends:\n{tail}")
 

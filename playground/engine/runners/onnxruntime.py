@@ -59,7 +59,7 @@ class OnnxRuntimeRunner:
             raise ValueError(TREES_REFUSED)
         total = self.length + len(new)
         if total > self.capacity:
-            self.allocate(doubled(max(self.capacity, MIN_CAPACITY), total))
+            self.allocate(doubled(self.capacity, total))  # reset() left it at MIN_CAPACITY at least
         binding = self.session.io_binding()
         binding.bind_output("logits")
         binding.bind_cpu_input("input_ids", np.asarray([new], dtype=np.int64))
