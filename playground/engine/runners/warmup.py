@@ -110,10 +110,8 @@ def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None) -> 
     runner's step shapes on both models (nothing when every shape is compiled already), or the
     onnxruntime runner's builds (minutes the first time, then read from the cache). Nothing for the
     other runners. `prompt_tokens`: the prompt's length, if known (see run_capacities)."""
-    if resolve(run.runner, target.device, run.speculation == TREE, target) == ONNXRUNTIME:
-        yield from build_models(target, draft, run)
-        return
     if resolve(run.runner, target.device) != COMPILED:
+        yield from build_models(target, draft, run)  # nothing unless the run is on onnxruntime
         return
     heads = {TARGET: None, DRAFT: run.draft_vocab or None}  # the drafter factory's head, as a run builds it
     models = {TARGET: target, DRAFT: draft}
