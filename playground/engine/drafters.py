@@ -32,14 +32,20 @@ class TreeDraft:
     """A tree drafter's proposal."""
 
     tree: Tree
-    q: torch.Tensor  # [n+1, V]: row 0 the draft's q after the context, row i+1 after node i (zeros for leaves)
+    q: torch.Tensor | None  # [n+1, V]: row 0 the draft's q after the context, row i+1 after node i
+    # (zeros for leaves); None: deterministic candidates, each tried with its own one-hot q
     forwards: int  # draft forwards spent: one per depth that was expanded
 
 
 @runtime_checkable
 class Drafter(Protocol):
     """What the engine drives; generate() dispatches on `speculation`, nothing else. A tree
-    drafter also has `depth`, the levels it drafts: a tree step's lookahead in its event."""
+    drafter also has `depth`, the levels it drafts: a tree step's lookahead in its event.
+
+    A drafter that learns from the target may also have `observe(tokens, logits)`: called after
+    every verification with the target's raw logits, logits[i] being what the target predicted
+    after tokens[i] on that token's own path (tokens[0] is the last context token, then the
+    drafted tokens or tree nodes in order). Its time counts as drafting time."""
 
     name: str
     speculation: str  # config.CHAIN: propose returns a Draft; config.TREE: a TreeDraft

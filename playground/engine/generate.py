@@ -24,7 +24,7 @@ from playground.engine.sampling import (
     logits_to_probs,
     speculative_verify,
 )
-from playground.engine.tree import TreeVerdict, greedy_tree_verify, sampled_tree_verify
+from playground.engine.tree import TreeVerdict, candidate_rows, greedy_tree_verify, sampled_tree_verify
 
 from playground.config import CHAIN, KNOBS, SPECULATIONS, TREE, check, check_int
 
@@ -189,8 +189,19 @@ def timed_step(state: Decoding, context: list[int], k: int, phases: Phases) -> S
     t2 = clock(device)
     verdict, p_shown, q_shown = phases.accept(state, draft, target_logits)
     phases.roll_back(state, context, verdict)
+    t3 = clock(device)
+    observe(state, context, draft, target_logits)
+    t4 = clock(device)
     event = phases.describe(draft, verdict, p_shown, q_shown, state.config)
-    return replace(event, draft_s=t1 - t0, verify_s=t2 - t1, overhead_s=clock(device) - t2)
+    return replace(event, draft_s=t1 - t0 + t4 - t3, verify_s=t2 - t1, overhead_s=clock(device) - t4 + t3 - t2)
+
+
+def observe(state: Decoding, context: list[int], draft: Draft | TreeDraft, target_logits) -> None:
+    """Hand the verification's logits to a drafter that learns from them (token recycling)."""
+    learn = getattr(state.drafter, "observe", None)
+    if learn is not None:
+        drafted = list(draft.tree.tokens) if isinstance(draft, TreeDraft) else list(draft.tokens)
+        learn([context[-1]] + drafted, target_logits)
 
 
 def speculative_step(state: Decoding, context: list[int], k: int) -> StepEvent:
@@ -263,11 +274,12 @@ def accept_tree(state: Decoding, draft: TreeDraft,
                 target_logits) -> tuple[TreeVerdict, torch.Tensor, torch.Tensor]:
     """Greedy or SpecInfer acceptance over the tree; returns the p and q rows a viewer is shown."""
     sampling, device = state.config.sampling, target_logits.device
-    q = draft.q[:, : state.vocab].to(device)
+    q = None if draft.q is None else draft.q[:, : state.vocab].to(device)
+    shown = candidate_rows(draft.tree, state.vocab).to(device) if q is None else q
     if sampling.greedy:
-        return greedy_tree_verify(draft.tree, target_logits), display_probs(target_logits, sampling), q
+        return greedy_tree_verify(draft.tree, target_logits), display_probs(target_logits, sampling), shown
     p = logits_to_probs(target_logits, sampling)
-    return sampled_tree_verify(draft.tree, q, p, state.generators.on(device)), p, q
+    return sampled_tree_verify(draft.tree, q, p, state.generators.on(device)), p, shown
 
 
 def keep_path(state: Decoding, context: list[int], verdict: TreeVerdict) -> None:

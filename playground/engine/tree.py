@@ -147,31 +147,35 @@ def greedy_tree_verify(tree: Tree, target_logits: torch.Tensor) -> TreeVerdict:
         node = match
 
 
-def try_children(p: torch.Tensor, q: torch.Tensor, tokens: list[int], generator) -> tuple[int | None, torch.Tensor, list[float], list[float]]:
+def try_children(p: torch.Tensor, q: torch.Tensor | None, tokens: list[int], generator) -> tuple[int | None, torch.Tensor, list[float], list[float]]:
     """SpecInfer's multi-step speculative sampling at one node: try each child x in turn,
     accept with min(1, p_i(x)/q(x)), else move on with p_{i+1} = norm(max(0, p_i - q)).
 
     p, q: [V] target and draft distributions at the node; tokens: its children, drawn i.i.d. from q.
+    q None: the children are deterministic candidates (n-gram, suffix or recycled tokens), each
+    tried with its own one-hot q: accepted with p_i(x), else p_{i+1} is p_i with x removed. Each
+    try is a rejection sampler of p_i whatever its proposal, so the chain of tries stays exact.
     Returns (index of the accepted child or None, the target distribution left, ratios, uniforms).
     """
     ratios, uniforms = [], []
     for i, x in enumerate(tokens):
-        ratio = float(sampling.acceptance_probs(p[None], q[None], torch.tensor([x], device=p.device))[0])
+        q_x = torch.nn.functional.one_hot(torch.tensor(x, device=p.device), p.shape[-1]).to(p.dtype) if q is None else q
+        ratio = float(sampling.acceptance_probs(p[None], q_x[None], torch.tensor([x], device=p.device))[0])
         u = float(torch.rand(1, generator=generator, device=p.device))
         ratios.append(ratio)
         uniforms.append(u)
         if u < ratio:
             return i, p, ratios, uniforms
-        p = sampling.residual_distribution(p, q)
+        p = sampling.residual_distribution(p, q_x)
     return None, p, ratios, uniforms
 
 
-def sampled_tree_verify(tree: Tree, q: torch.Tensor, p: torch.Tensor, generator) -> TreeVerdict:
+def sampled_tree_verify(tree: Tree, q: torch.Tensor | None, p: torch.Tensor, generator) -> TreeVerdict:
     """Walk down from the root with try_children until a node's children are all rejected (draw
     the next token from the residual left) or a leaf is reached (bonus token from its p row).
 
     q, p: [n+1, V] draft and target distributions (row 0 after the context, row i+1 after node i;
-    q rows of leaves are never read).
+    q rows of leaves are never read); q None: deterministic candidates (see try_children).
     """
     n = len(tree)
     probs, us, fates = [None] * n, [None] * n, [UNTESTED] * n
@@ -182,7 +186,7 @@ def sampled_tree_verify(tree: Tree, q: torch.Tensor, p: torch.Tensor, generator)
         if not children:
             row = p[node + 1]
             return TreeVerdict(path, sampling.sample(row, generator), row, False, probs, us, fates)
-        chosen, left, ratios, uniforms = try_children(p[node + 1], q[node + 1], tokens, generator)
+        chosen, left, ratios, uniforms = try_children(p[node + 1], None if q is None else q[node + 1], tokens, generator)
         for child, ratio, u in zip(children, ratios, uniforms):
             probs[child], us[child], fates[child] = ratio, u, REJECTED
         if chosen is None:
@@ -190,6 +194,15 @@ def sampled_tree_verify(tree: Tree, q: torch.Tensor, p: torch.Tensor, generator)
         node = children[chosen]
         fates[node] = ACCEPTED
         path.append(node)
+
+
+def candidate_rows(tree: Tree, vocab: int) -> torch.Tensor:
+    """What a viewer is shown as q for a tree of deterministic candidates: 1 on each node's token
+    in its parent's row (an indicator of what was proposed, not a distribution).  -> [n+1, V]"""
+    rows = torch.zeros(len(tree) + 1, vocab)
+    for token, parent in zip(tree.tokens, tree.parents):
+        rows[parent + 1, token] = 1.0
+    return rows
 
 
 # -- expected length ---------------------------------------------------------------------------
