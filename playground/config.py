@@ -24,9 +24,14 @@ MODEL_QUANTIZATIONS = ("auto", "none", "nf4", "int8", "int8-cpu", "int4-cpu")
 # (Table 6); on a GPU a 1.5B model's step is launch-bound and bf16 beats nf4 (section "GPU")
 AUTO_QUANTIZATION = {"cpu": "int4-cpu", "cuda": "none"}
 
-MODEL, PROMPT_LOOKUP = "model", "prompt_lookup"  # the drafters, as the API, the CLI and reports name them
-DRAFTERS = (MODEL, PROMPT_LOOKUP)
-DRAFTER_LABELS = {MODEL: "draft model", PROMPT_LOOKUP: "prompt lookup"}  # as the page shows them
+# the drafters, as the API, the CLI and reports name them
+MODEL, PROMPT_LOOKUP, SUFFIX, RECYCLING, SELF, HYBRID = "model", "prompt_lookup", "suffix", "recycling", "self", "hybrid"
+DRAFTERS = (MODEL, PROMPT_LOOKUP, SUFFIX, RECYCLING, SELF, HYBRID)
+DRAFTER_LABELS = {MODEL: "draft model", PROMPT_LOOKUP: "prompt lookup", SUFFIX: "suffix decoding",
+                  RECYCLING: "token recycling", SELF: "the target itself, layers skipped",
+                  HYBRID: "suffixes, else the draft model"}  # as the page shows them
+MODEL_FREE = (PROMPT_LOOKUP, SUFFIX, RECYCLING)  # no forward at all: their bookkeeping is their c
+TREE_DRAFTERS = (MODEL, SUFFIX, RECYCLING)  # the drafters with several candidates a position
 CHAIN, TREE = "chain", "tree"  # the draft model proposes one chain, or a token tree (several candidates a position)
 SPECULATIONS = (CHAIN, TREE)
 MAX_TREE_NODES = 256  # past this one verification forward costs several plain steps on any device
@@ -77,8 +82,11 @@ class RunConfig:
 
     pair: str | None = knob(None, "Model pair (target + draft)", "pair name from models.yaml "
                             "(default: the registry's default pair)", "models", str)
-    drafter: str = knob(MODEL, "Drafter", "the pair's draft model, or prompt lookup (copies n-grams from "
-                        "the context: no second model, great for edits)", "drafter", choices=DRAFTERS,
+    drafter: str = knob(MODEL, "Drafter", "the pair's draft model; prompt lookup (copies n-grams from the "
+                        "context); suffix decoding (continuations of the longest matching suffix of the prompt, "
+                        "this run and earlier runs); token recycling (each token's likeliest successors, "
+                        "recorded from the target's own verifications); the target itself with layers skipped "
+                        "(no second model); or suffixes, else the draft model", "drafter", choices=DRAFTERS,
                         sweep=True)
     gamma: int = knob(4, "γ lookahead", "tokens drafted per target call (the first call's when adaptive)",
                       "decoding", low=1, high=MAX_GAMMA, sweep=True, pair_default=True)
@@ -117,8 +125,12 @@ class RunConfig:
                        "an optional extra) or onnxruntime (ONNX Runtime's int4 kernels on a model built once "
                        "from the checkpoint; chains only); the baseline uses the same", "models", choices=RUNNERS,
                        sweep=True)
+    kept_layers: int = knob(0, "Self-drafting: layers kept", "the target drafts for itself with only this "
+                            "many of its layers, chosen on the prompt (0: half of them)", "drafter", low=0,
+                            high=1000, sweep=True)
     speculation: str = knob(CHAIN, "Speculation: chain or tree", "tree: several candidates per position, all "
-                            "verified in one target call (draft model only)", "drafter", choices=SPECULATIONS)
+                            "verified in one target call (draft model, suffix decoding, token recycling)",
+                            "drafter", choices=SPECULATIONS)
     tree_budget: int = knob(16, "Tree: most nodes", "most draft nodes in a tree", "drafter", low=1,
                             high=MAX_TREE_NODES, sweep=True)
     tree_depth: int = knob(4, "depth", "most levels of a tree", "drafter", low=1, high=MAX_GAMMA, sweep=True)
@@ -130,8 +142,8 @@ class RunConfig:
 
     def __post_init__(self):
         check(self)
-        if self.speculation == TREE and self.drafter != MODEL:
-            raise KnobError("speculation", f"speculation {TREE!r} needs the drafter {MODEL!r}, "
+        if self.speculation == TREE and self.drafter not in TREE_DRAFTERS:
+            raise KnobError("speculation", f"speculation {TREE!r} needs a drafter among {TREE_DRAFTERS}, "
                                            f"got {self.drafter!r}")
 
     @classmethod

@@ -209,23 +209,27 @@ def test_controls_that_do_not_apply_are_hidden_until_they_do():
     ctx.default_pair = "tiny"
     with gr.Blocks() as demo:
         made, _ = controls.settings_controls(ctx)
-    decided = {d: names for d, _, names in controls.CONDITIONAL}
+    decided = {d: tuple(controls.decided_by(d)) for d in controls.DECIDERS}
     assert set(decided) == {"speculation", "drafter", "adaptive"}
     # the record's defaults: a chain, the draft model, a fixed γ; so no tree, n-gram or adaptive bounds
     assert not any(made[n].visible for names in decided.values() for n in names)
     assert all(made[n].visible is not False for n in RunConfig.names() if n not in sum(decided.values(), ()))
     wired = {f.targets[0]: f for f in demo.fns.values()}
-    for decider, (when, shown) in {"speculation": ("tree", "chain"), "drafter": (PROMPT_LOOKUP, "model"),
-                                   "adaptive": (True, False)}.items():
+    for decider, (when, shown, hidden) in {"speculation": ("tree", "chain", ()),
+                                           "drafter": (PROMPT_LOOKUP, "model", ("kept_layers",)),
+                                           "adaptive": (True, False, ())}.items():
         change = wired[(made[decider]._id, "change")]
         assert [o._id for o in change.outputs] == [made[n]._id for n in decided[decider]]
         on = change.fn(when)
         assert {c._id for c in on} == {made[n]._id for n in decided[decider]}
-        assert all(u["visible"] is True for u in on.values()) and all(
-            u["visible"] is False for u in change.fn(shown).values())
+        assert {c.elem_id for c, u in on.items() if u["visible"]} == set(decided[decider]) - set(hidden)
+        assert all(u["visible"] is False for u in change.fn(shown).values())
+    self_drafting = wired[(made["drafter"]._id, "change")].fn("self")
+    assert {c.elem_id for c, u in self_drafting.items() if u["visible"]} == {"kept_layers"}
     load = wired[(demo._id, "load")]  # and on page load, from the values the page opens with
     at_load = load.fn(TREE, PROMPT_LOOKUP, False)
-    assert {c.elem_id for c, u in at_load.items() if u["visible"]} == set(decided["speculation"] + decided["drafter"])
+    assert {c.elem_id for c, u in at_load.items() if u["visible"]} == (
+        set(decided["speculation"] + decided["drafter"]) - {"kept_layers"})
 
 
 def test_export_carries_every_knob():
@@ -258,7 +262,7 @@ def test_the_examples_use_the_record_vocabulary():
     from playground.app.race import tab as tab_race
     from playground.app.stepthrough import tab as tab_stepthrough
 
-    with pytest.raises(KnobError, match=r"^drafter must be one of: model, prompt_lookup, got 'draft model'"):
+    with pytest.raises(KnobError, match=r"^drafter must be one of: model, prompt_lookup, suffix, recycling, self, hybrid, got 'draft model'"):
         RunConfig(drafter=DRAFTER_LABELS[MODEL])  # what the examples once said
     for examples in (tab_race.EXAMPLES, tab_stepthrough.EXAMPLES):
         assert examples

@@ -22,10 +22,12 @@ def make_drafter(run: RunConfig, draft_model):
     vocab = run.draft_vocab or None
     if run.drafter == PROMPT_LOOKUP:
         return PromptLookupDrafter(run.ngram_min, run.ngram_max)
-    if run.speculation == TREE:
+    if run.speculation == TREE and run.drafter == MODEL:
         return TreeDrafter(draft_model, run.tree_budget, run.tree_depth, run.tree_branching,
                            draft_vocab=vocab, width=run.tree_width, runner=run.runner)
-    return ModelDrafter(draft_model, draft_vocab=vocab, runner=run.runner)
+    if run.drafter == MODEL:
+        return ModelDrafter(draft_model, draft_vocab=vocab, runner=run.runner)
+    raise ValueError(f"drafter {run.drafter!r} is not built yet")
 
 
 def model_drafter(run: RunConfig, draft_model) -> ModelDrafter:

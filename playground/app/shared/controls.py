@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground.config import DRAFTER_LABELS, KNOBS, PROMPT_LOOKUP, TREE, RunConfig
+from playground.config import DRAFTER_LABELS, KNOBS, PROMPT_LOOKUP, SELF, TREE, RunConfig
 from playground.models.registry import PAIR_KNOBS
 from playground.app.shared.context import AppContext
 
@@ -59,6 +59,7 @@ def settings_controls(ctx: AppContext) -> tuple[dict[str, gr.components.Componen
         with gr.Row():
             c["ngram_min"] = control("ngram_min")
             c["ngram_max"] = control("ngram_max")
+            c["kept_layers"] = control("kept_layers")
         c["draft_vocab"] = control("draft_vocab", spec.draft_vocab)
         with gr.Row():
             c["target_quantization"] = control("target_quantization")
@@ -107,19 +108,26 @@ def control(name: str, value=None, *, low_open: bool | None = None, **component)
     return slider(common.pop("elem_id"), low, k.high, value, step=k.step, **common)
 
 
-# Controls that apply only for one value of another: (the knob that decides, that value, the controls).
-# The rest are hidden, so the page never offers a knob the run would ignore.
+# Controls that apply only for some values of another: (the knob that decides, the values that show
+# them, the controls). The rest are hidden, so the page never offers a knob the run would ignore.
 CONDITIONAL = (
-    ("speculation", TREE, ("tree_budget", "tree_depth", "tree_branching", "tree_width")),
-    ("drafter", PROMPT_LOOKUP, ("ngram_min", "ngram_max")),
-    ("adaptive", True, ("gamma_min", "gamma_max")),
+    ("speculation", (TREE,), ("tree_budget", "tree_depth", "tree_branching", "tree_width")),
+    ("drafter", (PROMPT_LOOKUP,), ("ngram_min", "ngram_max")),
+    ("drafter", (SELF,), ("kept_layers",)),
+    ("adaptive", (True,), ("gamma_min", "gamma_max")),
 )
+DECIDERS = tuple(dict.fromkeys(d for d, _, _ in CONDITIONAL))
+
+
+def decided_by(decider: str) -> list[str]:
+    """The controls `decider` shows or hides."""
+    return [name for d, _, names in CONDITIONAL if d == decider for name in names]
 
 
 def applying(c: dict, decider: str, value) -> dict:
     """{control: visibility update} for the controls that `decider` at `value` shows or hides."""
-    when, names = next((when, names) for d, when, names in CONDITIONAL if d == decider)
-    return {c[name]: gr.update(visible=value == when) for name in names}
+    return {c[name]: gr.update(visible=value in when) for d, when, names in CONDITIONAL if d == decider
+            for name in names}
 
 
 def show_what_applies(c: dict) -> None:
@@ -127,18 +135,18 @@ def show_what_applies(c: dict) -> None:
     tab or an example sets it) and when the page loads (a reload keeps no hidden state)."""
     for decider, when, names in CONDITIONAL:
         for name in names:
-            c[name].visible = c[decider].value == when
+            c[name].visible = c[decider].value in when
+    for decider in DECIDERS:
         c[decider].change(lambda value, d=decider: applying(c, d, value), c[decider],
-                          [c[name] for name in names], queue=False, api_visibility="private",
+                          [c[name] for name in decided_by(decider)], queue=False, api_visibility="private",
                           show_progress="hidden")
     page = gr.context.Context.root_block
     if page is not None:
-        deciders = [d for d, _, _ in CONDITIONAL]
 
         def on_load(*values) -> dict:
-            return {k: v for d, value in zip(deciders, values) for k, v in applying(c, d, value).items()}
+            return {k: v for d, value in zip(DECIDERS, values) for k, v in applying(c, d, value).items()}
 
-        page.load(on_load, [c[d] for d in deciders], [c[n] for _, _, names in CONDITIONAL for n in names],
+        page.load(on_load, [c[d] for d in DECIDERS], [c[n] for d in DECIDERS for n in decided_by(d)],
                   queue=False, api_visibility="private", show_progress="hidden")
 
 

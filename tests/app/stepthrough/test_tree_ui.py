@@ -98,7 +98,7 @@ def test_greedy_tree_race_matches_the_baseline(ctx, views):
 
 @pytest.mark.parametrize("changes, message", [
     ({"speculation": "forest"}, "speculation must be one of: chain, tree"),
-    ({"drafter": PROMPT_LOOKUP}, "speculation 'tree' needs the drafter 'model'"),
+    ({"drafter": PROMPT_LOOKUP}, "speculation 'tree' needs a drafter among"),
     ({"tree_budget": 0}, "tree_budget must be an integer in [1, 256], got 0"),
     ({"tree_depth": 300}, "tree_depth must be an integer in [1, 64], got 300"),
 ])
