@@ -115,9 +115,9 @@ EQUIVALENTS = {
         "vllm": 'vLLM\'s method "suffix" is the same algorithm, Arctic Inference\'s (pip install '
                 "arctic-inference into vLLM's environment, or the server refuses it): one path of up to γ "
                 "tokens a step, at most suffix_decoding_max_spec_factor (1.0) times the matched length, of "
-                "tokens whose counted probability is at least suffix_decoding_min_token_prob (0.1), from a "
-                "global tree of the server's last suffix_decoding_max_cached_requests (10000) responses, "
-                "every user's.",
+                "tokens whose counted probability is at least suffix_decoding_min_token_prob (0.1), as "
+                "here; its global tree holds the server's last suffix_decoding_max_cached_requests (10000) "
+                "responses, every user's, but not their prompts, which the playground indexes too.",
         "llama.cpp": "llama.cpp has no suffix decoding: " + NGRAM_MOD,
         "transformers": "transformers has no suffix decoding: prompt lookup, the nearest, matches in this "
                         "call's context only, never in earlier outputs.",
