@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from playground.engine.kvcache import CachedModel
+from playground.engine.memory import cached_model_bytes
 from playground.config import CHAIN, KNOBS, check_value
 from playground.engine.sampling import Sampling, display_probs, pick
 from playground.engine.tree import Tree
@@ -86,6 +87,9 @@ class ModelDrafter:
 
     def begin(self, ids: list[int]) -> None:
         self.lm.reset()  # the first proposal reads the prompt
+
+    def resident_bytes(self) -> int:
+        return cached_model_bytes(self.lm)
 
     def propose(self, ids, k, sampling, generator, min_confidence=0.0, stop_tokens=frozenset()) -> Draft:
         """Draft k tokens; stop early once the draft's top probability falls under min_confidence,

@@ -17,6 +17,7 @@ import torch
 from playground.config import KNOBS, TREE, check_value
 from playground.engine.drafters import TreeDraft
 from playground.engine.kvcache import CachedModel
+from playground.engine.memory import cached_model_bytes
 from playground.engine.sampling import Sampling, display_probs
 from playground.engine.tree import ROOT, Tree, ancestor_mask
 
@@ -44,6 +45,9 @@ class TreeDrafter:
 
     def begin(self, ids: list[int]) -> None:
         self.lm.reset()
+
+    def resident_bytes(self) -> int:
+        return cached_model_bytes(self.lm)
 
     def propose(self, ids: list[int], max_depth: int, sampling: Sampling, generator, min_confidence: float = 0.0,
                 stop_tokens: frozenset[int] = frozenset()) -> TreeDraft:

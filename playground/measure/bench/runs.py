@@ -15,6 +15,7 @@ from typing import Callable
 from playground.config import PROMPT_LOOKUP, TREE, RunConfig
 from playground.engine import factory
 from playground.engine.generate import SpecConfig, clock, generate
+from playground.engine.memory import drafter_bytes, model_bytes
 from playground.engine.events import (StepEvent, acceptance_by_rank, costs, output_tokens, steady_events, summarize,
                                       tree_costs)
 from playground.measure.bench.divergence import first_divergence, margin_at
@@ -35,6 +36,7 @@ class Run:
     first_seconds: float | None = None  # until the first new token: the prefill (None: not timed)
     first_tokens: int = 1  # tokens out by then (a speculative first step may give several)
     stats: dict = field(default_factory=dict)  # an engine's own counters (onnxruntime-genai's speculative stats)
+    memory_bytes: int = 0  # weights run plus what the drafter keeps (engine/memory.py); 0: not counted
 
     @property
     def tok_s(self) -> float:
@@ -124,8 +126,9 @@ def engine_run(target, ids, config: SpecConfig, drafter, eos) -> Run:
         events.append(event)
         if first is None:  # the step that read the prompt: its end is where decoding starts
             first = clock(target.device) - started
-    return Run(output_tokens(events), clock(target.device) - started, events, first,
-               len(output_tokens(events[:1])))
+    seconds = clock(target.device) - started
+    return Run(output_tokens(events), seconds, events, first, len(output_tokens(events[:1])),
+               memory_bytes=model_bytes(target) + (drafter_bytes(drafter) if drafter is not None else 0))
 
 
 def hf_run(setup: Setup, ids, config, assistant=None, prompt_lookup=False) -> Run:
@@ -213,6 +216,8 @@ def speed_fields(base: Run, spec: Run) -> dict:
         **base.decode_fields("baseline"),
         **spec.decode_fields("speculative"),
         "decode_speedup": spec.decode_tok_s / base.decode_tok_s if base.decode_tok_s else 0.0,
+        "baseline_memory_mb": base.memory_bytes / 2**20,
+        "speculative_memory_mb": spec.memory_bytes / 2**20,
     }
 
 

@@ -71,7 +71,15 @@ def rate_summary(records) -> dict:
         "speedup_max": max(speedups),
         "losing_prompts": sum(s < 1 for s in speedups),  # where speculation made it slower: shown, not hidden
         **decode_summary(records),
+        **memory_summary(records),
     }
+
+
+def memory_summary(records) -> dict:
+    """The most memory any prompt's run held (weights and the drafter's caches and tables)."""
+    if "speculative_memory_mb" not in records[0]:
+        return {}
+    return {f"{k}_memory_mb": max(r[f"{k}_memory_mb"] for r in records) for k in ("baseline", "speculative")}
 
 
 def decode_summary(records) -> dict:
