@@ -82,6 +82,9 @@ class RunConfig:
 
     pair: str | None = knob(None, "Model pair (target + draft)", "pair name from models.yaml "
                             "(default: the registry's default pair)", "models", str)
+    draft: str = knob("", "Draft model", "any model in models.yaml drafts (empty: the pair's own draft); one "
+                      "with another tokenizer drafts across tokenizers: its text re-encoded when greedy, only "
+                      "the tokens both vocabularies hold when sampling", "models", sweep=True)
     drafter: str = knob(MODEL, "Drafter", "the pair's draft model; prompt lookup (copies n-grams from the "
                         "context); suffix decoding (continuations of the longest matching suffix of the prompt, "
                         "this run and earlier runs); token recycling (each token's likeliest successors, "
@@ -156,10 +159,10 @@ class RunConfig:
         (sliders send 4.0), an int a float where a float is; anything else is left to the checks."""
         return cls(**{name: coerce(KNOBS[name], value) for name, value in values.items()})
 
-    def quantization(self) -> dict:
+    def loading(self) -> dict:
         """Keyword arguments for PairCache.get: None keeps the registry's own setting."""
         q = {"target_quantization": self.target_quantization, "draft_quantization": self.draft_quantization}
-        return {k: (None if v == "default" else v) for k, v in q.items()}
+        return {"draft": self.draft or None, **{k: (None if v == "default" else v) for k, v in q.items()}}
 
     @property
     def greedy(self) -> bool:
@@ -200,9 +203,13 @@ def check(record, names=None) -> None:
 
 
 def check_value(k: Knob, value, record=None) -> None:
-    if k.name == "pair":
+    if k.name == "pair":  # names from models.yaml: which exist is checked against it at load
         if value is not None and (not isinstance(value, str) or not value):
             raise KnobError(k.name, f"pair must be a pair name from models.yaml, got {value!r}")
+        return
+    if k.name == "draft":
+        if not isinstance(value, str):
+            raise KnobError(k.name, f"draft must be a model name from models.yaml or empty, got {value!r}")
         return
     if k.choices:
         if value not in k.choices:

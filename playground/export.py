@@ -70,8 +70,8 @@ class ModelRef:
 class ExportSettings(RunConfig):
     """The run configuration's knobs (declared there, once) and where other tools find the models."""
 
-    target: ModelRef | None = None
-    draft: ModelRef | None = None
+    target_ref: ModelRef | None = None
+    draft_ref: ModelRef | None = None  # the run's draft knob, else the pair's draft
 
     @property
     def lookup(self) -> bool:
@@ -197,8 +197,8 @@ def from_settings(registry, settings: RunConfig) -> ExportSettings:
     pair = registry.pair(settings.pair)
     return ExportSettings(
         **{name: getattr(settings, name) for name in RunConfig.names()},
-        target=model_ref(registry.model(pair.target)),
-        draft=model_ref(registry.model(pair.draft)),
+        target_ref=model_ref(registry.model(pair.target)),
+        draft_ref=model_ref(registry.model(settings.draft or pair.draft)),
     )
 
 
@@ -221,7 +221,7 @@ def vllm_config(s: ExportSettings, method: str | None = None) -> dict:
         return {"method": "suffix", "num_speculative_tokens": s.gamma}
     config = {
         "method": "draft_model",
-        "model": s.draft.checkpoint("draft"),
+        "model": s.draft_ref.checkpoint("draft"),
         "num_speculative_tokens": s.gamma,
     }
     if not s.greedy:  # the draft samples and q enters min(1, p/q), as here (vLLM's default drafts greedily)
@@ -254,7 +254,7 @@ def vllm_serve_args(s: ExportSettings, method: str | None = None) -> list[str]:
     """`vllm serve`'s arguments (the model first) for `method` ('draft_model', 'ngram', or PLAIN for
     no speculation). The exported text and the launcher are both built here, so what a user pastes is
     what the served race ran."""
-    args = [s.target.checkpoint("target")]
+    args = [s.target_ref.checkpoint("target")]
     if method != PLAIN:
         args += ["--speculative-config", json.dumps(vllm_config(s, method))]
     return args + ["--generation-config", "vllm",
@@ -275,7 +275,7 @@ def vllm_python(s: ExportSettings) -> str:
         + difference_comment(s, "vllm")
         + "from vllm import LLM, SamplingParams\n\n"
         "llm = LLM(\n"
-        f"    model={s.target.checkpoint('target')!r},\n"
+        f"    model={s.target_ref.checkpoint('target')!r},\n"
         f"    speculative_config={config!r},\n"
         '    generation_config="vllm",  # the model\'s own sampling defaults would change the task\n'
         ")\n"
@@ -291,13 +291,13 @@ def vllm_python(s: ExportSettings) -> str:
 def llamacpp_server(s: ExportSettings) -> str:
     types = s.equivalent.llamacpp
     lines = [f"# {CHECKED['llama.cpp']}"]
-    for role, ref in (("target", s.target), ("draft", s.draft)):
+    for role, ref in (("target", s.target_ref), ("draft", s.draft_ref)):
         if ref.gguf_repo and ref.gguf and (role == "target" or "draft-simple" in types):
             lines.append(f"# {role}: hf download {ref.gguf_repo} {ref.gguf}")
     spec_type = ["--spec-type", ",".join(types)]
     if "draft-simple" in types:
-        spec_type += ["-md", s.draft.gguf_file("draft")]
-    groups = [["llama-server", "-m", s.target.gguf_file("target")], spec_type]
+        spec_type += ["-md", s.draft_ref.gguf_file("draft")]
+    groups = [["llama-server", "-m", s.target_ref.gguf_file("target")], spec_type]
     groups += [spec_type_flags(s, t) for t in types]
     # llama.cpp's defaults are top-k 40, top-p 0.95, min-p 0.05: set every one, or p is another p
     groups.append(
@@ -349,10 +349,10 @@ def transformers_snippet(s: ExportSettings) -> Snippet:
         + difference_comment(s, "transformers")
         + ("" if s.greedy else "import torch\n")
         + "from transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
-        f"tokenizer = AutoTokenizer.from_pretrained({s.target.checkpoint('target')!r})\n"
-        f"target = AutoModelForCausalLM.from_pretrained({s.target.checkpoint('target')!r})\n"
+        f"tokenizer = AutoTokenizer.from_pretrained({s.target_ref.checkpoint('target')!r})\n"
+        f"target = AutoModelForCausalLM.from_pretrained({s.target_ref.checkpoint('target')!r})\n"
         + (
-            f"draft = AutoModelForCausalLM.from_pretrained({s.draft.checkpoint('draft')!r})\n"
+            f"draft = AutoModelForCausalLM.from_pretrained({s.draft_ref.checkpoint('draft')!r})\n"
             if mode == ASSISTANT
             else ""
         )
@@ -417,7 +417,7 @@ def early_exit_layers(s: ExportSettings) -> str:
 def caveats(s: ExportSettings) -> list[str]:
     """What the snippets cannot say, or say only approximately."""
     e = s.equivalent
-    notes = [n for n in (s.target.note, s.draft.note if e.uses_draft else "") if n]
+    notes = [n for n in (s.target_ref.note, s.draft_ref.note if e.uses_draft else "") if n]
     if e.differences:
         label = DRAFTER_LABELS[s.drafter]
         notes.append(f"{label[0].upper()}{label[1:]}: " + " ".join(e.differences.values()))

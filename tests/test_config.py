@@ -93,7 +93,7 @@ def test_spec_config_is_the_decoding_group_with_the_same_defaults_and_checks():
     assert factory.spec_config(RunConfig(gamma=7, temperature=0.5)) == SpecConfig(gamma=7, temperature=0.5)
     # a report's settings: the decoding knobs, then what shapes the draft (what a sweep compares),
     # then the runner both runs went through
-    drafting = [k.name for k in group("drafter")] + ["draft_quantization"]
+    drafting = ["draft"] + [k.name for k in group("drafter")] + ["draft_quantization"]
     assert list(settings_of(RunConfig())) == [k.name for k in group("decoding")] + drafting + ["runner"]
     assert report.SETTINGS == tuple(settings_of(RunConfig()))
     assert set(SWEEPABLE) == {k.name for k in KNOBS.values() if k.sweep} and set(SWEEPABLE) <= set(report.SETTINGS)
@@ -211,12 +211,13 @@ def test_controls_that_do_not_apply_are_hidden_until_they_do():
         made, _ = controls.settings_controls(ctx)
     decided = {d: tuple(controls.decided_by(d)) for d in controls.DECIDERS}
     assert set(decided) == {"speculation", "drafter", "adaptive"}
-    # the record's defaults: a chain, the draft model, a fixed γ; so no tree, n-gram or adaptive bounds
-    assert not any(made[n].visible for names in decided.values() for n in names)
+    # the record's defaults: a chain, the draft model, a fixed γ; so no tree, n-gram, kept layers or
+    # adaptive bounds, only the draft model's choice
+    assert {n for names in decided.values() for n in names if made[n].visible} == {"draft"}
     assert all(made[n].visible is not False for n in RunConfig.names() if n not in sum(decided.values(), ()))
     wired = {f.targets[0]: f for f in demo.fns.values()}
     for decider, (when, shown, hidden) in {"speculation": ("tree", "chain", ()),
-                                           "drafter": (PROMPT_LOOKUP, "model", ("kept_layers",)),
+                                           "drafter": (PROMPT_LOOKUP, "suffix", ("kept_layers", "draft")),
                                            "adaptive": (True, False, ())}.items():
         change = wired[(made[decider]._id, "change")]
         assert [o._id for o in change.outputs] == [made[n]._id for n in decided[decider]]
@@ -224,12 +225,13 @@ def test_controls_that_do_not_apply_are_hidden_until_they_do():
         assert {c._id for c in on} == {made[n]._id for n in decided[decider]}
         assert {c.elem_id for c, u in on.items() if u["visible"]} == set(decided[decider]) - set(hidden)
         assert all(u["visible"] is False for u in change.fn(shown).values())
-    self_drafting = wired[(made["drafter"]._id, "change")].fn("self")
-    assert {c.elem_id for c, u in self_drafting.items() if u["visible"]} == {"kept_layers"}
+    for drafter, shown in (("self", {"kept_layers"}), ("model", {"draft"}), ("hybrid", {"draft"})):
+        update = wired[(made["drafter"]._id, "change")].fn(drafter)
+        assert {c.elem_id for c, u in update.items() if u["visible"]} == shown
     load = wired[(demo._id, "load")]  # and on page load, from the values the page opens with
     at_load = load.fn(TREE, PROMPT_LOOKUP, False)
-    assert {c.elem_id for c, u in at_load.items() if u["visible"]} == (
-        set(decided["speculation"] + decided["drafter"]) - {"kept_layers"})
+    assert {c.elem_id for c, u in at_load.items() if u["visible"]} == {*decided["speculation"], "ngram_min",
+                                                                       "ngram_max"}
 
 
 def test_export_carries_every_knob():

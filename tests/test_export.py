@@ -38,11 +38,11 @@ def speculative_configs(serve: str) -> list[dict]:
 def test_default_pair_resolves_to_the_hub_checkpoints_and_the_gguf_files(registry):
     s = settings(registry)
     assert (
-        s.target.hf_id == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
-        and s.draft.hf_id == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
+        s.target_ref.hf_id == "Qwen/Qwen2.5-Coder-1.5B-Instruct"
+        and s.draft_ref.hf_id == "Qwen/Qwen2.5-Coder-0.5B-Instruct"
     )
-    assert s.target.gguf == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
-    assert s.draft.gguf_repo == "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"
+    assert s.target_ref.gguf == "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+    assert s.draft_ref.gguf_repo == "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF"
 
 
 def test_vllm_config_parses_and_uses_only_verified_keys(registry):
@@ -116,10 +116,10 @@ def test_the_download_hint_names_the_gguf_repo_and_file(registry):
 
 def test_tiny_and_hub_only_pairs_say_what_to_substitute(registry):
     tiny = settings(registry, pair="tiny")
-    assert tiny.target.checkpoint("target") == "<target model id>" and "random weights" in tiny.target.note
+    assert tiny.target_ref.checkpoint("target") == "<target model id>" and "random weights" in tiny.target_ref.note
     assert "<target model id>" in export.vllm_serve(tiny) and "<target>.gguf" in export.llamacpp_server(tiny)
     hub = settings(registry, pair="qwen2.5-7b")
-    assert hub.target.hf_id == "Qwen/Qwen2.5-7B-Instruct" and hub.target.gguf is None
+    assert hub.target_ref.hf_id == "Qwen/Qwen2.5-7B-Instruct" and hub.target_ref.gguf is None
     assert any("llama.cpp needs a GGUF" in c for c in export.caveats(hub))
 
 

@@ -49,8 +49,9 @@ class LoadedPair:
     name: str
     spec: PairSpec
     target: LoadedModel
-    draft: LoadedModel
-    tokenizer: object  # the target's; the draft's was checked to be the same
+    draft: LoadedModel  # the pair's draft, or the model the run's `draft` knob names
+    tokenizer: object  # the target's
+    same_tokenizer: bool = True  # False: the draft drafts across tokenizers (draft.tokenizer is its own)
 
     @property
     def random_weights(self) -> bool:
@@ -245,21 +246,32 @@ def written_checkpoint(model, tokenizer):
 # ---- pairs -----------------------------------------------------------------------------------
 
 
-def load_pair(registry: Registry, spec: PairSpec, *, target_quantization=None, draft_quantization=None,
-              dtype=None, device=None, progress: Progress | None = None) -> LoadedPair:
-    """Load a pair's two models and check they share a tokenizer."""
-    from playground.models.text import check_same_tokenizer
+def load_pair(registry: Registry, spec: PairSpec, *, draft: str | None = None, target_quantization=None,
+              draft_quantization=None, dtype=None, device=None, progress: Progress | None = None) -> LoadedPair:
+    """Load a pair's target and its draft (the pair's, or the model `draft` names), and say whether
+    they share a tokenizer: a draft that does not drafts across tokenizers."""
+    from playground.models.text import tokenizer_differences
 
     report = reporter(progress)
+    draft_spec = draft_model_spec(registry, spec, draft)
     target = load_model(registry.model(spec.target), quantization=target_quantization, dtype=dtype,
                         device=device, progress=lambda m, f: report(f"target {m}", f))
-    draft = load_model(registry.model(spec.draft), quantization=draft_quantization, dtype=dtype,
-                       device=device, progress=lambda m, f: report(f"draft {m}", f))
-    try:
-        check_same_tokenizer(target.tokenizer, draft.tokenizer, names=(spec.target, spec.draft))
-    except ValueError as e:
-        raise ValueError(f"pair {spec.name!r} in {registry.where}: {e}") from None
-    return LoadedPair(spec.name, spec, target, draft, target.tokenizer)
+    loaded = load_model(draft_spec, quantization=draft_quantization, dtype=dtype,
+                        device=device, progress=lambda m, f: report(f"draft {m}", f))
+    same = not tokenizer_differences(target.tokenizer, loaded.tokenizer)
+    return LoadedPair(spec.name, spec, target, loaded, target.tokenizer, same)
+
+
+def draft_model_spec(registry: Registry, spec: PairSpec, draft: str | None) -> ModelSpec:
+    """The draft's model: the pair's, or the one the `draft` knob names (a model of the registry)."""
+    if not draft:
+        return registry.model(spec.draft)
+    if draft not in registry.models:
+        from playground.config import KnobError
+
+        raise KnobError("draft", f"draft must be a model in {registry.where} ({', '.join(registry.models)}), "
+                                 f"got {draft!r}")
+    return registry.model(draft)
 
 
 class Cancelled(BaseException):
@@ -285,13 +297,15 @@ class PairCache:
         self.lock = threading.RLock()
         self.holders: dict[int, list] = {}  # id(pair) -> weak references to release callbacks
 
-    def get(self, name: str | None = None, *, target_quantization: str | None = None,
+    def get(self, name: str | None = None, *, draft: str | None = None, target_quantization: str | None = None,
             draft_quantization: str | None = None, dtype: str | None = None, device: str | None = None,
             progress: Progress | None = None) -> LoadedPair:
         spec = self.registry.pair(name)
+        draft_spec = draft_model_spec(self.registry, spec, draft)
         knobs = {
+            "draft": draft_spec.name,
             "target_quantization": target_quantization or self.registry.model(spec.target).quantization,
-            "draft_quantization": draft_quantization or self.registry.model(spec.draft).quantization,
+            "draft_quantization": draft_quantization or draft_spec.quantization,
             "dtype": dtype,
             "device": device,
         }

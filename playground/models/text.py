@@ -25,11 +25,20 @@ def eos_ids(tokenizer, *models) -> tuple[int, ...]:
 
 
 def check_same_tokenizer(target_tokenizer, draft_tokenizer, names=("target", "draft")) -> None:
-    """Speculation needs the two models to mean the same thing by each id: compare vocabularies and
-    special tokens (not embedding sizes, which some families pad)."""
-    a, b = target_tokenizer, draft_tokenizer
+    """Drafting token ids directly needs the two models to mean the same thing by each id."""
+    problems = tokenizer_differences(target_tokenizer, draft_tokenizer)
+    if problems:
+        raise ValueError(
+            f"the {names[0]} and {names[1]} tokenizers differ: " + "; ".join(problems)
+            + ". Drafting token ids directly needs a draft that shares the target's tokenizer."
+        )
+
+
+def tokenizer_differences(a, b) -> list[str]:
+    """How two tokenizers differ in what their ids mean: vocabularies and special tokens (not
+    embedding sizes, which some families pad). Empty when the same."""
     if a is b:
-        return
+        return []
     problems = []
     vocab_a, vocab_b = a.get_vocab(), b.get_vocab()
     if vocab_a != vocab_b:
@@ -38,11 +47,7 @@ def check_same_tokenizer(target_tokenizer, draft_tokenizer, names=("target", "dr
     for attr in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id"):
         if getattr(a, attr, None) != getattr(b, attr, None):
             problems.append(f"{attr} {getattr(a, attr, None)} vs {getattr(b, attr, None)}")
-    if problems:
-        raise ValueError(
-            f"the {names[0]} and {names[1]} tokenizers differ: " + "; ".join(problems)
-            + ". Speculative decoding needs a draft that shares the target's tokenizer."
-        )
+    return problems
 
 
 class TokenPieces:

@@ -9,6 +9,8 @@ import weakref
 
 import psutil
 import pytest
+
+from playground.config import KnobError
 import torch
 
 from playground.config import cache_dir
@@ -248,7 +250,7 @@ def test_converted_pack_loads_without_pip(monkeypatch, empty_cache):
     assert checkpoints.pack_checkpoint(pack.name, lambda *a: None) == out
 
 
-def test_incompatible_tokenizers_are_refused(tmp_path):
+def test_a_draft_with_another_tokenizer_loads_to_draft_across_tokenizers(tmp_path):
     from transformers import AutoTokenizer  # noqa: F401  (loaded by the checkpoint below)
 
     _, _, tokenizer = tiny_pair(seed=0)
@@ -265,9 +267,13 @@ def test_incompatible_tokenizers_are_refused(tmp_path):
         pairs:
           odd: {{target: t, draft: other, description: mismatched tokenizers}}
     """))
-    with pytest.raises(ValueError, match=r"pair 'odd' in .*models.yaml: the t and other tokenizers differ: "
-                                         r"vocabularies differ"):
-        PairCache(load_registry(config)).get()
+    cache = PairCache(load_registry(config))
+    pair = cache.get()
+    assert not pair.same_tokenizer and pair.draft.name == "other" and len(pair.draft.tokenizer) == len(tokenizer)
+    pair = cache.get(draft="t")  # the draft knob: any model of the registry drafts instead of the pair's
+    assert pair.same_tokenizer and pair.draft.name == "t"
+    with pytest.raises(KnobError, match=r"^draft must be a model in .*models.yaml \(t, other\), got 'nope'"):
+        cache.get(draft="nope")
 
 
 def rss() -> int:

@@ -93,6 +93,10 @@ class AppContext:
         """(label, name) for the pair dropdown; random-weight and hub-only pairs say so."""
         return [(pair_label(p), name) for name, p in self.registry.pairs.items()]
 
+    def draft_choices(self) -> list[tuple[str, str]]:
+        """(label, name) for the draft dropdown: the pair's own draft, then every model of the registry."""
+        return [("the pair's own draft", ""), *((name, name) for name in self.registry.models)]
+
     def load(self, settings) -> Iterator[Loading]:
         """Load the settings' pair, yielding progress while it loads; returns the LoadedPair.
 
@@ -104,7 +108,7 @@ class AppContext:
           conversion, a model), waits until it has let go of its memory, then loads its own.
         So two loads never compete for memory and cores.
         """
-        key = (settings.pair, tuple(sorted(settings.quantization().items())))
+        key = (settings.pair, tuple(sorted(settings.loading().items())))
         previous = self.loader
         if previous is not None and not previous.done.is_set():
             if previous.key == key:
@@ -127,7 +131,7 @@ class AppContext:
 
         def work():
             try:
-                loader.result["pair"] = self.cache.get(settings.pair, **settings.quantization(),
+                loader.result["pair"] = self.cache.get(settings.pair, **settings.loading(),
                                                        progress=progress)
             except BaseException as e:  # handed to the handler's thread, which raises it
                 loader.result["error"] = e

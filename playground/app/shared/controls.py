@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground.config import DRAFTER_LABELS, KNOBS, PROMPT_LOOKUP, SELF, TREE, RunConfig
+from playground.config import DRAFTER_LABELS, HYBRID, KNOBS, MODEL, PROMPT_LOOKUP, SELF, TREE, RunConfig
 from playground.models.registry import PAIR_KNOBS
 from playground.app.shared.context import AppContext
 
@@ -42,6 +42,8 @@ def settings_controls(ctx: AppContext) -> tuple[dict[str, gr.components.Componen
     c: dict[str, gr.components.Component] = {}
     c["pair"] = pair_control(ctx)
     c["drafter"] = control("drafter")
+    c["draft"] = gr.Dropdown(ctx.draft_choices(), value="", label=KNOBS["draft"].label, info=KNOBS["draft"].help,
+                             elem_id="draft")
     c["gamma"] = control("gamma", spec.gamma)
     tree_controls(c)
     with gr.Row():
@@ -114,6 +116,7 @@ CONDITIONAL = (
     ("speculation", (TREE,), ("tree_budget", "tree_depth", "tree_branching", "tree_width")),
     ("drafter", (PROMPT_LOOKUP,), ("ngram_min", "ngram_max")),
     ("drafter", (SELF,), ("kept_layers",)),
+    ("drafter", (MODEL, HYBRID), ("draft",)),
     ("adaptive", (True,), ("gamma_min", "gamma_max")),
 )
 DECIDERS = tuple(dict.fromkeys(d for d, _, _ in CONDITIONAL))

@@ -258,7 +258,7 @@ def load_pair(args, plan: Plan, cache, cell=None):
     from tqdm import tqdm
 
     run = replace(cell or plan.cells[0], target_quantization=args.target_quantization)
-    return cache.get(plan.pair, **run.quantization(), dtype=args.dtype, device=args.device,
+    return cache.get(plan.pair, **run.loading(), dtype=args.dtype, device=args.device,
                      progress=lambda message, fraction: tqdm.write(message, file=sys.stderr))
 
 

@@ -20,7 +20,7 @@ from playground.config import group
 
 SCHEMA = "playground.bench/1"
 # The settings a report records per run: the decoding knobs, then what shapes the draft
-DRAFT_SETTINGS = (*(k.name for k in group("drafter")), "draft_quantization")
+DRAFT_SETTINGS = ("draft", *(k.name for k in group("drafter")), "draft_quantization")
 SETTINGS = (*(k.name for k in group("decoding")), *DRAFT_SETTINGS, "runner")  # the runner: how both runs' forwards ran
 
 

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
 
     run = RunConfig(pair=args.pair, gamma=1, max_new_tokens=1, temperature=args.temperature, seed=args.seed,
                     target_quantization=args.target_quantization, draft_quantization=args.draft_quantization)
-    pair = PairCache(load_registry()).get(args.pair, **run.quantization())
+    pair = PairCache(load_registry()).get(args.pair, **run.loading())
     ids = encode_prompt(pair.tokenizer, args.prompt)
     config = factory.spec_config(run)
     # The first forward after loading pays one-time costs (weights paged in, kernels chosen); the

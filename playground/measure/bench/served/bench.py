@@ -266,7 +266,7 @@ def served_main(parser, args, plan) -> int:
     except (ServedError, RuntimeError) as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 1
-    models = {"pair": run.pair, "target": settings.target.hf_id, "draft": settings.draft.hf_id,
+    models = {"pair": run.pair, "target": settings.target_ref.hf_id, "draft": settings.draft_ref.hf_id,
               "dtype": placement.dtype, "engine": "vllm" if engine == "vllm" else "served by URL"}
     config = {"served": args.served, "methods": methods, "concurrency": levels, "repeats": args.repeats,
               "prompt_count": len(encoded), "prompts": args.prompts, "categories": args.categories,
@@ -286,4 +286,4 @@ def tokenizer_of(settings, tiny: bool):
         from playground.models.tiny import byte_tokenizer
         return byte_tokenizer()
     from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(settings.target.hf_id)
+    return AutoTokenizer.from_pretrained(settings.target_ref.hf_id)
