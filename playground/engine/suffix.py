@@ -203,8 +203,9 @@ def speculate_tree(match: Node, max_spec: int, levels: int, min_prob: float, sto
     def offer(node: Node, prob: float, parent: int, level: int) -> None:
         children, total = ranked(node)
         for child in children:
-            if prob * child.count / total >= min_prob:
-                heapq.heappush(frontier, (-prob * child.count / total, next(order), child, 0, parent, level + 1))
+            estimate = prob * child.count / total
+            if estimate >= min_prob:
+                heapq.heappush(frontier, (-estimate, next(order), child, 0, parent, level + 1))
 
     offer(match, 1.0, ROOT, 0)
     while frontier and len(tokens) < max_spec:
@@ -248,8 +249,8 @@ class SuffixDrafter:
         check_number("min_prob", min_prob, low=0.0, high=1.0)
         check_int("history", history, low=0, high=4096)
         self.speculation, self.budget, self.depth = speculation, budget, depth
-        self.max_match, self.max_spec, self.spec_factor, self.min_prob = max_match, max_spec, spec_factor, min_prob
-        self.history = history
+        self.max_match, self.max_spec, self.spec_factor = max_match, max_spec, spec_factor
+        self.min_prob, self.history = min_prob, history
         self.index = SuffixIndex(reach=max_match + max_spec)
         self.earlier: deque[int] = deque()  # ids of the earlier sequences still indexed, oldest first
 
@@ -273,7 +274,8 @@ class SuffixDrafter:
         if self.speculation == TREE:
             if match is None or max_spec < 1:
                 return TreeDraft(Tree((), ()), None, forwards=0)
-            tree = speculate_tree(match, min(max_spec, self.budget), min(self.depth, k), self.min_prob, stop_tokens)
+            levels = min(self.depth, k)
+            tree = speculate_tree(match, min(max_spec, self.budget), levels, self.min_prob, stop_tokens)
             return TreeDraft(tree, None, forwards=0)
         if match is None:
             return Draft([], None)

@@ -190,9 +190,11 @@ def test_suffix_drafters_follow_the_protocol():
 
 
 @pytest.mark.parametrize("bad,name", [
-    (dict(speculation="graph"), "speculation must be one of"), (dict(budget=0), r"tree_budget must be .*\[1, "),
+    (dict(speculation="graph"), "speculation must be one of"),
+    (dict(budget=0), r"tree_budget must be .*\[1, "),
     (dict(depth=0), r"tree_depth must be .*\[1, "), (dict(max_match=0), r"max_match must be .*\[1, 256\]"),
-    (dict(max_spec=65), r"max_spec must be .*\[1, 64\]"), (dict(spec_factor=0.0), r"spec_factor must be in \(0"),
+    (dict(max_spec=65), r"max_spec must be .*\[1, 64\]"),
+    (dict(spec_factor=0.0), r"spec_factor must be in \(0"),
     (dict(min_prob=1.5), r"min_prob must be in \[0.0, 1.0\]"), (dict(history=-1), r"history must be .*\[0, "),
     (dict(max_match="8"), "max_match must be an integer"),
 ])
@@ -232,7 +234,8 @@ def test_repeated_text_is_drafted_and_accepted(pair, reference):
     target, _, _ = pair
     ids, expected = reference
     prompt = ids + expected[:28]  # its loop starts at the 20th token
-    events = list(generate(target, prompt, SpecConfig(max_new_tokens=12, gamma=4), SuffixDrafter(spec_factor=2.0)))
+    drafter = SuffixDrafter(spec_factor=2.0)
+    events = list(generate(target, prompt, SpecConfig(max_new_tokens=12, gamma=4), drafter))
     assert output_tokens(events) == expected[28:40]
     m = summarize(events)
     assert events[0].drafts and m.accepted > 0 and m.target_calls < 12
@@ -257,7 +260,8 @@ def exact_joint(target, prompt, vocab, knobs):
     rule = Sampling(1.0, knobs.get("top_k", 0), knobs.get("top_p", 1.0))
     with torch.inference_mode():
         first = logits_to_probs(target(torch.tensor([prompt])).logits[0, -1], rule)
-        second = logits_to_probs(target(torch.tensor([prompt + [t] for t in range(vocab)])).logits[:, -1], rule)
+        batch = torch.tensor([prompt + [t] for t in range(vocab)])
+        second = logits_to_probs(target(batch).logits[:, -1], rule)
     return (first[:, None] * second).flatten().numpy()
 
 
@@ -275,7 +279,8 @@ def joint_counts(target, prompt, vocab, speculation, knobs, draws=JOINT_DRAWS):
 def test_the_history_gives_several_candidates():
     tree = fed(make(TREE), PROMPT_IDS).propose(PROMPT_IDS, 2, GREEDY, None).tree  # as the engine calls it
     assert len(tree.children(-1)) == 3 and tree.depth == 2 and len(tree) == 6
-    assert fed(make(CHAIN), PROMPT_IDS).propose(PROMPT_IDS, 2, GREEDY, None).tokens == [3, 7]  # 4, 7 tie: the latest
+    chain = fed(make(CHAIN), PROMPT_IDS).propose(PROMPT_IDS, 2, GREEDY, None)
+    assert chain.tokens == [3, 7]  # after 3, 4 and 7 tie: the latest wins
 
 
 @pytest.mark.parametrize("knob", KNOBS)
