@@ -127,7 +127,7 @@ def test_cli_builds_the_drafter_the_flags_describe():
                                       "--ngram-max", "5", "--draft-vocab", "100"])
     args.argv = []
     run = make_plan(args).cells[0]
-    drafter = factory.make_drafter(run, None)
+    drafter = factory.make_drafter(run, factory.Models(None, None))
     assert (drafter.min_ngram, drafter.max_ngram) == (2, 5)
     assert run.draft_vocab == 100
 

@@ -3,12 +3,28 @@ Here, not in config.py, so the configuration stays a leaf that imports no engine
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from playground.config import CHAIN, MODEL, PROMPT_LOOKUP, TREE, RunConfig, group
-from playground.engine.drafters import ModelDrafter, PromptLookupDrafter
+from playground.config import (CHAIN, HYBRID, MODEL, MODEL_FREE, PROMPT_LOOKUP, SELF, SUFFIX, TREE,
+                               KnobError, RunConfig, group)
 from playground.engine.generate import SpecConfig
-from playground.engine.tree_drafter import TreeDrafter
+
+
+@dataclass(frozen=True)
+class Models:
+    """What a run's drafter may draft with: the target, the draft model, and the draft's own
+    tokenizer when it is not the target's (None: they share one, ids are drafted directly)."""
+
+    target: object
+    draft: object | None
+    target_tokenizer: object | None = None
+    draft_tokenizer: object | None = None
+
+    @classmethod
+    def of(cls, pair) -> "Models":
+        """A loaded pair's models (models.loading.LoadedPair, read by its fields)."""
+        across = not pair.same_tokenizer
+        return cls(pair.target.model, pair.draft.model, pair.tokenizer, pair.draft.tokenizer if across else None)
 
 
 def spec_config(run: RunConfig, **engine_only) -> SpecConfig:
@@ -16,21 +32,70 @@ def spec_config(run: RunConfig, **engine_only) -> SpecConfig:
     return SpecConfig(**{k.name: getattr(run, k.name) for k in group("decoding")}, runner=run.runner, **engine_only)
 
 
-def make_drafter(run: RunConfig, draft_model):
-    """A fresh drafter for one run (a model drafter owns a KV cache, run by the run's runner, as the
-    target's is: the baseline and the speculative run share it)."""
-    vocab = run.draft_vocab or None
+def make_drafter(run: RunConfig, models: Models):
+    """A fresh drafter for one run. A model drafter owns a KV cache, run by the run's runner, as the
+    target's is: the baseline and the speculative run share it."""
+    if run.drafter in MODEL_FREE:
+        return model_free_drafter(run, models.target)
+    if run.drafter == SELF:
+        from playground.engine.self_draft import SelfDrafter
+
+        return SelfDrafter(models.target, run.kept_layers or None, runner=run.runner, seed=run.seed)
+    if run.drafter == HYBRID:
+        from playground.engine.hybrid import HybridDrafter
+
+        return HybridDrafter(model_free_drafter(replace(run, drafter=SUFFIX, speculation=CHAIN), models.target),
+                             draft_model_drafter(replace(run, speculation=CHAIN), models))
+    return draft_model_drafter(run, models)
+
+
+def model_free_drafter(run: RunConfig, target):
+    """Prompt lookup, suffix decoding or token recycling: no forward, their bookkeeping is their c."""
     if run.drafter == PROMPT_LOOKUP:
+        from playground.engine.drafters import PromptLookupDrafter
+
         return PromptLookupDrafter(run.ngram_min, run.ngram_max)
-    if run.speculation == TREE and run.drafter == MODEL:
-        return TreeDrafter(draft_model, run.tree_budget, run.tree_depth, run.tree_branching,
+    if run.drafter == SUFFIX:
+        from playground.engine.suffix import SuffixDrafter
+
+        return SuffixDrafter(run.speculation, run.tree_budget, run.tree_depth)
+    from playground.engine.recycling import TokenRecyclingDrafter
+
+    return TokenRecyclingDrafter(target.config.get_text_config().vocab_size, run.speculation,
+                                 budget=run.tree_budget, depth=run.tree_depth, branching=run.tree_branching)
+
+
+def draft_model_drafter(run: RunConfig, models: Models):
+    """The draft model as a chain or a tree; across tokenizers when it does not share the target's."""
+    vocab = run.draft_vocab or None
+    if models.draft_tokenizer is not None:
+        return universal_drafter(run, models)
+    if run.speculation == TREE:
+        from playground.engine.tree_drafter import TreeDrafter
+
+        return TreeDrafter(models.draft, run.tree_budget, run.tree_depth, run.tree_branching,
                            draft_vocab=vocab, width=run.tree_width, runner=run.runner)
-    if run.drafter == MODEL:
-        return ModelDrafter(draft_model, draft_vocab=vocab, runner=run.runner)
-    raise ValueError(f"drafter {run.drafter!r} is not built yet")
+    from playground.engine.drafters import ModelDrafter
+
+    return ModelDrafter(models.draft, draft_vocab=vocab, runner=run.runner)
 
 
-def model_drafter(run: RunConfig, draft_model) -> ModelDrafter:
+def universal_drafter(run: RunConfig, models: Models):
+    """A draft with another tokenizer: chains only, over its whole vocabulary (draft_vocab counts ids
+    of the target's tokenizer, which mean nothing to it)."""
+    from playground.engine.universal import UniversalDrafter
+
+    if run.speculation == TREE:
+        raise KnobError("speculation", "speculation must be 'chain' for a draft with another tokenizer than the "
+                                       "target's (its tokens are re-encoded one chain at a time), got 'tree'")
+    if run.draft_vocab:
+        raise KnobError("draft_vocab", "draft_vocab must be 0 for a draft with another tokenizer than the target's "
+                                       f"(it counts the target's token ids), got {run.draft_vocab}")
+    return UniversalDrafter(models.draft, models.draft_tokenizer, models.target_tokenizer,
+                            models.target.config.get_text_config().vocab_size, runner=run.runner)
+
+
+def model_drafter(run: RunConfig, models: Models):
     """The run's draft model as a chain drafter, whatever drafter the run names: for a measurement
     that needs the draft's q. Its draft vocabulary is the run's, as in every other run."""
-    return make_drafter(replace(run, drafter=MODEL, speculation=CHAIN), draft_model)
+    return draft_model_drafter(replace(run, drafter=MODEL, speculation=CHAIN), models)

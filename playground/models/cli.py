@@ -110,13 +110,13 @@ def generate_text(registry: Registry, args) -> int:
     from playground.config import RunConfig
     from playground.engine.generate import generate
     from playground.engine.events import output_tokens, summarize
-    from playground.models.text import encode_prompt, eos_ids
+    from playground.models.text import encode_prompt
 
     pair = load_chosen(registry, args)
     ids = encode_prompt(pair.tokenizer, args.prompt)
     run = RunConfig(pair=pair.spec.name, max_new_tokens=args.max_new_tokens, **pair.spec.suggested())
-    events = list(generate(pair.target.model, ids, factory.spec_config(run), factory.make_drafter(run, pair.draft.model),
-                           eos_token_ids=eos_ids(pair.tokenizer, pair.target.model)))
+    events = list(generate(pair.target.model, ids, factory.spec_config(run), factory.make_drafter(run, factory.Models.of(pair)),
+                           eos_token_ids=pair.eos))
     print(pair.tokenizer.decode(output_tokens(events), skip_special_tokens=True))
     m = summarize(events)
     print(f"\nalpha={m.alpha:.2f} tokens per target call={m.mean_tokens_per_call:.2f}", file=sys.stderr)

@@ -54,6 +54,13 @@ class LoadedPair:
     same_tokenizer: bool = True  # False: the draft drafts across tokenizers (draft.tokenizer is its own)
 
     @property
+    def eos(self) -> tuple[int, ...]:
+        """The target's end-of-turn ids (and the draft's, which mean the same when they share a tokenizer)."""
+        from playground.models.text import eos_ids
+
+        return eos_ids(self.tokenizer, self.target.model, *([self.draft.model] if self.same_tokenizer else []))
+
+    @property
     def random_weights(self) -> bool:
         return self.spec.random_weights or any(m.source is not None and m.source.kind == "tiny"
                                                for m in (self.target, self.draft))

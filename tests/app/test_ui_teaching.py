@@ -673,7 +673,7 @@ def test_sweep_tree_rows_sweep_the_depth_and_reproduce_greedy_output(ctx, sweep_
     from playground.engine.tree_drafter import TreeDrafter
 
     plan = sweep_form.plan_of(plan_args(drafters=(sweep.TREE,), gammas="3"), builtin={"Code": "x"})
-    built = factory.make_drafter(plan.cells[0], ctx.cache.get("tiny").draft.model)
+    built = factory.make_drafter(plan.cells[0], factory.Models.of(ctx.cache.get("tiny")))
     assert isinstance(built, TreeDrafter) and built.depth == 3
     view = sweep_view
     final = last_of(run_sweep(ctx, view, "tiny", "2,3", [MODEL, sweep.TREE], "0", ["Code"], [], 1, 12, 1, 0,

@@ -194,7 +194,7 @@ def drawing(view: LabView, loaded, form: LabForm, settings: RunConfig, n: int):
             report(done, total, final=done == total)
 
         return losslessness_lab(
-            loaded.target.model, factory.model_drafter(settings, loaded.draft.model), ids, config, n, each_draw
+            loaded.target.model, factory.model_drafter(settings, factory.Models.of(loaded)), ids, config, n, each_draw
         )
 
     def show(done: int, total: int) -> dict:
@@ -273,7 +273,7 @@ def fast_drawing(view: LabView, loaded, form: LabForm, settings: RunConfig, n: i
     history: list[tuple[int, float, float]] = []  # (N, speculative distance, direct distance)
 
     def work(report):
-        return fast_lab(loaded.target.model, factory.model_drafter(settings, loaded.draft.model), ids, config, n, report)
+        return fast_lab(loaded.target.model, factory.model_drafter(settings, factory.Models.of(loaded)), ids, config, n, report)
 
     def show(result) -> dict:
         history.append((result.draws, result.speculative_vs_p.total_variation, result.direct_vs_p.total_variation))

@@ -204,11 +204,10 @@ def generation(loaded, ids, settings, prompt, report, costs=None) -> dict:
     """Steps 1 and 2: one speculative generation through the bench's engine_run; its events."""
     from playground.engine import factory
     from playground.measure.bench.runs import engine_run
-    from playground.models.text import eos_ids
 
     report(f"Generating {settings.max_new_tokens} tokens at γ = {settings.gamma}…", None)
-    eos = eos_ids(loaded.tokenizer, loaded.target.model, loaded.draft.model)
-    run = engine_run(loaded.target.model, ids, factory.spec_config(settings), factory.make_drafter(settings, loaded.draft.model), eos)
+    eos = loaded.eos
+    run = engine_run(loaded.target.model, ids, factory.spec_config(settings), factory.make_drafter(settings, factory.Models.of(loaded)), eos)
     return {"events": run.events}
 
 
@@ -219,7 +218,7 @@ def lab_draws(loaded, ids, settings, prompt, report, costs=None) -> dict:
 
     report(f"Drawing {LAB_DRAWS:,} first tokens…", None)
     config = factory.spec_config(settings)
-    last = fast_lab(loaded.target.model, factory.model_drafter(settings, loaded.draft.model), ids, config, LAB_DRAWS,
+    last = fast_lab(loaded.target.model, factory.model_drafter(settings, factory.Models.of(loaded)), ids, config, LAB_DRAWS,
                     lambda r: report(f"Drawn {r.draws:,} of {LAB_DRAWS:,}", r.draws / LAB_DRAWS))
     return {"lab": last}
 

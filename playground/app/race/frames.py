@@ -91,13 +91,13 @@ def race_frames(
     from playground.measure.bench.runs import Setup, warm_up
     from playground.engine.generate import check_inputs, generate
     from playground.engine.runners import COMPILED, compile_seconds, resolve
-    from playground.models.text import encode_prompt, eos_ids
+    from playground.models.text import encode_prompt
 
     tokenizer = pair.tokenizer
     config = factory.spec_config(settings)
     ids = encode_prompt(tokenizer, prompt, system=system or None)
-    eos = eos_ids(tokenizer, pair.target.model, pair.draft.model)
-    drafter = factory.make_drafter(settings, pair.draft.model)
+    eos = pair.eos
+    drafter = factory.make_drafter(settings, factory.Models.of(pair))
     check_inputs(pair.target.model, ids, config, drafter, tokenizer)  # fail before the page is cleared
     with spare_a_core():
         # the benchmark's warm-up, kept short (the last 8 prompt tokens, 3 new): the first calls of

@@ -85,16 +85,16 @@ def start(pair, prompt: str, text_so_far: str, settings: RunConfig) -> Stepper:
     """A paused run on `pair` continuing prompt (+ text so far); raises ValueError naming the field."""
     from playground.engine import factory
     from playground.engine.generate import check_inputs, generate
-    from playground.models.text import encode_prompt, eos_ids
+    from playground.models.text import encode_prompt
 
     tokenizer = pair.tokenizer
     config = replace(factory.spec_config(settings), detail=DETAIL)
     ids = encode_prompt(tokenizer, prompt)
     if text_so_far:  # the answer so far, continued as the assistant's own words
         ids = ids + tokenizer(text_so_far, add_special_tokens=False)["input_ids"]
-    drafter = factory.make_drafter(settings, pair.draft.model)
+    drafter = factory.make_drafter(settings, factory.Models.of(pair))
     check_inputs(pair.target.model, ids, config, drafter, tokenizer)  # fail now, not at the first click
-    eos = eos_ids(tokenizer, pair.target.model, pair.draft.model)
+    eos = pair.eos
     events = generate(pair.target.model, ids, config, drafter, eos_token_ids=eos)
     return Stepper(
         key=stepper_key(prompt, text_so_far, settings),

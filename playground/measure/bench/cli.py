@@ -369,7 +369,7 @@ def check_drafters(parser, plan: Plan, pair) -> None:
     for cell in plan.cells:
         if cell.draft_vocab:
             try:
-                factory.make_drafter(cell, pair.draft.model)
+                factory.make_drafter(cell, factory.Models.of(pair))
             except ValueError as error:
                 flag = "--sweep" if len({c.draft_vocab for c in plan.cells}) > 1 else "--draft-vocab"
                 parser.error(f"argument {flag}: {error}")

@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     from playground.engine.events import Tally, costs, summarize, tree_costs
     from playground.models.loading import PairCache
     from playground.models.registry import load_registry
-    from playground.models.text import encode_prompt, eos_ids
+    from playground.models.text import encode_prompt
     from playground.measure.bench.cli import take_suggestions
 
     registry = load_registry()
@@ -86,12 +86,13 @@ def main(argv=None) -> int:
         return 2
     pair = PairCache(registry).get(args.pair, target_quantization=args.target_quantization,
                                           draft_quantization=args.draft_quantization)
-    target, draft = pair.target.model, pair.draft.model
+    target = pair.target.model
     ids = encode_prompt(pair.tokenizer, args.prompt)
-    eos = eos_ids(pair.tokenizer, target, draft)
+    eos = pair.eos
     try:
-        drafters = [factory.make_drafter(run, draft) for _ in range(2)]
-        trees = [factory.make_drafter(replace(run, speculation=TREE), draft) for _ in range(2)] if args.tree else []
+        models = factory.Models.of(pair)
+        drafters = [factory.make_drafter(run, models) for _ in range(2)]
+        trees = [factory.make_drafter(replace(run, speculation=TREE), models) for _ in range(2)] if args.tree else []
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

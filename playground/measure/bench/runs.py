@@ -74,10 +74,16 @@ class Setup:
     tree: bool = False  # also time a token tree from the same draft, shaped by the run's tree knobs
     llamacpp: bool = False  # also time llama.cpp's own plain decoding of the target's GGUF file
     ortgenai: bool = False  # also time onnxruntime-genai's own loop, plain and speculative
+    target_tokenizer: object | None = None
+    draft_tokenizer: object | None = None  # the draft's own, when it is not the target's (across tokenizers)
 
     @property
     def drafter(self) -> str:
         return self.run.drafter
+
+    @property
+    def models(self) -> factory.Models:
+        return factory.Models(self.target, self.draft, self.target_tokenizer, self.draft_tokenizer)
 
     @classmethod
     def of(cls, pair, run: RunConfig, tree: bool = False, reference: bool = False,
@@ -85,17 +91,17 @@ class Setup:
         """The Setup of a loaded pair (loading.LoadedPair): its models, end tokens and the drafter
         the run describes (kind, n-gram sizes, draft vocabulary, tree shape). The app's race,
         sweep and theory measure through this, as the CLI does."""
-        from playground.models.text import eos_ids
 
-        return cls(pair.target.model, pair.draft.model, run,
-                   eos_ids(pair.tokenizer, pair.target.model, pair.draft.model), pair.tokenizer.pad_token_id,
-                   reference=reference, tree=tree, llamacpp=llamacpp, ortgenai=ortgenai)
+        models = factory.Models.of(pair)
+        return cls(pair.target.model, pair.draft.model, run, pair.eos,
+                   pair.tokenizer.pad_token_id, reference=reference, tree=tree, llamacpp=llamacpp,
+                   ortgenai=ortgenai, target_tokenizer=models.target_tokenizer, draft_tokenizer=models.draft_tokenizer)
 
     def make_drafter(self):
-        return factory.make_drafter(self.run, self.draft)
+        return factory.make_drafter(self.run, self.models)
 
     def make_tree_drafter(self):
-        return factory.make_drafter(replace(self.run, speculation=TREE), self.draft)
+        return factory.make_drafter(replace(self.run, speculation=TREE), self.models)
 
     def methods(self, config: SpecConfig) -> dict[str, Callable[[list[int]], Run]]:
         """Each timed method as a function of the prompt ids, in the order they first run."""

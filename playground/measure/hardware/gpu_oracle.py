@@ -144,7 +144,7 @@ def draft_rows(target, draft, prompt, gamma: int, args) -> list[Row]:
 
     config = SpecConfig(gamma=gamma, max_new_tokens=args.max_new_tokens)
     methods = {"ar": lambda: engine_run(target, prompt, config, None, ()),
-               "draft": lambda: engine_run(target, prompt, config, factory.model_drafter(RunConfig(), draft), ())}
+               "draft": lambda: engine_run(target, prompt, config, factory.model_drafter(RunConfig(), factory.Models(target, draft)), ())}
     if not args.no_reference:
         methods["hf"] = lambda: Run(*hf_generate(target, prompt, config, ()))
         methods["hf_assisted"] = lambda: Run(*hf_generate(target, prompt, config, (), assistant=draft))
@@ -194,7 +194,7 @@ def warm_up(target, draft, prompt, args) -> None:
     config = SpecConfig(gamma=max(args.gammas), max_new_tokens=8)
     engine_run(target, prompt, config, None, ())
     engine_run(target, prompt, config, OracleDrafter(prompt), ())
-    engine_run(target, prompt, config, factory.model_drafter(RunConfig(), draft), ())
+    engine_run(target, prompt, config, factory.model_drafter(RunConfig(), factory.Models(target, draft)), ())
     if not args.no_reference:
         hf_generate(target, prompt, config, ())
         hf_generate(target, prompt, config, (), assistant=draft)

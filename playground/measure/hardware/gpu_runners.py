@@ -216,7 +216,7 @@ def identity(args) -> dict:
             run = RunConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, runner=runner,
                             speculation=speculation, tree_budget=15, tree_depth=4)
             got = output_tokens(list(generate(target, ids, factory.spec_config(run),
-                                              factory.make_drafter(run, draft))))
+                                              factory.make_drafter(run, factory.Models(target, draft)))))
             out[f"{runner} {speculation}"] = {"identical": got == expected, "tokens": len(got)}
     del target, draft
     free()

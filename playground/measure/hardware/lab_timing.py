@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
         marks: list[float] = []
         started = time.perf_counter()
         report = (lambda *_, marks=marks: marks.append(time.perf_counter())) if name.startswith("fast") else None
-        result = lab(pair.target.model, factory.model_drafter(run, pair.draft.model), ids, config, draws, report)
+        result = lab(pair.target.model, factory.model_drafter(run, factory.Models.of(pair)), ids, config, draws, report)
         seconds = time.perf_counter() - started
         if marks:  # the first report comes after p and q (two forwards) and the first 100 draws
             print(f"{name}: p, q and the first 100 draws in {marks[0] - started:.1f} s, "

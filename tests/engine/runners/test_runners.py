@@ -151,8 +151,8 @@ def test_greedy_tree_through_a_runner_equals_eager_plain_decoding(pair, runner):
 def test_the_run_configuration_carries_one_runner_to_target_and_drafter(pair):
     run = RunConfig(runner="static", speculation="tree")
     assert factory.spec_config(run).runner == "static"
-    assert factory.make_drafter(run, pair[1]).lm.runner.name == "static"
-    assert factory.make_drafter(RunConfig(runner="eager"), pair[1]).lm.runner.name == "eager"
+    assert factory.make_drafter(run, factory.Models(pair[0], pair[1])).lm.runner.name == "static"
+    assert factory.make_drafter(RunConfig(runner="eager"), factory.Models(pair[0], pair[1])).lm.runner.name == "eager"
     with pytest.raises(ValueError, match="runner must be one of: auto, eager, static, compiled"):
         RunConfig(runner="graphs")
     assert resolve("auto", "cpu", model=pair[0]) == "eager"  # an in-process float32 model: onnxruntime passed over

@@ -90,7 +90,7 @@ def test_runs_after_the_warm_up_compile_nothing(models):
     for run in (CHAIN, TREE):
         config = factory.spec_config(run)
         assert output_tokens(list(generate(target, SHORT_PROMPT, config))) == expected  # the baseline
-        assert output_tokens(list(generate(target, SHORT_PROMPT, config, factory.make_drafter(run, draft)))) == expected
+        assert output_tokens(list(generate(target, SHORT_PROMPT, config, factory.make_drafter(run, factory.Models(target, draft))))) == expected
     assert compile_seconds(target, draft) == seconds
     assert {m: set(steps_of(m).seconds) for m in models} == keys
     assert dict(torch._dynamo.utils.counters["frames"]) == frames  # not even a recompile
@@ -116,7 +116,7 @@ def test_a_static_cache_grown_in_a_forward_still_rolls_back(models):
     prompt = [(7 * i + 3) % 250 for i in range(250)]  # 250 + 4 drafts fit 256; the second step grows it
     run = replace(CHAIN, runner="static", max_new_tokens=12)
     expected = output_tokens(list(generate(target, prompt, factory.spec_config(replace(run, runner="eager")))))
-    drafter = factory.make_drafter(run, stranger)
+    drafter = factory.make_drafter(run, factory.Models(target, stranger))
     assert output_tokens(list(generate(target, prompt, factory.spec_config(run), drafter))) == expected
 
 

@@ -101,7 +101,7 @@ def test_outputs_leave_no_temporary_files(bench_run):
     (["--gamma-max", "99"], "argument --gamma-max: gamma_max must be an integer in [1, 64], got 99"),
     (["--min-confidence", "1.5"], "argument --min-confidence: min_confidence must be in [0.0, 1.0]"),
     (["--sweep", "min_confidence=0,-1"], "argument --sweep: min_confidence must be in [0.0, 1.0]"),
-    (["--sweep", "beta=1"], "argument --sweep: expected KEY=V1,V2,... with KEY one of drafter, gamma, min_confidence"),
+    (["--sweep", "beta=1"], "argument --sweep: expected KEY=V1,V2,... with KEY one of draft, drafter, gamma, min_confidence"),
     (["--pair", "nope"], "argument --pair: "),
     (["--categories", "coding,poetry"], "argument --categories: unknown category poetry; this file has: wri"),
     (["--drafter", "magic"], "argument --drafter: invalid choice"),
