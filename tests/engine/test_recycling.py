@@ -18,6 +18,7 @@ from playground.engine.recycling import TokenRecyclingDrafter
 from playground.engine.tree import ROOT, Tree
 from playground.measure.teach.stats import goodness_of_fit
 from playground.models.text import encode_prompt
+from playground.models.tiny import tiny_pair
 
 from test_engine import PROMPT, hf_greedy
 
@@ -68,6 +69,23 @@ def test_greedy_recycling_equals_transformers_generate(pair, reference, mode, ru
     assert m.target_calls < summarize(cold).target_calls
 
 
+@pytest.mark.llamacpp
+@pytest.mark.parametrize("speculation", [CHAIN, TREE])
+def test_greedy_recycling_on_llamacpp_equals_eager(speculation):
+    """llama.cpp's logits (the tiny target's float32 GGUF) fill the matrix as well as PyTorch's."""
+    pytest.importorskip("llama_cpp", reason="the optional extra: python -m playground.serve setup llamacpp")
+    from playground.models import gguf_file
+
+    target, _, tokenizer = tiny_pair(seed=0)  # its own: recording the GGUF file marks the model
+    gguf_file.record(target, gguf_file.written_locator(target, tokenizer))
+    prompt = [(7 * i + 3) % 250 for i in range(40)]
+    expected = output_tokens(run(target, prompt, None, "eager"))
+    drafter = TokenRecyclingDrafter(len(tokenizer), speculation, top_k=4, budget=10, depth=4, branching=2)
+    assert output_tokens(run(target, prompt, drafter, "llamacpp", gamma=4)) == expected
+    warm = run(target, prompt, drafter, "llamacpp", gamma=4)
+    assert output_tokens(warm) == expected and summarize(warm).target_calls < TOKENS
+
+
 def test_the_matrix_holds_the_targets_top_k_after_each_read_token(pair):
     target, _, tokenizer = pair
     drafter = TokenRecyclingDrafter(len(tokenizer), speculation=CHAIN, top_k=3)
@@ -113,7 +131,8 @@ def test_the_breadth_first_tree_keeps_its_shape():
     chain = TokenRecyclingDrafter(vocab, speculation=CHAIN, top_k=4)
     chain.table, chain.known = drafter.table, drafter.known
     tokens = chain.propose([6], 6, None, None).tokens
-    assert tokens[0] == root_children[0] and all(int(drafter.table[a, 0]) == b for a, b in zip([6, *tokens], tokens))
+    assert tokens[0] == root_children[0]
+    assert all(int(drafter.table[a, 0]) == b for a, b in zip([6, *tokens], tokens))
     assert chain.propose([6], 6, None, None, stop_tokens=frozenset(tokens[1:2])).tokens == tokens[:2]
 
 
@@ -142,7 +161,9 @@ KNOBS = dict(top_k=4, top_p=0.8)  # top-k and top-p on: the exact joint is the p
 
 def processed_joint(target, prompt, vocab):
     """p(t1, t2 | prompt) at temperature 1 under the run's top-k and top-p."""
-    process = lambda logits: sampling.logits_to_probs(logits, sampling.Sampling(1.0, **KNOBS))
+    def process(logits):
+        return sampling.logits_to_probs(logits, sampling.Sampling(1.0, **KNOBS))
+
     with torch.inference_mode():
         first = process(target(torch.tensor([prompt])).logits[0, -1])
         second = process(target(torch.tensor([prompt + [t] for t in range(vocab)])).logits[:, -1])
@@ -156,6 +177,11 @@ def warmed(target, **mode):
     for start in range(8):
         list(generate(target, [start], SpecConfig(max_new_tokens=6, temperature=1.0, seed=start), drafter))
     assert bool(drafter.known.all())
+    proposal = drafter.propose(PROMPT_IDS, 2, None, None)
+    if drafter.speculation == CHAIN:
+        assert len(proposal.tokens) == 2
+    else:
+        assert len(proposal.tree.children(ROOT)) == 3
     return drafter
 
 
@@ -176,7 +202,8 @@ JOINT_MODES = [dict(speculation=CHAIN), dict(speculation=TREE, budget=6, depth=2
 @pytest.mark.parametrize("mode", JOINT_MODES, ids=["chain", "tree"])
 def test_two_token_joint_follows_target(small_vocab_pair, mode):
     target, _ = small_vocab_pair
-    fit = goodness_of_fit(joint_counts(target, warmed(target, **mode)), processed_joint(target, PROMPT_IDS, 8))
+    counts = joint_counts(target, warmed(target, **mode))
+    fit = goodness_of_fit(counts, processed_joint(target, PROMPT_IDS, 8))
     assert fit.p_value > 1e-4, fit
 
 
