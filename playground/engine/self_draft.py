@@ -231,7 +231,8 @@ class SelfDrafter:
         kept_layers = kept_layers if kept_layers is not None else len(layers) if layers else max(1, total // 2)
         check_int("kept_layers", kept_layers, low=1, high=total - 1)
         if layers is not None and len(layers) != kept_layers:
-            raise KnobError("layers", f"layers must be kept_layers={kept_layers} layer indices, got {len(layers)}: {layers!r}")
+            raise KnobError("layers", f"layers must be kept_layers={kept_layers} layer indices, "
+                                      f"got {len(layers)}: {layers!r}")
         check_int("budget", budget, low=1, high=1000)
         check_int("window", window, low=1, high=1_000_000)
         self.target, self.search, self.budget, self.window, self.seed = target, search, budget, window, seed
