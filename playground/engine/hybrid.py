@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from playground.config import CHAIN
 from playground.engine.drafters import Draft
+from playground.engine.memory import drafter_bytes
 
 
 class HybridDrafter:
@@ -36,6 +37,9 @@ class HybridDrafter:
             return draft
         self.fell_back += 1
         return self.fallback.propose(ids, k, sampling, generator, min_confidence, stop_tokens)
+
+    def resident_bytes(self) -> int:
+        return drafter_bytes(self.first) + drafter_bytes(self.fallback)
 
     def observe(self, tokens, logits) -> None:
         for drafter in (self.first, self.fallback):

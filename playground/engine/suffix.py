@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import sys
 from collections import deque
 
 from playground.config import CHAIN, KNOBS, MAX_GAMMA, TREE, check_int, check_number, check_value
@@ -280,6 +281,16 @@ class SuffixDrafter:
         if match is None:
             return Draft([], None)
         return Draft(speculate_path(match, min(max_spec, k), self.min_prob, stop_tokens), None)
+
+    def resident_bytes(self) -> int:
+        """The index's Python objects (nodes, their edges and child tables, the sequences kept),
+        counted with sys.getsizeof: what the table costs beside a draft model's weights."""
+        total, stack = 0, [self.index.root]
+        while stack:
+            node = stack.pop()
+            total += sys.getsizeof(node) + sys.getsizeof(node.edge) + sys.getsizeof(node.children)
+            stack.extend(node.children.values())
+        return total + sum(sys.getsizeof(tokens) for tokens in self.index.sequences.values())
 
     def catch_up(self, ids: list[int]) -> None:
         """Index the tokens added to the context since the last call. The engine's context only

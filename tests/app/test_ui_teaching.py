@@ -139,7 +139,7 @@ def test_a_rejection_shows_the_numbers_the_verdict_and_the_residual():
         RESAMPLED,
         residual_top=((5, 0.6), (6, 0.3)),
     )
-    page = step_view.step_html(e, label, greedy=False, drafter=MODEL, step_no=3)
+    page = step_view.step_html(e, label, greedy=False, note=step_view.drafter_note(MODEL), step_no=3)
     text = html.unescape(page)
     assert "Step 3" in text and "① Draft: 3 guesses" in text and "② Verify: 1 of 3 kept" in text
     assert "u < 0.889: keep" in text and "u ≥ 0.167: reject" in text and "not tested" in text
@@ -155,19 +155,19 @@ def test_a_full_acceptance_shows_the_bonus_and_greedy_explains_its_rule():
     e = event(
         [(1, 0.9, 0.95, 1.0, None), (3, 0.7, 0.9, 1.0, None)], 2, 9, BONUS, next_top=((9, 0.7), (5, 0.2))
     )
-    text = html.unescape(step_view.step_html(e, label, greedy=True, drafter=MODEL, step_no=1))
+    text = html.unescape(step_view.step_html(e, label, greedy=True, note=step_view.drafter_note(MODEL), step_no=1))
     assert "③ Bonus token" in text and "γ + 1 tokens for a single target call" in text
     assert "target's top" in text and "temperature 0" in text and "2 of 2 kept" in text
     greedy_reject = event([(1, 0.9, 0.2, 0.0, None)], 0, 9, RESAMPLED)
-    text = html.unescape(step_view.step_html(greedy_reject, label, True, MODEL, 2))
+    text = html.unescape(step_view.step_html(greedy_reject, label, True, step_view.drafter_note(MODEL), 2))
     assert "differs: reject" in text and "③ Replacement" in text and "target's own top token" in text
 
 
 def test_prompt_lookup_says_q_is_one_hot_and_a_plain_step_is_explained():
     e = event([(1, 1.0, 0.3, 0.3, 0.1)], 1, 3, BONUS)
-    assert "q(x) = 1" in html.unescape(step_view.step_html(e, label, False, PROMPT_LOOKUP, 1))
+    assert "q(x) = 1" in html.unescape(step_view.step_html(e, label, False, step_view.drafter_note(PROMPT_LOOKUP), 1))
     plain = StepEvent(0, 4, (), 0, 3, "target", 0.5, (3,), 0, 0, 0, 0, next_top=((3, 0.5),))
-    assert "Plain step" in step_view.step_html(plain, label, False, PROMPT_LOOKUP, 1)
+    assert "Plain step" in step_view.step_html(plain, label, False, step_view.drafter_note(PROMPT_LOOKUP), 1)
 
 
 def test_step_figure_draws_q_and_p_per_tested_position_then_the_outcome():

@@ -43,6 +43,7 @@ class RaceFrame:
     settings: RunConfig
     done: bool = False
     compile_s: float = 0.0  # seconds this pair's compiled step shapes took (once, before), outside every timing
+    memory_mb: tuple[float, float] = (0.0, 0.0)  # what each run holds: weights, and the drafter's (engine/memory.py)
 
     @property
     def spans(self) -> tuple[list[Span], list[Span]]:
@@ -106,7 +107,8 @@ def race_frames(
         tracks = {name: new_track(name, tokenizer, settings.greedy) for name in (BASELINE, SPECULATIVE)}
         compiled = resolve(settings.runner, pair.target.model.device) == COMPILED
         frame = RaceFrame(tracks[BASELINE], tracks[SPECULATIVE], settings,
-                          compile_s=compile_seconds(pair.target.model, pair.draft.model) if compiled else 0.0)
+                          compile_s=compile_seconds(pair.target.model, pair.draft.model) if compiled else 0.0,
+                          memory_mb=held_mb(pair.target.model, drafter))
         yield frame  # clears the page before the first step
         streams = {
             BASELINE: generate(pair.target.model, ids, config, None, eos_token_ids=eos),
@@ -129,5 +131,14 @@ def race_frames(
         finally:
             race.close()  # also on Stop: Gradio closes this generator, which closes both engine runs
     frame.done = True
+    frame.memory_mb = held_mb(pair.target.model, drafter)  # now with the caches and tables the run grew
     yield frame
+
+
+def held_mb(target, drafter) -> tuple[float, float]:
+    """Megabytes each run holds: the target's weights, and those plus what the drafter keeps."""
+    from playground.engine.memory import drafter_bytes, model_bytes
+
+    weights = model_bytes(target)
+    return weights / 2**20, (weights + drafter_bytes(drafter)) / 2**20
 

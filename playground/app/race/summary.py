@@ -40,6 +40,8 @@ def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None, budge
         ("target calls", a.target_calls, s.target_calls),
         ("compute seconds", f"{a.seconds:.2f}", f"{s.seconds:.2f}"),
         ("tokens / second", f"{a.tok_s:.1f}", f"{s.tok_s:.1f}"),
+        # a second model's weights show here; a runner's own buffers (llama.cpp, ONNX Runtime) do not
+        ("memory held, MB", *(f"{mb:,.1f}" for mb in frame.memory_mb)),
     ]
     table = "".join(f"<tr><td>{k}</td><td>{x}</td><td>{y}</td></tr>" for k, x, y in rows)
     return (

@@ -33,6 +33,7 @@ class Stepper:
     context: str  # the text so far the user gave, shown greyed before the new text
     greedy: bool
     drafter: str
+    source: object = None  # the drafter itself: what it did is read from it (a self-drafter's layers)
     finished: bool = False
     history: list[StepEvent] = field(default_factory=list)
 
@@ -49,6 +50,14 @@ class Stepper:
         self.history.append(event)
         self.finished = event.finish is not None
         return event
+
+    @property
+    def note(self) -> str:
+        """What the drafter did, as the Draft stage explains it."""
+        from playground.app.stepthrough.view import drafter_note
+
+        layers = getattr(self.source, "layers", None)
+        return drafter_note(self.drafter, layers, getattr(self.source, "total_layers", None))
 
     def close(self) -> None:
         """Stop the engine run (its generator) so nothing of it lingers."""
@@ -105,6 +114,7 @@ def start(pair, prompt: str, text_so_far: str, settings: RunConfig) -> Stepper:
         context=(text_so_far or "")[-CONTEXT_CHARS:],
         greedy=settings.greedy,
         drafter=settings.drafter,
+        source=drafter,
     )
 
 

@@ -184,7 +184,7 @@ def step_panels(event, stepper: Stepper, steps: int) -> tuple:
     if event.tree is not None:
         return (tree_view.tree_step_html(event, stepper.label, stepper.greedy, steps),
                 tree_view.tree_figure(event, stepper.label, stepper.greedy))
-    return (step_view.step_html(event, stepper.label, stepper.greedy, stepper.drafter, steps),
+    return (step_view.step_html(event, stepper.label, stepper.greedy, stepper.note, steps),
             step_plots.step_figure(event, stepper.label, stepper.greedy))
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from playground.config import PROMPT_LOOKUP
+from playground.config import HYBRID, PROMPT_LOOKUP, RECYCLING, SELF, SUFFIX
 from playground.engine.events import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGET, StepEvent
 from playground.app.shared.render import render_spans
 
@@ -47,6 +47,18 @@ LOOKUP_NOTE = (
     "Prompt lookup found the last few tokens earlier in the text and copies what followed them there. It "
     "has no probabilities, so its q puts all weight on its guess: q(x) = 1."
 )
+# What each drafter did in the Draft stage (the draft model's note is DRAFT_NOTE)
+DRAFTER_NOTES = {
+    PROMPT_LOOKUP: LOOKUP_NOTE,
+    SUFFIX: "Suffix decoding found the longest end of the text that occurred before (in the prompt, this answer "
+            "or an earlier run) and proposes what most often followed it there, for as many tokens as the match "
+            "was long. No model ran: q(x) = 1 on each guess.",
+    RECYCLING: "Token recycling looked up, for the last token, the successors the target itself ranked highest "
+               "the last time it read that token (every verification records them), and chained them. No model "
+               "ran: q(x) = 1 on each guess.",
+    HYBRID: "Suffixes first, the draft model only where they find nothing: a guess with q(x) = 1 came from the "
+            "suffixes, one with q(x) < 1 from the draft model.",
+}
 VERIFY_NOTE = (
     "The big target model reads all the guesses in ONE forward pass and gets p(x), its own probability, "
     "at every position. A guess is kept with probability min(1, p/q): if the target likes it at least as "
@@ -80,9 +92,9 @@ PLAIN_NOTE = (
 )
 
 
-def step_html(event: StepEvent, label: Label, greedy: bool, drafter: str, step_no: int) -> str:
-    """The whole step: a heading, then one row per stage, then the tally."""
-    stages = [draft_stage(event, label, drafter)] if event.drafts else []
+def step_html(event: StepEvent, label: Label, greedy: bool, note: str, step_no: int) -> str:
+    """The whole step: a heading, then one row per stage (`note`: what the drafter did), then the tally."""
+    stages = [draft_stage(event, label, note)] if event.drafts else []
     if event.drafts:
         stages.append(verify_stage(event, label, greedy))
     stages.append(outcome_stage(event, label, greedy))
@@ -101,13 +113,22 @@ def chip(text: str, fate: str = "") -> str:
     return f'<span class="chip tok {fate}">{html.escape(text)}</span>'
 
 
-def draft_stage(event: StepEvent, label: Label, drafter: str) -> str:
+def drafter_note(drafter: str, layers: tuple[int, ...] | None = None, total: int | None = None) -> str:
+    """What the drafter did; for the target drafting for itself, which of its layers ran."""
+    if drafter == SELF and layers:
+        shown = ", ".join(map(str, layers))
+        return (f"The target drafted for itself, running only its layers {shown} ({len(layers)} of {total}, "
+                "chosen on the prompt's first tokens by how often they agree with the whole target) and "
+                "skipping the rest: no second model. Its q(x) is what that shortened target gives.")
+    return DRAFTER_NOTES.get(drafter, DRAFT_NOTE)
+
+
+def draft_stage(event: StepEvent, label: Label, note: str) -> str:
     rows = "".join(
         f"<tr><td>{i + 1}</td><td>{chip(label(d.token), d.fate)}</td><td>{d.q:.3f}</td></tr>"
         for i, d in enumerate(event.drafts)
     )
     body = f"<table><tr><th>position</th><th>guess x</th><th>q(x)</th></tr>{rows}</table>"
-    note = LOOKUP_NOTE if drafter == PROMPT_LOOKUP else DRAFT_NOTE
     return stage(f"① Draft: {len(event.drafts)} guesses", note, body)
 
 

@@ -242,6 +242,22 @@ def test_prompt_lookup_race_runs(ctx, view):
     assert "prompt lookup proposes" in last[view.speculative] and "identical to the baseline" in last[view.stats]
 
 
+REPEATS = "def add(a, b):\n    return a + b\n\n" * 4  # copied spans: what model-free drafters catch
+
+
+@pytest.mark.parametrize("changes", [
+    dict(drafter="suffix"), dict(drafter="suffix", speculation="tree"), dict(drafter="recycling"),
+    dict(drafter="recycling", speculation="tree"), dict(drafter="self", kept_layers=2), dict(drafter="hybrid"),
+], ids=lambda c: "-".join(map(str, c.values())))
+def test_every_drafter_races_to_the_baselines_text_and_shows_what_it_holds(ctx, view, changes):
+    *_, last = race(ctx, view, REPEATS, gamma=4, **changes)
+    assert "identical to the baseline" in last[view.stats] and "Done" in last[view.status], last[view.stats]
+    base_mb, spec_mb = (float(x.replace(",", "")) for x in
+                        re.search(r"memory held, MB</td><td>([\d,.]+)</td><td>([\d,.]+)", last[view.stats]).groups())
+    # a draft model's weights are held beside the target's; a drafter with no model holds little
+    assert (spec_mb - base_mb > 0.1) == (changes["drafter"] == "hybrid"), (base_mb, spec_mb)
+
+
 @pytest.mark.parametrize(
     "prompt, changes, message",
     [
@@ -255,6 +271,9 @@ def test_prompt_lookup_race_runs(ctx, view):
         ("hi", {"drafter": "oracle"}, "drafter must be one of"),
         ("hi", {"draft_vocab": -1}, "draft_vocab must be an integer in [0, 10000000], got -1"),
         ("hi", {"draft_vocab": 10**6}, "draft_vocab must be in [1, "),
+        ("hi", {"draft": "nope"}, "draft must be a model in"),
+        ("hi", {"drafter": "self", "kept_layers": 9}, "kept_layers must be an integer in [1, 3], got 9"),
+        ("hi", {"drafter": "self", "speculation": "tree"}, "speculation 'tree' needs a drafter among"),
         ("x" * 2100, {}, "the target's context holds 2048"),
         ("x" * 2000, {"max_new_tokens": 100}, "max_new_tokens must be at most"),
     ],
