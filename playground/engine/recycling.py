@@ -24,7 +24,8 @@ from playground.config import CHAIN, KNOBS, TREE, KnobError, check_int, check_va
 from playground.engine.drafters import Draft, TreeDraft, cut_after_stop
 from playground.engine.tree import ROOT, Tree
 
-MAX_TOP_K = 32  # the paper keeps 8 per token; past a few dozen the table only costs memory
+PAPER_TOP_K = 8  # next tokens the paper keeps per token
+MAX_TOP_K = 32  # past a few dozen the table only costs memory
 MAX_VOCAB = 1 << 24  # rows of the table; every released tokenizer is far below this
 
 
@@ -35,14 +36,19 @@ class TokenRecyclingDrafter:
     vocab_size = None  # q is one-hot: the engine never trims the target's logits for this drafter
     device = None  # deterministic: no generator
 
-    def __init__(self, vocab_size: int, speculation: str = TREE, top_k: int = 8,
+    def __init__(self, vocab_size: int, speculation: str = TREE, top_k: int | None = None,
                  budget: int = KNOBS["tree_budget"].default, depth: int = KNOBS["tree_depth"].default,
                  branching: int | Sequence[int] = KNOBS["tree_branching"].default):
         """vocab_size: rows of the matrix (the target's vocabulary width; larger ids get no row).
-        top_k: next tokens kept per row. branching: children per node, one number for every depth
-        or one per depth (the paper's tree is wide at the root, narrow below)."""
+        top_k: next tokens kept per row; None: the paper's 8, or the widest branching if wider.
+        branching: children per node, one number for every depth or one per depth (the paper's
+        tree is wide at the root, narrow below)."""
         check_int("vocab_size", vocab_size, low=1, high=MAX_VOCAB)
         check_value(KNOBS["speculation"], speculation)
+        if top_k is None:  # wide enough for every branching the run allows (bad values are refused below)
+            widths = branching if isinstance(branching, (tuple, list)) else (branching,)
+            widest = max((b for b in widths if isinstance(b, int)), default=0)
+            top_k = min(max(PAPER_TOP_K, widest), MAX_TOP_K, vocab_size)
         check_int("top_k", top_k, low=1, high=min(MAX_TOP_K, vocab_size))
         for name, value in (("budget", budget), ("depth", depth)):
             check_value(KNOBS[f"tree_{name}"], value)

@@ -145,11 +145,18 @@ def test_the_breadth_first_tree_keeps_its_shape():
     (dict(branching=0), r"tree_branching must be an integer in \[1, 16\]"),
     (dict(branching=(2, 2)), r"tree_branching must be an integer or one integer per level \(depth 4\)"),
     (dict(branching=(2, 0, 1, 1)), r"tree_branching\[1\] must be an integer in \[1, 16\]"),
-    (dict(branching=9), r"tree_branching must be at most top_k \(8\)"),
+    (dict(branching=9, top_k=8), r"tree_branching must be at most top_k \(8\)"),
 ])
 def test_bad_values_name_the_field_and_range(bad, field):
     with pytest.raises(ValueError, match="^" + field):
         TokenRecyclingDrafter(**{"vocab_size": 100, **bad})
+
+
+def test_top_k_defaults_to_the_papers_eight_or_the_widest_branching():
+    assert TokenRecyclingDrafter(100).top_k == 8
+    assert TokenRecyclingDrafter(100, branching=12).top_k == 12  # every tree_branching the run allows
+    assert TokenRecyclingDrafter(100, depth=2, branching=(10, 2)).top_k == 10
+    assert TokenRecyclingDrafter(5, branching=1).top_k == 5  # never wider than the vocabulary
 
 
 # -- losslessness over two tokens of real (tiny) models ------------------------------------------
