@@ -27,15 +27,16 @@ def model_bytes(model) -> int:
     return tensor_bytes([*model.parameters(), *model.buffers()])
 
 
-def cache_bytes(runner) -> int:
-    """A torch runner's KV cache: each layer's keys and values (a static cache counts its capacity)."""
-    layers = getattr(getattr(runner, "cache", None), "layers", None) or ()
+def cache_bytes(cache) -> int:
+    """A torch KV cache: each layer's keys and values (a static cache counts its capacity, an empty
+    layer, such as one a self-drafter skips, nothing)."""
+    layers = getattr(cache, "layers", None) or ()
     return tensor_bytes(t for layer in layers for t in (getattr(layer, "keys", None), getattr(layer, "values", None)))
 
 
 def cached_model_bytes(lm) -> int:
     """A CachedModel's weights and KV cache: what a second model costs in memory."""
-    return model_bytes(lm.model) + cache_bytes(lm.runner)
+    return model_bytes(lm.model) + cache_bytes(lm.cache)
 
 
 def drafter_bytes(drafter) -> int:

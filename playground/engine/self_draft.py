@@ -32,6 +32,7 @@ import torch
 
 from playground.config import CHAIN, KnobError, check_int
 from playground.engine.drafters import Draft, ModelDrafter
+from playground.engine.memory import cache_bytes
 from playground.engine.runners import COMPILED, EAGER, LLAMACPP, ONNXRUNTIME, STATIC, resolve
 
 WHOLE_GRAPH = (LLAMACPP, ONNXRUNTIME)  # run a whole GGUF / ONNX graph: no layer can be skipped there
@@ -205,12 +206,6 @@ def self_draft_runner(name: str, device) -> str:
     return EAGER if kind in WHOLE_GRAPH else kind
 
 
-def cache_bytes(cache) -> int:
-    """Bytes held by a cache's key and value tensors (an empty, skipped layer holds none)."""
-    tensors = [getattr(layer, part, None) for layer in getattr(cache, "layers", ()) for part in ("keys", "values")]
-    return sum(t.numel() * t.element_size() for t in tensors if torch.is_tensor(t))
-
-
 class SelfDrafter:
     """The target drafting for itself through a layer-skipping view (chain; q the view's processed
     distribution). `layers` are the layers that ran, chosen per prompt when `search` is on."""
@@ -236,6 +231,7 @@ class SelfDrafter:
         check_int("budget", budget, low=1, high=1000)
         check_int("window", window, low=1, high=1_000_000)
         self.target, self.search, self.budget, self.window, self.seed = target, search, budget, window, seed
+        self.total_layers = total
         self.runner, self.draft_vocab = self_draft_runner(runner, target.device), draft_vocab
         self.start = layers or early_exit_layers(total, kept_layers)
         self.vocab_size = target.config.get_text_config().vocab_size
@@ -268,6 +264,6 @@ class SelfDrafter:
         if layers != self.layers:
             self.use(layers)
 
-    def added_bytes(self) -> int:
+    def resident_bytes(self) -> int:
         """Memory the self draft adds to the target's: its cache only (every weight is the target's)."""
         return cache_bytes(self.drafter.lm.cache)

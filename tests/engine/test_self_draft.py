@@ -13,11 +13,11 @@ from playground.engine import sampling
 from playground.engine.drafters import Drafter
 from playground.engine.events import output_tokens, summarize
 from playground.engine.generate import SpecConfig, generate
-from playground.engine.self_draft import (SelfDrafter, cache_bytes, early_exit_layers, greedy_next_tokens,
+from playground.engine.memory import cache_bytes
+from playground.engine.self_draft import (SelfDrafter, early_exit_layers, greedy_next_tokens,
                                           layer_skip_view, matchness, search_layers, view_of)
 from playground.measure.teach.stats import goodness_of_fit
 from playground.models.text import encode_prompt
-from playground.models.tiny import early_exit_draft
 
 from test_engine import PROMPT, hf_greedy
 
@@ -108,7 +108,7 @@ def test_targets_cache_is_untouched_and_the_draft_caches_only_its_layers(pair, r
     assert [layer.is_initialized for layer in own.layers] == [True, False, True, False]
     assert own.layers[0].keys.shape[-2] == len(drafter.drafter.lm.tokens)
     # what the drafter adds: two layers' keys and values, no weights
-    assert drafter.added_bytes() == cache_bytes(own) == 2 * 2 * own.layers[0].keys.numel() * 4
+    assert drafter.resident_bytes() == cache_bytes(own) == 2 * 2 * own.layers[0].keys.numel() * 4
 
 
 def test_search_picks_a_set_at_least_as_good_as_the_fixed_one(pair, reference):
