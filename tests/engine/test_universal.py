@@ -144,7 +144,7 @@ def greedy_case(tokenizers):
     return target, prompt, hf_greedy(target, prompt, 40)
 
 
-@pytest.mark.parametrize("gamma", [1, 3, 6])
+@pytest.mark.parametrize("gamma", [1, 4])
 @pytest.mark.parametrize("draft_kind", ["mapped copy", "independent"])
 def test_greedy_output_is_the_targets_own(tokenizers, greedy_case, gamma, draft_kind):
     target_tokenizer, draft_tokenizer = tokenizers
@@ -162,7 +162,7 @@ def test_greedy_output_is_the_targets_own(tokenizers, greedy_case, gamma, draft_
 
 # -- sampled: the target's distribution exactly -----------------------------------------------
 
-JOINT_DRAWS = 600
+JOINT_DRAWS = 500
 BROKEN_DRAWS = 200  # the broken rules below move the joint far: p < 1e-7 at 200 draws
 PROMPT = [1, 5, 2]  # "b" "ca" "c": the draft reads "bcac" as b c a c
 
