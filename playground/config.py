@@ -32,6 +32,8 @@ DRAFTER_LABELS = {MODEL: "draft model", PROMPT_LOOKUP: "prompt lookup", SUFFIX: 
                   HYBRID: "suffixes, else the draft model"}  # as the page shows them
 MODEL_FREE = (PROMPT_LOOKUP, SUFFIX, RECYCLING)  # no forward at all: their bookkeeping is their c
 TREE_DRAFTERS = (MODEL, SUFFIX, RECYCLING)  # the drafters with several candidates a position
+# drafters whose memory grows over a session's runs (they hold no model, so keeping them keeps no weights alive)
+LEARNING = (SUFFIX, RECYCLING)
 CHAIN, TREE = "chain", "tree"  # the draft model proposes one chain, or a token tree (several candidates a position)
 SPECULATIONS = (CHAIN, TREE)
 MAX_TREE_NODES = 256  # past this one verification forward costs several plain steps on any device

@@ -49,6 +49,12 @@ def make_drafter(run: RunConfig, models: Models):
     return draft_model_drafter(run, models)
 
 
+def drafter_settings(run: RunConfig) -> tuple:
+    """The settings a drafter is built from: two runs equal in these may share one drafter object
+    (one that learns across runs keeps what it learned)."""
+    return (run.pair, run.draft, run.runner, run.seed, *(getattr(run, k.name) for k in group("drafter")))
+
+
 def model_free_drafter(run: RunConfig, target):
     """Prompt lookup, suffix decoding or token recycling: no forward, their bookkeeping is their c."""
     if run.drafter == PROMPT_LOOKUP:

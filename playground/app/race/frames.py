@@ -79,11 +79,13 @@ def race_frames(
     every: float = 0.15,
     now: Callable[[], float] = time.monotonic,
     stopped: Callable[[], bool] = lambda: False,
+    drafter=None,
 ) -> Iterator[RaceFrame]:
     """Run the race on a loaded pair (loading.LoadedPair), yielding a frame after at least
     `every` seconds of computing since the last one was drawn, and always the last (done=True).
     `stopped()` is asked after each engine step: once true, the race ends there (Stop within one
-    step, where Gradio's own cancel would wait for the next frame).
+    step, where Gradio's own cancel would wait for the next frame). `drafter`: one kept across
+    runs (the session's, for a drafter that learns); None builds a fresh one from the settings.
 
     Raises ValueError, naming the field, for bad settings or a prompt that does not fit.
     """
@@ -98,7 +100,7 @@ def race_frames(
     config = factory.spec_config(settings)
     ids = encode_prompt(tokenizer, prompt, system=system or None)
     eos = pair.eos
-    drafter = factory.make_drafter(settings, factory.Models.of(pair))
+    drafter = drafter or factory.make_drafter(settings, factory.Models.of(pair))
     check_inputs(pair.target.model, ids, config, drafter, tokenizer)  # fail before the page is cleared
     with spare_a_core():
         # the benchmark's warm-up, kept short (the last 8 prompt tokens, 3 new): the first calls of

@@ -133,8 +133,9 @@ def racing(ctx: AppContext, view: RaceView, pair, settings: RunConfig, form: Rac
     """The race's frames, checking the session's stop flag (Stop raises it) after each engine step."""
     with ctx.stops.held(form.session) as flag:
         settings, tree = yield from tree_check(ctx, pair, settings, view.status, prompt=form.prompts)
+        drafter = ctx.drafter_for(form.session, pair, settings)
         for frame in race_frames(pair, form.prompt, form.system, settings, every=ctx.frame_every,
-                                 stopped=flag.is_set):
+                                 stopped=flag.is_set, drafter=drafter):
             if flag.is_set():  # stopped: a cut-short race is neither shown as finished nor measured,
                 # and its last output says so (Gradio re-sends a finished job's last output)
                 yield {view.status: status_html("Stopped.")}

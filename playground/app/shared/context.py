@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from playground.app.shared.sessions import Measurements
+from playground.app.shared.sessions import LearningDrafters, Measurements
 from playground.measure.teach.theory import RunnerCosts
 
 # Every event that runs a model takes this: one shared queue for all tabs, one job at a time,
@@ -83,6 +83,8 @@ class AppContext:
     frame_every: float = 0.15  # least seconds of computing between two redraws of a streaming view
     # Each session's measured speedups (race, sweep, "measure now"), for the theory view; bounded.
     measurements: Measurements = field(default_factory=Measurements)
+    # Each session's drafters that learn across its runs (suffix index, recycling table)
+    learning: LearningDrafters = field(default_factory=LearningDrafters)
     # c and v(k) per (model, runner), measured once per app run: the Theory, Lesson and race tabs read them
     costs: RunnerCosts = field(default_factory=RunnerCosts)
     loader: Loader | None = None  # the latest pair load; still running after a Stop until finished
@@ -92,6 +94,18 @@ class AppContext:
     def pair_choices(self) -> list[tuple[str, str]]:
         """(label, name) for the pair dropdown; random-weight and hub-only pairs say so."""
         return [(pair_label(p), name) for name, p in self.registry.pairs.items()]
+
+    def drafter_for(self, session: str | None, pair, settings):
+        """The run's drafter: the session's own for a drafter that learns across runs, else a fresh one."""
+        from playground.config import LEARNING
+        from playground.engine import factory
+
+        def make():
+            return factory.make_drafter(settings, factory.Models.of(pair))
+
+        if settings.drafter not in LEARNING:
+            return make()
+        return self.learning.get(session, factory.drafter_settings(settings), make)
 
     def draft_choices(self) -> list[tuple[str, str]]:
         """(label, name) for the draft dropdown: the pair's own draft, then every model of the registry."""

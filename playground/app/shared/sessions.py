@@ -39,6 +39,37 @@ class Measurements:
             self.store.pop(session, None)
 
 
+class LearningDrafters:
+    """Each session's drafters that learn across runs, as vLLM's suffix cache and Token Recycling's
+    table do: suffix decoding indexes earlier prompts and answers, token recycling keeps each
+    token's successors. One per (session, pair and drafter settings), at most `sessions` sessions'.
+    A drafter that remembered the exact prompt being raced would copy its earlier answer: that is
+    what these drafters do in deployment, and the step-through and race show it as it happens."""
+
+    def __init__(self, sessions: int = 16):
+        self.sessions = sessions
+        self.store: OrderedDict[tuple, object] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, session: str | None, key: tuple, make):
+        """The session's drafter for `key` (pair and settings), made by `make()` the first time."""
+        with self.lock:
+            full = (session, *key)
+            if full not in self.store:
+                self.store[full] = make()
+            self.store.move_to_end(full)
+            while len({k[0] for k in self.store}) > self.sessions:
+                oldest = next(iter(self.store))[0]
+                for k in [k for k in self.store if k[0] == oldest]:
+                    del self.store[k]
+            return self.store[full]
+
+    def clear(self, session: str | None) -> None:
+        with self.lock:
+            for k in [k for k in self.store if k[0] == session]:
+                del self.store[k]
+
+
 def session_of(request) -> str | None:
     """The session key of a gr.Request (None when a handler is called directly, as in tests)."""
     return getattr(request, "session_hash", None)

@@ -258,6 +258,22 @@ def test_every_drafter_races_to_the_baselines_text_and_shows_what_it_holds(ctx, 
     assert (spec_mb - base_mb > 0.1) == (changes["drafter"] == "hybrid"), (base_mb, spec_mb)
 
 
+def target_calls(stats: str) -> int:
+    return int(re.search(r"target calls</td><td>\d+</td><td>(\d+)", stats).group(1))
+
+
+@pytest.mark.parametrize("drafter", ["suffix", "recycling"])
+def test_a_learning_drafter_keeps_what_it_learned_across_the_sessions_races(ctx, view, drafter):
+    """Suffix decoding indexes the session's earlier answers, token recycling keeps its table: the
+    same prompt raced again needs fewer target calls; another session starts from nothing."""
+    calls = []
+    for session in ("learns", "learns", "fresh"):
+        *_, last = race(ctx, view, "def fibonacci(n):", session=session, drafter=drafter, gamma=4)
+        assert "identical to the baseline" in last[view.stats]
+        calls.append(target_calls(last[view.stats]))
+    assert calls[1] < calls[0] == calls[2], calls
+
+
 @pytest.mark.parametrize(
     "prompt, changes, message",
     [
