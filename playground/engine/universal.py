@@ -23,7 +23,7 @@ from playground.config import CHAIN
 from playground.engine.drafters import Draft, cut_after_stop
 from playground.engine.kvcache import CachedModel
 from playground.engine.sampling import display_probs, logits_to_probs, sample
-from playground.engine.vocab_map import VocabMap, build_vocab_map
+from playground.engine.vocab_map import VocabMap, vocab_map_of
 
 LOOKBEHIND = 4  # completed tokens re-encoded before the first change: a merge across it is redone
 REPLACEMENT = "\ufffd"  # what a decode shows for bytes that do not finish a character yet
@@ -146,17 +146,17 @@ class UniversalDrafter:
                  vocab_map: VocabMap | None = None, lookbehind: int = LOOKBEHIND, runner: str = "auto"):
         """target_vocab_size: the target's logit width (its config's vocab_size). vocab_map: the
         pair's intersection, when already built (it is the slow part for a 150k vocabulary)."""
-        if same_tokenizer(tokenizer, target_tokenizer):
-            raise ValueError("draft: its tokenizer is the target's; use the draft model drafter (ModelDrafter), "
-                             "which drafts over the whole vocabulary without re-encoding")
         if not isinstance(lookbehind, int) or not 0 <= lookbehind <= 64:
             raise ValueError(f"lookbehind must be an integer in [0, 64], got {lookbehind!r}")
         self.lm = CachedModel(model, runner=runner)
         self.device = self.lm.device
         self.vocab_size = target_vocab_size
         self.tokenizer, self.target_tokenizer, self.lookbehind = tokenizer, target_tokenizer, lookbehind
-        self.map = (vocab_map or build_vocab_map(target_tokenizer, tokenizer, target_vocab_size,
-                                                 self.lm.vocab_size)).to(self.device)
+        self.map = (vocab_map or vocab_map_of(target_tokenizer, tokenizer, target_vocab_size,
+                                              self.lm.vocab_size)).to(self.device)
+        if self.map.identical:
+            raise ValueError("draft: its tokenizer is the target's; use the draft model drafter (ModelDrafter), "
+                             "which drafts over the whole vocabulary without re-encoding")
         self.coverage = self.map.coverage
         # ids that are markup or past the tokenizer (padded logit rows): not text to re-encode
         self.markup = set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
@@ -230,10 +230,3 @@ def q_in_target_vocabulary(q: torch.Tensor, vocab_map: VocabMap) -> torch.Tensor
     row = q.new_zeros(vocab_map.target_size)
     row[vocab_map.target_ids] = q[vocab_map.draft_ids]
     return row
-
-
-def same_tokenizer(a, b) -> bool:
-    """Same ids meaning the same tokens, the same special tokens."""
-    return a is b or (a.get_vocab() == b.get_vocab() and all(
-        getattr(a, attr, None) == getattr(b, attr, None) for attr in ("bos_token_id", "eos_token_id", "pad_token_id")))
-

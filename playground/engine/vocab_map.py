@@ -35,9 +35,26 @@ class VocabMap:
     def __len__(self) -> int:
         return int(self.draft_ids.numel())
 
+    @property
+    def identical(self) -> bool:
+        """Every id means the same token in both: the same tokenizer, nothing to map."""
+        return (self.draft_size == self.target_size == len(self) and self.coverage == 1.0
+                and bool((self.draft_ids == self.target_ids).all()))
+
     def to(self, device) -> VocabMap:
         return VocabMap(self.draft_ids.to(device), self.target_ids.to(device), self.draft_to_target.to(device),
                         self.draft_size, self.target_size, self.coverage)
+
+
+def vocab_map_of(target_tokenizer, draft_tokenizer, target_size: int | None = None,
+                 draft_size: int | None = None) -> VocabMap:
+    """build_vocab_map, made once per pair of tokenizers (seconds for a 150k vocabulary) and kept on
+    the draft's tokenizer object, so it lives and dies with the loaded model (no global cache)."""
+    kept = draft_tokenizer.__dict__.setdefault("_playground_vocab_maps", {})
+    key = (id(target_tokenizer), target_size, draft_size)
+    if key not in kept:
+        kept[key] = build_vocab_map(target_tokenizer, draft_tokenizer, target_size, draft_size)
+    return kept[key]
 
 
 def build_vocab_map(target_tokenizer, draft_tokenizer, target_size: int | None = None,
