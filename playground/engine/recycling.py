@@ -22,6 +22,7 @@ import torch
 
 from playground.config import CHAIN, KNOBS, TREE, KnobError, check_int, check_value
 from playground.engine.drafters import Draft, TreeDraft, cut_after_stop
+from playground.engine.memory import tensor_bytes
 from playground.engine.tree import ROOT, Tree
 
 PAPER_TOP_K = 8  # next tokens the paper keeps per token
@@ -62,6 +63,10 @@ class TokenRecyclingDrafter:
         self.table = torch.zeros(self.rows, self.top_k, dtype=torch.int32)
         self.known = torch.zeros(self.rows, dtype=torch.bool)
         self.columns = self.top_k  # filled columns of a known row (fewer only when logits are narrower)
+
+    def resident_bytes(self) -> int:
+        """The adjacency table and its known-rows mask."""
+        return tensor_bytes([self.table, self.known])
 
     def begin(self, ids: list[int]) -> None:
         pass  # the matrix carries over from earlier prompts
