@@ -75,9 +75,14 @@ class PairSpec:
     needs_hub: bool = False  # derived: either model can only come from the hub
     random_weights: bool = False  # derived: either model has random weights (tiny)
 
-    def suggested(self) -> dict:
-        """The knobs this pair suggests values for, in place of the run configuration's defaults."""
-        return {name: getattr(self, name) for name in PAIR_KNOBS}
+    def suggested(self, draft: str | None = None) -> dict:
+        """The knobs this pair suggests values for, in place of the run configuration's defaults. Its
+        draft vocabulary was chosen for its own draft: another draft (the `draft` knob) drafts over its
+        whole vocabulary (one with another tokenizer counts other ids altogether)."""
+        knobs = {name: getattr(self, name) for name in PAIR_KNOBS}
+        if draft and draft != self.draft:
+            knobs["draft_vocab"] = KNOBS["draft_vocab"].default
+        return knobs
 
 
 PAIR_KNOBS = tuple(k.name for k in KNOBS.values() if k.pair_default)

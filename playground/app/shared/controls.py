@@ -168,10 +168,11 @@ def slider(field: str, low, high, value, step=1, **kwargs) -> gr.Slider:
     return gr.Slider(low, high, value=value, step=step, precision=precision, **kwargs)
 
 
-def pair_defaults(ctx: AppContext, name: str):
-    """When the pair changes: its description, and the knobs it suggests (γ, temperature, ...)."""
+def pair_defaults(ctx: AppContext, name: str, draft: str = ""):
+    """When the pair or the draft changes: the pair's description, and the knobs it suggests (γ,
+    temperature, ...; its draft vocabulary only for its own draft)."""
     spec = ctx.registry.pair(name)
-    return gr.update(info=spec.description), *spec.suggested().values()
+    return gr.update(info=spec.description), *spec.suggested(draft).values()
 
 
 def shown_default(ctx: AppContext, name: str, pair: str | None = None):
@@ -185,9 +186,10 @@ def shown_default(ctx: AppContext, name: str, pair: str | None = None):
 def follow_pair(ctx: AppContext, knobs: dict) -> None:
     """Wire the pair dropdown of settings_controls() to show the chosen pair's description and set
     the knobs it suggests."""
-    knobs["pair"].change(
-        lambda name: pair_defaults(ctx, name),
-        knobs["pair"],
-        [knobs["pair"], *(knobs[name] for name in PAIR_KNOBS)],
-        api_visibility="private",
-    )
+    for decider in ("pair", "draft"):
+        knobs[decider].change(
+            lambda name, draft: pair_defaults(ctx, name, draft),
+            [knobs["pair"], knobs["draft"]],
+            [knobs["pair"], *(knobs[name] for name in PAIR_KNOBS)],
+            api_visibility="private",
+        )

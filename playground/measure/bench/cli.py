@@ -188,7 +188,7 @@ RUN_FLAGS = [k.name for k in KNOBS.values() if k.name != "pair"]  # every knob h
 def take_suggestions(args, spec) -> None:
     """A knob the pair suggests (registry.PairSpec.suggested) and the command line did not give
     takes the pair's value; knobs this command has no flag for are left alone."""
-    for name, value in spec.suggested().items():
+    for name, value in spec.suggested(getattr(args, "draft", None)).items():
         if hasattr(args, name) and getattr(args, name) is None:
             setattr(args, name, value)
 
