@@ -132,13 +132,20 @@ def serves(model) -> bool:
     is int4 too, so auto changes the kernels and not the precision the user chose; a model kept in
     bf16 or float32 stays on PyTorch unless runner onnxruntime is asked for by name. A model built in
     process (the tiny random pair) also stays: there speed means nothing, and a build per test
-    would cost seconds."""
+    would cost seconds. So does an architecture the builder has not exported here (BUILT)."""
     import importlib.util
 
     locate = getattr(model, "checkpoint_dir", None)
     int4 = any(type(m).__name__ == "Int4Linear" for m in model.modules())  # models/cpu_quant's int4-cpu
     return (model.device.type == "cpu" and int4 and locate is not None and not getattr(locate, "written", False)
+            and model.config.get_text_config().model_type in BUILT
             and importlib.util.find_spec("onnxruntime_genai") is not None)
+
+
+# Architectures onnxruntime-genai 0.18's builder exported and the runner matched eager on here: Qwen2
+# (the default pair), Llama (SmolLM2). Its Gemma 3 export fails on transformers 5's per-layer-type
+# rope_parameters (KeyError 'rope_type'), so a Gemma draft stays on PyTorch under auto.
+BUILT = ("qwen2", "llama")
 
 
 def checkpoint_of(model) -> Path:
