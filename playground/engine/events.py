@@ -259,8 +259,8 @@ def pooled(tallies) -> Tally:
     return sum(tallies, Tally())
 
 
-def acceptance_by_position(events: list[StepEvent]) -> list[float]:
-    """P(draft position i accepted | position i was drafted), for i = 0, 1, ..."""
+def position_counts(events: list[StepEvent]) -> tuple[list[int], list[int]]:
+    """(drafted, accepted) per draft position i = 0, 1, ...: the raw sums a report pools."""
     drafted, accepted = [], []
     for e in events:
         for i, d in enumerate(e.drafts):
@@ -269,7 +269,16 @@ def acceptance_by_position(events: list[StepEvent]) -> list[float]:
                 accepted.append(0)
             drafted[i] += 1
             accepted[i] += d.fate == ACCEPTED
-    return [a / d for a, d in zip(accepted, drafted)]
+    return drafted, accepted
+
+
+def acceptance_by_position(events: list[StepEvent]) -> list[float]:
+    """P(draft position i accepted | position i was drafted), for i = 0, 1, ..."""
+    return by_position(*position_counts(events))
+
+
+def by_position(drafted: list[int], accepted: list[int]) -> list[float]:
+    return [a / d for a, d in zip(accepted, drafted) if d]
 
 
 def acceptance_by_rank(events: list[StepEvent]) -> tuple[list[int], list[int]]:

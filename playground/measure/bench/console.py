@@ -9,12 +9,15 @@ COLUMNS = (  # (summary key, header, width, format)
     ("baseline_tok_s", "AR tok/s", 9, "{:.2f}"),
     ("speculative_tok_s", "spec tok/s", 10, "{:.2f}"),
     ("speedup", "speedup", 8, "{:.2f}x"),
+    ("decode_speedup_total", "dec spd", 7, "{:.2f}x"),  # decode-only: speculation leaves the prefill as it is
     ("losing_prompts", "lost", 5, "{:d}"),
     ("alpha", "alpha", 6, "{:.2f}"),
     ("mean_accepted_tokens", "tok/call", 8, "{:.2f}"),
     ("c", "c", 6, "{:.3f}"),
     ("predicted_speedup", "predicted", 9, "{:.2f}x"),
     ("verify_cost", "verify", 7, "{:.2f}"),
+    ("acceptance_by_position", "α by position", 15, "positions"),
+    ("speculative_memory_mb", "MB", 6, "{:.0f}"),
     ("hf_generate_tok_s", "HF tok/s", 9, "{:.2f}"),
     ("hf_assisted_speedup", "HF spd", 7, "{:.2f}x"),
     ("identical_prompts", "ident", 5, "{}"),
@@ -39,12 +42,14 @@ def format_report(report: dict) -> str:
     lines = [header, "-" * len(header)]
     for run, name in zip(report["runs"], labels):
         for category, summary in {**run["categories"], "all": run["summary"]}.items():
-            cells = " ".join(f"{cell(summary.get(key), fmt):>{w}}" for key, _, w, fmt in used)
+            cells = " ".join(f"{shown(summary.get(key), fmt):>{w}}" for key, _, w, fmt in used)
             lines.append(f"{name:<{width}} {category[:15]:<15} {cells}")
         for skipped in run.get("skipped", []):
             lines.append(f"  skipped {skipped['id']} ({skipped['category']}): {skipped['reason']}")
-    lines.append("speedup: median over prompts of spec tok/s / AR tok/s; tok/s include prefill; "
-                 "verify: one verification forward / one decoding step")
+    lines.append("speedup: median over prompts of spec tok/s / AR tok/s; tok/s include prefill; dec spd: the "
+                 "same over decoding only (after each run's first token), all prompts pooled; verify: one "
+                 "verification forward / one decoding step; α by position: the first three drafts' acceptance; "
+                 "MB: the target's weights and what the drafter holds (a runner's own buffers not counted)")
     if any("compile_s" in run["summary"] for run in report["runs"]):
         lines.append("compile s: seconds the compiled runner's first call of each step shape took in this "
                      "setting's warm-up (compiling, capturing on a GPU), kept out of every tok/s")
@@ -54,6 +59,13 @@ def format_report(report: dict) -> str:
                      "(a whole depth) / one decoding step")
     lines += faster_than_what(report, lambda settings: run_label(settings, keys))
     return "\n".join(lines)
+
+
+def shown(value, fmt: str) -> str:
+    """A cell; "positions" writes α by position as .84/.60/.39 (the first three)."""
+    if fmt == "positions":
+        return "/".join(f"{a:.2f}".lstrip("0") for a in value[:3]) if value else "-"
+    return cell(value, fmt)
 
 
 def run_label(s: dict, keys: list[str]) -> str:

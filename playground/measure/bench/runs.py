@@ -16,8 +16,8 @@ from playground.config import PROMPT_LOOKUP, TREE, RunConfig
 from playground.engine import factory
 from playground.engine.generate import SpecConfig, clock, generate
 from playground.engine.memory import drafter_bytes, model_bytes
-from playground.engine.events import (StepEvent, acceptance_by_rank, costs, output_tokens, steady_events, summarize,
-                                      tree_costs)
+from playground.engine.events import (StepEvent, acceptance_by_rank, costs, output_tokens, position_counts,
+                                      steady_events, summarize, tree_costs)
 from playground.measure.bench.divergence import first_divergence, margin_at
 from playground.measure.bench.references import llamacpp as reference_llamacpp
 from playground.measure.bench.references import onnxruntime_genai as reference_ortgenai
@@ -231,6 +231,7 @@ def speculation_fields(base: Run, spec: Run) -> dict:
     """Acceptance and cost from the speculative run's events, with the raw sums the summary pools."""
     m = summarize(spec.events, baseline=base.events)
     spec_cost, base_cost = costs(spec.events), costs(base.events)  # decoding calls only
+    drafted_at, accepted_at = position_counts(spec.events)
     return {
         "acceptance_rate": m.acceptance_rate,
         "mean_accepted_tokens": m.mean_tokens_per_call,  # tokens per target call (Spec-Bench's metric)
@@ -242,6 +243,8 @@ def speculation_fields(base: Run, spec: Run) -> dict:
         "drafted": m.drafted,
         "accepted": m.accepted,
         "tested": sum(e.n_tested for e in spec.events),
+        "position_drafted": drafted_at,  # per draft position: how often drafted, and accepted
+        "position_accepted": accepted_at,
         "baseline_calls": len(base.events),
         # per-forward costs pool these sums, over the calls that decode only (not the prompt's)
         "draft_seconds": spec_cost.draft_s,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from statistics import median
 
-from playground.engine.events import Costs, Tally, pooled
+from playground.engine.events import Costs, Tally, by_position, pooled
 from playground.engine.sampling import expected_speedup
 from playground.measure.bench.references import llamacpp as reference_llamacpp
 from playground.measure.bench.references import onnxruntime_genai as reference_ortgenai
@@ -122,7 +122,18 @@ def speculation_summary(records) -> dict:
         "paper_predicted_speedup": expected_speedup(t.alpha, mean_gamma, t.c) if drafted else 1.0,
         "measured_over_predicted": measured / predicted if predicted else 0.0,
         "verify_cost": t.verify_cost or 0.0,
+        **position_summary(records),
     }
+
+
+def position_summary(records) -> dict:
+    """α by draft position, pooled over every step of every prompt (records from before it was kept give none)."""
+    if "position_drafted" not in records[0]:
+        return {}
+    width = max(len(r["position_drafted"]) for r in records)
+    drafted, accepted = ([sum(r[key][i] for r in records if i < len(r[key])) for i in range(width)]
+                         for key in ("position_drafted", "position_accepted"))
+    return {"acceptance_by_position": by_position(drafted, accepted)}
 
 
 def identity_summary(records) -> dict:
