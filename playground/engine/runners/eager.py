@@ -15,7 +15,11 @@ class EagerRunner:
         self.reset()
 
     def reset(self) -> None:
-        self.cache = DynamicCache(config=self.model.config)
+        # Every layer a full DynamicLayer, even a sliding-window one (Gemma 3): a sliding layer drops
+        # what falls out of its window and then cannot be cropped back to a rollback point, while a
+        # full one keeps it and the model's sliding-window mask still hides it (greedy output equal
+        # to transformers' generate() past the 512-token window).
+        self.cache = DynamicCache()
         self.length = 0
 
     def crop(self, n: int) -> None:
