@@ -86,6 +86,14 @@ if python -m playground.serve setup llamacpp; then
   python -m playground.bench --categories coding,summarization,translation,qa,math_reasoning --limit 2 \
       --temperature 0 --max-new-tokens 96 --repeats 1 --runner onnxruntime --gamma 2 \
       --reference llama.cpp,onnxruntime-genai --json out/ort-mix.json
+  # Drafters: every drafter for the default target, then three draft models (one with the pair's
+  # tokenizer, two across tokenizers), beside llama.cpp's loop (about 30 min and 10 min)
+  python -m playground.bench --categories translation,summarization,qa,math_reasoning,rag,coding,writing --limit 1 \
+      --temperature 0 --max-new-tokens 96 --repeats 1 \
+      --sweep drafter=model,prompt_lookup,suffix,recycling,self,hybrid --reference llama.cpp --json out/drafters.json
+  python -m playground.bench --categories translation,summarization,qa,math_reasoning,rag,coding,writing --limit 1 \
+      --temperature 0 --max-new-tokens 96 --repeats 1 --draft-vocab 0 \
+      --sweep draft=qwen2.5-coder-0.5b-instruct,smollm2-135m-instruct,gemma-3-270m --json out/drafts.json
 fi
 # Table 5 - the GPU oracle and the app's CUDA paths (one CUDA GPU, no network, no model files;
 # about 12 min on an H200; skipped without a GPU)

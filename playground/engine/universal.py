@@ -22,6 +22,7 @@ import torch
 from playground.config import CHAIN
 from playground.engine.drafters import Draft, cut_after_stop
 from playground.engine.kvcache import CachedModel
+from playground.engine.memory import cached_model_bytes
 from playground.engine.sampling import display_probs, logits_to_probs, sample
 from playground.engine.vocab_map import VocabMap, vocab_map_of
 
@@ -162,6 +163,9 @@ class UniversalDrafter:
         self.markup = set(tokenizer.all_special_ids) | set(tokenizer.added_tokens_decoder)
         self.text_ids = len(tokenizer)
         self.context = Retokenized(target_tokenizer, tokenizer, lookbehind)
+
+    def resident_bytes(self) -> int:
+        return cached_model_bytes(self.lm)
 
     def begin(self, ids: list[int]) -> None:
         self.lm.reset()
