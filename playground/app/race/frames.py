@@ -44,6 +44,7 @@ class RaceFrame:
     done: bool = False
     compile_s: float = 0.0  # seconds this pair's compiled step shapes took (once, before), outside every timing
     memory_mb: tuple[float, float] = (0.0, 0.0)  # what each run holds: weights, and the drafter's (engine/memory.py)
+    coverage: float | None = None  # a draft with another tokenizer: the share of the target's tokens it can propose
 
     @property
     def spans(self) -> tuple[list[Span], list[Span]]:
@@ -110,7 +111,7 @@ def race_frames(
         compiled = resolve(settings.runner, pair.target.model.device) == COMPILED
         frame = RaceFrame(tracks[BASELINE], tracks[SPECULATIVE], settings,
                           compile_s=compile_seconds(pair.target.model, pair.draft.model) if compiled else 0.0,
-                          memory_mb=held_mb(pair.target.model, drafter))
+                          memory_mb=held_mb(pair.target.model, drafter), coverage=getattr(drafter, "coverage", None))
         yield frame  # clears the page before the first step
         streams = {
             BASELINE: generate(pair.target.model, ids, config, None, eos_token_ids=eos),

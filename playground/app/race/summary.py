@@ -51,8 +51,17 @@ def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None, budge
         "</span></div>"
         f"{badge(frame)}{budget_line(budget_note)}{tree_warning(frame, curve, chain_c)}"
         f"<table><tr><th></th><th>autoregressive</th><th>speculative</th></tr>{table}</table>"
-        f"{compiled(frame)}{theory(s)}</div>"
+        f"{compiled(frame)}{reach(frame)}{theory(s)}</div>"
     )
+
+
+def reach(frame: RaceFrame) -> str:
+    """For a draft with another tokenizer: how much of the target's vocabulary it can propose at all."""
+    if frame.coverage is None:
+        return ""
+    return (f'<p class="hint">This draft has another tokenizer: it can propose {frame.coverage:.0%} of the target\'s '
+            "tokens (those both vocabularies hold). Greedy, its text is re-encoded in the target's tokens; "
+            "sampled, it drafts only among the shared ones.</p>")
 
 
 def compiled(frame: RaceFrame) -> str:

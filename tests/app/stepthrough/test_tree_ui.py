@@ -106,3 +106,22 @@ def test_bad_tree_knobs_are_messages_naming_the_field(ctx, views, changes, messa
     with pytest.raises(gr.Error) as raised:
         list(step_handler(ctx, views)("hi", "", None, knobs(**changes)))
     assert message in raised.value.message
+
+
+@pytest.mark.parametrize("changes, said", [
+    (dict(drafter="self", speculation="chain", kept_layers=2), "running only its layers 0, "),
+    (dict(drafter="suffix", speculation="chain"), "Suffix decoding found the longest end of the text"),
+    (dict(drafter="recycling", speculation="tree"), "verified a tree"),
+], ids=["self", "suffix", "recycling-tree"])
+def test_each_drafter_says_in_the_step_through_what_it_did(ctx, views, changes, said):
+    """The Draft stage explains the drafter at work: for self-drafting, which of the target's layers
+    ran; a model-free tree (token recycling) is drawn like the draft model's."""
+    handler, stepper, shown = step_handler(ctx, views), None, ""
+    prompt = "def add(a, b):\n    return a + b\n\n" * 3
+    for _ in range(12):  # until a step drafts something (a cold table or index drafts nothing at first)
+        *_, last = handler(prompt, "", stepper, knobs(**changes))
+        stepper, text, stages, figure, status = (last[c] for c in outputs(views.step))
+        if said in html.unescape(stages):
+            shown = stages
+            break
+    assert shown, stages
