@@ -89,3 +89,16 @@ def race_tab(tab_view):
     ctx, view = tab_view(tab_race)
     ctx.frame_every = 0.0
     return ctx, view
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models run fastest on one torch thread: on a busy machine a second intra-op thread mostly
+    spins (a joint draw of the tiny pair took about 50 ms of CPU on two threads, 4 ms on one).
+    A module asks for it with `pytestmark = pytest.mark.usefixtures("one_thread")`; restored after."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -460,6 +460,7 @@ def disagreeing_ctx(ctx):
         target=SimpleNamespace(model=target),
         draft=SimpleNamespace(model=draft),
         random_weights=True,
+        same_tokenizer=True,
     )
     return AppContext(ctx.registry, FixedPair(pair))
 
@@ -581,7 +582,8 @@ def plan_args(**changes):
         ({"gammas": "1-500"}, "γ values: gamma: a range runs from low to high over at most 64 steps"),
         ({"temperatures": "-1"}, "temperatures: temperature must be in [0.0, 2.0], got -1.0"),
         ({"drafters": ()}, "drafters: choose at least one"),
-        ({"drafters": ("magic",)}, "drafters: unknown 'magic'; choose from model, prompt_lookup, tree"),
+        ({"drafters": ("magic",)}, "drafters: unknown 'magic'; choose from model, prompt_lookup, suffix, recycling, "
+                                   "self, hybrid, tree"),
         ({"examples": (), "categories": ()}, "prompts: choose at least one example or Spec-Bench category"),
         ({"categories": ("nope",)}, "Spec-Bench categories: unknown category nope"),
         ({"categories": ("coding",), "per_category": 0}, "prompts per category must be a whole number in [1, 20]"),

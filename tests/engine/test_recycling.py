@@ -25,14 +25,7 @@ from test_engine import PROMPT, hf_greedy
 TOKENS = 40
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run fastest on one thread: on a busy machine several threads mostly spin (a
-    joint draw took 55 ms of CPU on two threads). Restored after this module."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

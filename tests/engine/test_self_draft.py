@@ -24,14 +24,7 @@ from test_engine import PROMPT, hf_greedy
 TOKENS = 40
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """The models are tiny: a second intra-op thread only spins, which on a busy machine costs ten
-    times the CPU of the forward itself. Restored for the next module."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +98,8 @@ def test_targets_cache_is_untouched_and_the_draft_caches_only_its_layers(pair, r
         torch.testing.assert_close(mine.values[..., :n, :], theirs.values[..., :n, :], atol=1e-5, rtol=1e-5)
     own = drafter.drafter.lm.cache
     assert own is not spec.cache
-    assert [layer.is_initialized for layer in own.layers] == [True, False, True, False]
+    # layers are made as the forward reaches them: those past the last kept one may not exist at all
+    assert [layer.is_initialized for layer in own.layers] == [True, False, True, False][:len(own.layers)]
     assert own.layers[0].keys.shape[-2] == len(drafter.drafter.lm.tokens)
     # what the drafter adds: two layers' keys and values, no weights
     assert drafter.resident_bytes() == cache_bytes(own) == 2 * 2 * own.layers[0].keys.numel() * 4

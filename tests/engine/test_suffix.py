@@ -26,14 +26,7 @@ from test_engine import PROMPT, hf_greedy
 GREEDY = Sampling(0.0, 0, 1.0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models run fastest on one thread: on a busy machine several threads mostly spin (a
-    joint draw took 48 ms of CPU on two threads, 3.6 ms on one). Restored after this module."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/conftest.py
 
 
 # -- the index ---------------------------------------------------------------------------------

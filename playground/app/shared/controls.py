@@ -100,7 +100,9 @@ def control(name: str, value=None, *, low_open: bool | None = None, **component)
         return gr.Checkbox(value, **common)
     if k.choices:
         choices = [(DRAFTER_LABELS.get(v, v), v) for v in k.choices]
-        widget = gr.Radio if len(choices) <= 3 else gr.Dropdown
+        # the drafters stay side by side, each a click away, as the page teaches them; long technical
+        # lists (runners, quantizations) fold into a dropdown
+        widget = gr.Radio if len(choices) <= 3 or k.name == "drafter" else gr.Dropdown
         return widget(choices, value=value, **common)
     low = k.low if isinstance(k.low, (int, float)) else KNOBS[k.low].low
     if k.high - low > 10**4:  # a huge range: a number box, not a slider
