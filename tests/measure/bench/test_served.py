@@ -48,8 +48,8 @@ def settings(pair_dirs) -> export.ExportSettings:
     """What the Export tab writes for the tiny pair, its models named by their saved directories."""
     target, draft = pair_dirs
     s = export.from_settings(load_registry(), RunConfig(pair="tiny", gamma=GAMMA, max_new_tokens=NEW))
-    return replace(s, target=export.ModelRef("tiny-target", str(target), None, None),
-                   draft=export.ModelRef("tiny-draft", str(draft), None, None))
+    return replace(s, target_ref=export.ModelRef("tiny-target", str(target), None, None),
+                   draft_ref=export.ModelRef("tiny-draft", str(draft), None, None))
 
 
 def served(args, name):

@@ -44,12 +44,13 @@ def local_settings(registry, run: RunConfig, folder: Path | None = None) -> expo
 
     s = export.from_settings(registry, run)
     pair = registry.pair(run.pair)
-    specs = registry.model(pair.target), registry.model(pair.draft)
+    specs = registry.model(pair.target), registry.model(run.draft or pair.draft)  # the draft knob, as exported
     if any(src.kind == "tiny" for src in specs[0].sources):
         dirs = save_tiny_pair(folder or cache_dir() / "served-tiny")
     else:
         dirs = tuple(cached_checkpoint(spec) for spec in specs)
-    return replace(s, target=replace(s.target, hf_id=str(dirs[0])), draft=replace(s.draft, hf_id=str(dirs[1])))
+    return replace(s, target_ref=replace(s.target_ref, hf_id=str(dirs[0])),
+                   draft_ref=replace(s.draft_ref, hf_id=str(dirs[1])))
 
 
 def placement_for(settings: export.ExportSettings, tiny: bool) -> CpuPlacement:
