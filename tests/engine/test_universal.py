@@ -15,6 +15,8 @@ from playground.engine.vocab_map import build_vocab_map, byte_level_bytes, sente
 from playground.measure.teach.stats import goodness_of_fit
 from playground.models.tiny import byte_tokenizer, tiny_model
 
+from test_engine import hf_greedy
+
 # The same four characters, split differently: the target merges "ab" and "ca", the draft "dd"
 # and "ab"; ids are numbered differently; "<|end|>" is shared, each has one special of its own.
 TARGET_VOCAB = {"a": 0, "b": 1, "c": 2, "d": 3, "ab": 4, "ca": 5, "<|end|>": 6, "<|pad|>": 7}
@@ -128,12 +130,6 @@ def mapped_copy(target, draft_tokenizer, target_tokenizer):
         draft.model.embed_tokens.weight[vocab_map.draft_ids] = target.model.embed_tokens.weight[vocab_map.target_ids]
         draft.lm_head.weight[vocab_map.draft_ids] = target.lm_head.weight[vocab_map.target_ids]
     return draft
-
-
-def hf_greedy(model, prompt, n):
-    out = model.generate(torch.tensor([prompt]), max_new_tokens=n, min_new_tokens=n, do_sample=False,
-                         eos_token_id=None, pad_token_id=0)
-    return out[0, len(prompt):].tolist()
 
 
 @pytest.fixture(scope="module")
