@@ -2,7 +2,8 @@
 
   python -m playground.serve setup vllm [--venv DIR] [--force]   create vLLM's own venv
   python -m playground.serve setup llamacpp                       build llama-cpp-python into this python
-  python -m playground.serve status                               where it is, whether it is ready
+  python -m playground.serve setup llama-server [--force]         build llama.cpp's llama-server (cached)
+  python -m playground.serve status                               where each is, whether it is ready
 """
 
 from __future__ import annotations
@@ -11,17 +12,17 @@ import argparse
 import sys
 from pathlib import Path
 
-from playground.serve import vllm_venv
+from playground.serve import llama_server, vllm_venv
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m playground.serve", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     setup = sub.add_parser("setup", help="create a served engine's environment")
-    setup.add_argument("engine", choices=["vllm", "llamacpp"])
+    setup.add_argument("engine", choices=["vllm", "llamacpp", "llama-server"])
     setup.add_argument("--venv", type=Path, default=None, help="where (default: <cache>/vllm-venv)")
     setup.add_argument("--force", action="store_true", help="make it anew even if it is ready")
-    sub.add_parser("status", help="where vLLM's environment is and whether it is ready")
+    sub.add_parser("status", help="where vLLM's environment and llama-server are and whether they are ready")
     args = ap.parse_args(argv)
     if args.cmd == "setup":
         try:
@@ -30,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
 
                 setup_llamacpp()
                 return 0
+            if args.engine == "llama-server":
+                llama_server.setup_llama_server(force=args.force)
+                return 0
             vllm_venv.setup_vllm(args.venv, force=args.force)
         except RuntimeError as e:
             print(f"error: {e}", file=sys.stderr)
@@ -37,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     venv = vllm_venv.default_venv()
     print(f"vLLM venv: {venv} ({'ready' if vllm_venv.is_ready(venv) else 'not set up'})")
+    print(llama_server.status())
     return 0
 
 

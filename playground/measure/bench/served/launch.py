@@ -12,7 +12,6 @@ from __future__ import annotations
 import atexit
 import os
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -22,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from playground.measure.bench.served.client import ServedClient, ServedError
+from playground.serve import llama_server
 from playground.serve.vllm_venv import vllm_python
 
 HOST = "127.0.0.1"
@@ -207,10 +207,9 @@ atexit.register(LIVE.stop_all)
 # -- vLLM ------------------------------------------------------------------------------------------
 
 
-def serve_args_of(command: str) -> list[str]:
-    """The first `vllm serve ...` command of an exported shell snippet, as its arguments after
-    `vllm serve` (comments dropped, continuations joined)."""
-    lines, out = [], []
+def first_command(command: str) -> list[str]:
+    """The first shell command of an exported snippet as argv (comments dropped, continuations joined)."""
+    lines = []
     for line in command.splitlines():
         if line.startswith("#") or not line.strip():
             if lines:
@@ -219,11 +218,16 @@ def serve_args_of(command: str) -> list[str]:
         lines.append(line.rstrip().removesuffix("\\"))
         if not line.rstrip().endswith("\\"):
             break
-    argv = shlex.split(" ".join(lines))
+    return shlex.split(" ".join(lines))
+
+
+def serve_args_of(command: str) -> list[str]:
+    """The first `vllm serve ...` command of an exported shell snippet, as its arguments after
+    `vllm serve` (comments dropped, continuations joined)."""
+    argv = first_command(command)
     if argv[:2] != ["vllm", "serve"] or len(argv) < 3:
         raise ServedError(f"not a `vllm serve MODEL ...` command: {' '.join(argv)[:200]!r}")
-    out = argv[2:]
-    return out
+    return argv[2:]
 
 
 def vllm_argv(serve_args: list[str], port: int, placement: CpuPlacement, python: str | Path | None = None) -> list[str]:
@@ -245,14 +249,26 @@ def start_vllm(serve_args: list[str], placement: CpuPlacement = CpuPlacement(), 
 
 
 def llama_server_binary() -> str | None:
-    return shutil.which("llama-server")
+    """llama-server on PATH, else the one `python -m playground.serve setup llama-server` built."""
+    return llama_server.find_binary()
 
 
-def start_llamacpp(args: list[str], *, name: str = "llama-server", ready_timeout: float = READY_TIMEOUT_S) -> Server:
+def llamacpp_args_of(command: str) -> list[str]:
+    """The `llama-server ...` command of export.llamacpp_server's text, as its arguments after
+    `llama-server`."""
+    argv = first_command(command)
+    if argv[:1] != ["llama-server"] or len(argv) < 2:
+        raise ServedError(f"not a `llama-server ...` command: {' '.join(argv)[:200]!r}")
+    return argv[1:]
+
+
+def start_llamacpp(args: list[str], *, name: str = "llama-server", ready_timeout: float = READY_TIMEOUT_S,
+                   binary: str | None = None) -> Server:
     """A ready llama-server for its arguments after `llama-server` (export.llamacpp_server's flags)."""
-    binary = llama_server_binary()
+    binary = binary or llama_server_binary()
     if binary is None:
-        raise ServedError("llama-server is not on PATH: install llama.cpp, or attach to a running one by URL")
+        raise ServedError("llama-server is neither on PATH nor built: run `python -m playground.serve setup "
+                          "llama-server` (or install llama.cpp), or attach to a running one by URL")
     port = free_port()
     server = Server([binary, *args, "--host", HOST, "--port", str(port)], port, {}, name).start()
     return server.wait_ready(ready_timeout)
