@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import gradio as gr
 
+from playground.app.board import tab as tab_board
 from playground.app.export import tab as tab_export
 from playground.app.lab import tab as tab_lab
 from playground.app.race import tab as tab_race
@@ -26,7 +27,8 @@ from playground.app.explorer import tab as tab_explorer
 from playground.app.lesson import tab as tab_lesson
 from playground.app.shared.context import build_context
 
-TABS = [tab_race, tab_lesson, tab_stepthrough, tab_explorer, tab_theory, tab_lab, tab_sweep, tab_export, tab_served]
+TABS = [tab_race, tab_lesson, tab_stepthrough, tab_explorer, tab_theory, tab_lab, tab_sweep, tab_board, tab_export,
+        tab_served]
 
 HEADER = """# Speculative Sampling Playground
 A small **draft** model proposes γ tokens, the big **target** model checks them all in one forward pass
@@ -52,6 +54,9 @@ def build_demo(config: str | None = None, *, default_pair: str | None = None, ca
                     handles[tab] = tab.build(ctx) or {}
         fastest, knobs = handles[tab_sweep]["fastest"], handles[tab_export]["knobs"]
         fastest.change(tab_export.take, fastest, list(knobs.values()), queue=False, api_visibility="private")
+        hand, winner = handles[tab_board]["hand"], handles[tab_board]["winner"]
+        for knobs_of in (handles[tab_export]["knobs"], handles[tab_race]["knobs"]):  # one click: the winner to both
+            hand.click(tab_export.take, winner, list(knobs_of.values()), queue=False, api_visibility="private")
         demo.unload(handles[tab_served]["unload"])  # a closed page's vLLM servers are stopped
     demo.queue(default_concurrency_limit=1)
     return demo

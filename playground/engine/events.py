@@ -309,3 +309,9 @@ def acceptance_by_rank(events: list[StepEvent]) -> tuple[list[int], list[int]]:
 def output_tokens(events: list[StepEvent]) -> list[int]:
     """The generated tokens, in order."""
     return [t for e in events for t in e.emitted]
+
+
+def from_draft(events: list[StepEvent]) -> list[bool]:
+    """Per generated token, whether it was a drafted token the target accepted (rather than one the
+    target chose itself: a resample, a bonus, a plain step): which tokens a drafter caught."""
+    return [i < e.n_accepted for e in events for i in range(len(e.emitted))]

@@ -118,7 +118,7 @@ def build(ctx: AppContext) -> dict:
     model_job(run, partial(handle, ctx, view), form, outputs(view), status, "race",
               Stop(stop, "stop", flags=ctx.stops))
     controls.follow_pair(ctx, knobs)
-    return {"view": view}
+    return {"view": view, "knobs": knobs}
 
 
 def handle(ctx: AppContext, view: RaceView, form: RaceForm) -> Iterator[dict]:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from playground.app.shared.sessions import LearningDrafters, Measurements
+from playground.app.shared.sessions import BoardRuns, LearningDrafters, Measurements
 from playground.measure.teach.theory import RunnerCosts
 
 # Every event that runs a model takes this: one shared queue for all tabs, one job at a time,
@@ -85,6 +85,7 @@ class AppContext:
     measurements: Measurements = field(default_factory=Measurements)
     # Each session's drafters that learn across its runs (suffix index, recycling table)
     learning: LearningDrafters = field(default_factory=LearningDrafters)
+    boards: BoardRuns = field(default_factory=BoardRuns)  # each session's finished drafts-board entries
     # c and v(k) per (model, runner), measured once per app run: the Theory, Lesson and race tabs read them
     costs: RunnerCosts = field(default_factory=RunnerCosts)
     loader: Loader | None = None  # the latest pair load; still running after a Stop until finished

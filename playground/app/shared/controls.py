@@ -187,9 +187,10 @@ def shown_default(ctx: AppContext, name: str, pair: str | None = None):
 
 def follow_pair(ctx: AppContext, knobs: dict) -> None:
     """Wire the pair dropdown of settings_controls() to show the chosen pair's description and set
-    the knobs it suggests."""
+    the knobs it suggests when the user picks a pair or draft (`input`, not `change`: settings handed
+    over whole, such as the Drafts tab's winner, keep their own γ and draft vocabulary)."""
     for decider in ("pair", "draft"):
-        knobs[decider].change(
+        knobs[decider].input(
             lambda name, draft: pair_defaults(ctx, name, draft),
             [knobs["pair"], knobs["draft"]],
             [knobs["pair"], *(knobs[name] for name in PAIR_KNOBS)],

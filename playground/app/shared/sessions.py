@@ -73,3 +73,29 @@ class LearningDrafters:
 def session_of(request) -> str | None:
     """The session key of a gr.Request (None when a handler is called directly, as in tests)."""
     return getattr(request, "session_hash", None)
+
+
+class BoardRuns:
+    """Each session's drafts-board measurements: per (pair, entry, settings, prompts) the runs of one
+    entry that finished both its rounds, so a board run again (or with one drafter more) measures
+    only what it has not. Nothing partial goes in: a stopped board's entries are measured anew.
+    Bounded like Measurements: at most `sessions` sessions and `per_session` entries each."""
+
+    def __init__(self, sessions: int = 16, per_session: int = 64):
+        self.sessions, self.per_session = sessions, per_session
+        self.store: OrderedDict[str | None, OrderedDict[tuple, list[dict]]] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, session: str | None, key: tuple) -> list[dict] | None:
+        with self.lock:
+            return self.store.get(session, {}).get(key)
+
+    def put(self, session: str | None, key: tuple, runs: list[dict]) -> None:
+        with self.lock:
+            entries = self.store.setdefault(session, OrderedDict())
+            self.store.move_to_end(session)
+            entries[key] = runs
+            while len(entries) > self.per_session:
+                entries.popitem(last=False)
+            while len(self.store) > self.sessions:
+                self.store.popitem(last=False)

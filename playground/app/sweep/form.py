@@ -12,13 +12,11 @@ from dataclasses import dataclass, replace
 
 from playground.config import DRAFTER_LABELS, DRAFTERS, KNOBS, MODEL, TREE
 from playground.measure.bench import sweep
-from playground.measure.bench.prompts import EXAMPLE, Prompt, load_prompts
-from playground.app.shared.examples import RACE
 from playground.app.shared.flow import read_settings, whole
 from playground.app.shared.form import Form
+from playground.app.shared.prompt_sets import BUILTIN, choose_prompts
 
 MAX_RUNS = 400  # cells × prompts: past this a CPU sweep takes a day
-MAX_PER_CATEGORY = 20
 MAX_REPEATS = 10
 ROW_KINDS = [*DRAFTERS, TREE]
 ROW_LABELS = {**DRAFTER_LABELS, TREE: "draft tree (γ = depth)"}
@@ -27,7 +25,6 @@ ROW_LABELS = {**DRAFTER_LABELS, TREE: "draft tree (γ = depth)"}
 # a tree row that is the γ column)
 DRAFT_AXIS = [k.name for k in KNOBS.values()
               if k.sweep and k.group == "drafter" and k.name not in ("drafter", "tree_depth")]
-BUILTIN = {e[0]: e[1] for e in RACE}  # the Race tab's examples, by label
 
 
 @dataclass(frozen=True)
@@ -82,17 +79,3 @@ def row_kinds(drafters) -> list[str]:
         raise sweep.SettingError("drafters", f"unknown {', '.join(map(repr, unknown))}; "
                                              f"choose from {', '.join(ROW_KINDS)}")
     return list(drafters)
-
-
-def choose_prompts(examples, categories, per_category, builtin: dict[str, str]) -> list[Prompt]:
-    """Built-in examples by label, plus the first `per_category` Spec-Bench prompts of each category."""
-    chosen = [Prompt(label, EXAMPLE, builtin[label]) for label in examples or [] if label in builtin]
-    if categories:
-        limit = whole("prompts per category", per_category, 1, MAX_PER_CATEGORY)
-        try:
-            chosen += load_prompts(categories=categories, limit=limit)
-        except ValueError as e:
-            raise sweep.SettingError("Spec-Bench categories", str(e)) from None
-    if not chosen:
-        raise sweep.SettingError("prompts", "choose at least one example or Spec-Bench category")
-    return chosen

@@ -31,8 +31,8 @@ from playground.app.shared.flow import (Stop, guarded, load_pair, model_job, out
                                         random_weights_note, status_html)
 from playground.app.shared.lockstep import streamed
 from playground.app.shared.plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR, empty_figure, figure, line
-from playground.app.sweep.form import (BUILTIN, DRAFT_AXIS, MAX_PER_CATEGORY, MAX_REPEATS, ROW_KINDS,
-                                       ROW_LABELS, SweepForm, planned)
+from playground.app.shared.prompt_sets import MAX_PER_CATEGORY
+from playground.app.sweep.form import BUILTIN, DRAFT_AXIS, MAX_REPEATS, ROW_KINDS, ROW_LABELS, SweepForm, planned
 
 TITLE = "Sweep"
 

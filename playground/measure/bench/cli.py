@@ -17,7 +17,7 @@ from pathlib import Path
 
 from playground.config import (KNOBS, MODEL, MODEL_QUANTIZATIONS, TREE, KnobError, RunConfig, check_value, group,
                                parse_text)
-from playground.measure.bench import sweep
+from playground.measure.bench import board_cli, sweep
 from playground.measure.bench.console import format_report
 from playground.measure.bench.prompts import DEFAULT_PROMPTS, read_jsonl, select
 from playground.measure.bench.sweep import SWEEPABLE, Grid, Plan, SettingError, parse_axes
@@ -142,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
                        ("html", "self-contained plotly report"),
                        ("png", "speedup-vs-gamma plot (needs a gamma sweep)")):
         out.add_argument(f"--{name}", type=output_path, metavar="PATH", help=what)
+    board_cli.add_flags(p)
     placed = {action.dest for action in p._actions}  # a knob not placed above still gets its flag, here
     add_knob_flags(models, [name for name in RUN_FLAGS if name not in placed])
     return p
@@ -166,12 +167,17 @@ def make_plan(args) -> Plan:
         raise SettingError("--pair", str(error)) from None
     check_target_quantizations(args)
     check_reference(args)
-    axes = parse_axes(args.sweep)
     take_suggestions(args, spec)
+    args.command = shlex.join(["python", "-m", "playground.bench", *args.argv])
+    if args.drafters is not None:
+        if args.png and importlib.util.find_spec("kaleido") is None:
+            raise SettingError("--png", "needs kaleido (pip install kaleido) and a local Chromium or Chrome")
+        return board_cli.make_plan(args, registry, spec, prompts, base_run(args, spec.name))
+    axes = parse_axes(args.sweep)
     plan = sweep.make_plan(Grid(base_run(args, spec.name), axes), prompts, repeats=args.repeats,
                            warmup=args.warmup, tree=args.tree, reference="transformers" in args.reference,
                            llamacpp="llama.cpp" in args.reference, ortgenai="onnxruntime-genai" in args.reference,
-                           command=shlex.join(["python", "-m", "playground.bench", *args.argv]))
+                           command=args.command)
     if args.png and len({c.gamma for c in plan.cells}) < 2:
         raise SettingError("--png", "the speedup-vs-gamma plot needs a gamma sweep, "
                                     "e.g. --sweep gamma=1,2,4,8")
@@ -269,9 +275,12 @@ def run_benchmark(args, plan: Plan, cache) -> dict:
 
     from playground.measure.bench.machine import busy_warning
 
-    with tqdm(total=plan.total_runs, unit="run", file=sys.stderr, dynamic_ncols=True) as bar:
-        report = sweep.run(plan, partial(load_pair, args, plan, cache), run_config(args, plan),
-                           partial(show_progress, bar))
+    if args.drafters is not None:
+        report = board_cli.run(args, plan, partial(load_pair, args, plan, cache), run_config(args, plan))
+    else:
+        with tqdm(total=plan.total_runs, unit="run", file=sys.stderr, dynamic_ncols=True) as bar:
+            report = sweep.run(plan, partial(load_pair, args, plan, cache), run_config(args, plan),
+                               partial(show_progress, bar))
     warning = busy_warning(report["environment"]["others_cpu_share"])
     if warning:
         print(warning, file=sys.stderr)
@@ -300,7 +309,8 @@ def run_config(args, plan: Plan) -> dict:
             "draft_vocab": args.draft_vocab, "prompts": args.prompts,
             "categories": args.categories,
             "limit_per_category": args.limit, "repeats": args.repeats, "warmup": args.warmup,
-            "reference": ",".join(args.reference or ()) or None, "sweep": args.sweep, "prompt_count": len(plan.prompts),
+            "reference": ",".join(args.reference or ()) or None, "sweep": args.sweep, "drafters": args.drafters,
+            "prompt_count": len(plan.prompts),
             "tree": tree_shape(args)}
 
 
@@ -308,7 +318,8 @@ def write_outputs(report: dict, args) -> None:
     from playground.measure.bench.charts import write_gamma_png, write_html
     from playground.measure.bench.report import write_csv, write_json
 
-    writers = {"json": write_json, "csv": write_csv, "html": write_html, "png": write_gamma_png}
+    writers = {"json": write_json, "csv": write_csv, "html": write_html,
+               "png": board_cli.write_png if args.drafters is not None else write_gamma_png}
     for name in OUTPUTS:
         path = getattr(args, name)
         if path is not None:
@@ -340,10 +351,15 @@ def main(argv: list[str] | None = None) -> int:
         check_drafters(parser, plan, load_pair(args, plan, cache))
         check_gguf(parser, plan, load_pair(args, plan, cache))
         report = run_benchmark(args, plan, cache)
+    except SettingError as error:  # the board's budget, known once a plain step is timed
+        parser.error(f"argument {error.flag}: {error}")
     except (ValueError, RuntimeError) as error:  # a draft quantization that fails to load, say
         print(f"{parser.prog}: error: could not load pair {plan.pair!r}: {error}", file=sys.stderr)
         return 1
     print(format_report(report))
+    if args.drafters is not None:
+        from playground.measure.bench.board_table import format_board
+        print(format_board(report))
     try:
         write_outputs(report, args)
     except (OSError, RuntimeError) as error:  # e.g. a full disk, or no Chromium for the PNG

@@ -16,14 +16,18 @@ from playground.config import PROMPT_LOOKUP, TREE, RunConfig
 from playground.engine import factory
 from playground.engine.generate import SpecConfig, clock, generate
 from playground.engine.memory import drafter_bytes, model_bytes
-from playground.engine.events import (StepEvent, acceptance_by_rank, costs, output_tokens, position_counts,
-                                      steady_events, summarize, tree_costs)
+from playground.engine.events import (StepEvent, acceptance_by_rank, costs, from_draft, output_tokens,
+                                      position_counts, steady_events, summarize, tree_costs)
 from playground.measure.bench.divergence import first_divergence, margin_at
 from playground.measure.bench.references import llamacpp as reference_llamacpp
 from playground.measure.bench.references import onnxruntime_genai as reference_ortgenai
 from playground.measure.bench.references.transformers import hf_generate
 
 WARMUP_TOKENS = 16  # warm-up runs exercise every code path; they need not be full length
+
+
+class Interrupted(Exception):
+    """A run ended between two engine steps because its page pressed Stop (Setup.stopped)."""
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,7 @@ class Setup:
     ortgenai: bool = False  # also time onnxruntime-genai's own loop, plain and speculative
     target_tokenizer: object | None = None
     draft_tokenizer: object | None = None  # the draft's own, when it is not the target's (across tokenizers)
+    stopped: Callable[[], bool] | None = None  # asked after every engine step: a page's Stop ends a run there
 
     @property
     def drafter(self) -> str:
@@ -106,11 +111,13 @@ class Setup:
     def methods(self, config: SpecConfig) -> dict[str, Callable[[list[int]], Run]]:
         """Each timed method as a function of the prompt ids, in the order they first run."""
         methods = {
-            "baseline": lambda ids: engine_run(self.target, ids, config, None, self.eos),
-            "speculative": lambda ids: engine_run(self.target, ids, config, self.make_drafter(), self.eos),
+            "baseline": lambda ids: engine_run(self.target, ids, config, None, self.eos, self.stopped),
+            "speculative": lambda ids: engine_run(self.target, ids, config, self.make_drafter(), self.eos,
+                                                  self.stopped),
         }
         if self.tree:
-            methods["tree"] = lambda ids: engine_run(self.target, ids, config, self.make_tree_drafter(), self.eos)
+            methods["tree"] = lambda ids: engine_run(self.target, ids, config, self.make_tree_drafter(), self.eos,
+                                                     self.stopped)
         if self.reference:
             lookup = self.drafter == PROMPT_LOOKUP
             methods["hf_generate"] = lambda ids: hf_run(self, ids, config)
@@ -125,10 +132,12 @@ class Setup:
         return methods
 
 
-def engine_run(target, ids, config: SpecConfig, drafter, eos) -> Run:
+def engine_run(target, ids, config: SpecConfig, drafter, eos, stopped: Callable[[], bool] | None = None) -> Run:
     started = clock(target.device)
     events, first = [], None
     for event in generate(target, ids, config, drafter, eos_token_ids=eos):
+        if stopped is not None and stopped():
+            raise Interrupted("stopped")
         events.append(event)
         if first is None:  # the step that read the prompt: its end is where decoding starts
             first = clock(target.device) - started
@@ -245,6 +254,10 @@ def speculation_fields(base: Run, spec: Run) -> dict:
         "tested": sum(e.n_tested for e in spec.events),
         "position_drafted": drafted_at,  # per draft position: how often drafted, and accepted
         "position_accepted": accepted_at,
+        # which generated tokens came from the drafter: the board's coverage row (greedy runs of
+        # every drafter share the plain run's tokens, so their marks line up)
+        "output_tokens": spec.tokens,
+        "from_draft": "".join("1" if d else "0" for d in from_draft(spec.events)),
         "baseline_calls": len(base.events),
         # per-forward costs pool these sums, over the calls that decode only (not the prompt's)
         "draft_seconds": spec_cost.draft_s,

@@ -203,26 +203,30 @@ PairOf = Callable[[RunConfig], object]  # a cell -> its loaded pair (models.load
 Report = Callable[[Progress], None]
 
 
-def measure(plan: Plan, pair_of: PairOf, progress: Report) -> list[dict]:
+def measure(plan: Plan, pair_of: PairOf, progress: Report, stopped: Callable[[], bool] | None = None,
+            done: int = 0) -> list[dict]:
     """Measure the cells one at a time, each on the pair `pair_of` gives it (a cell with another
     draft quantization gets another draft; nothing here holds a pair past its cell). `progress`
-    hears of every run as it ends, so a page can stop the sweep between two runs. Returns the
-    report's runs, one per cell."""
+    hears of every run as it ends, so a page can stop the sweep between two runs; `stopped`, asked
+    after every engine step, ends it within one step (runs.Interrupted). `done`: runs counted
+    before this call (a second round's progress goes on from the first's). Returns the report's
+    runs, one per cell, each naming the runner its target ran on."""
     from playground.engine import factory
     from playground.engine.generate import context_problem
-    from playground.engine.runners import compile_seconds
+    from playground.engine.runners import compile_seconds, resolve
     from playground.engine.runners.warmup import build_models
     from playground.measure.bench.machine import peak_memory, reset_peak_memory
     from playground.measure.bench.runs import Setup, measure_prompt, warm_up
     from playground.measure.bench.summary import by_category, summarize_records
     from playground.models.text import encode_prompt
 
-    encoded, done, runs = None, 0, []
+    encoded, start, runs = None, done, []
     for index, cell in enumerate(plan.cells):
         pair = pair_of(cell)
         encoded = encoded or [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
         setup = Setup.of(pair, cell, tree=plan.tree, reference=plan.reference, llamacpp=plan.llamacpp,
                          ortgenai=plan.ortgenai)
+        setup.stopped = stopped
         config, name = factory.spec_config(cell), cell_name(plan, cell)
         reasons = [context_problem(setup.target, ids, config) for _, ids in encoded]
         fitting = [item for item, reason in zip(encoded, reasons) if reason is None]
@@ -248,10 +252,11 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report) -> list[dict]:
                             **measure_prompt(setup, ids, config, plan.repeats, ran)})
             progress(Progress(done, plan.total_runs, f"{prompt_name(prompt.id, prompt.category)} ({name})",
                               cell, record=records[-1]))
-        done = (index + 1) * plan.runs_per_cell  # prompts too long for the context are skipped
+        done = start + (index + 1) * plan.runs_per_cell  # prompts too long for the context are skipped
         # compiling (the warm-up meets each shape first) is kept out of the medians, and shown here
         compiled = compile_seconds(setup.target, setup.draft) - compiled_before
         runs.append({"settings": settings_of(cell),
+                     "runner": resolve(cell.runner, setup.target.device, cell.speculation == TREE, setup.target),
                      "summary": {**summarize_records(records), "peak_memory": peak_memory(setup.target.device),
                                  **({"compile_s": round(compiled, 2)} if compiled > 0 else {}),
                                  **({"build_s": round(built, 1)} if built > 0 else {})},
@@ -270,16 +275,19 @@ def cell_name(plan: Plan, cell: RunConfig) -> str:
     return ", ".join([kind_of(cell), *shown, f"T = {cell.temperature:g}", f"γ = {gamma_of(cell)}"])
 
 
-def run(plan: Plan, pair_of: PairOf, config: dict, progress: Report = lambda step: None) -> dict:
+def run(plan: Plan, pair_of: PairOf, config: dict, progress: Report = lambda step: None,
+        runs_of: Callable[..., list[dict]] | None = None) -> dict:
     """The whole sweep as one report (report.py's schema): the machine it ran on, the models, and a
-    run per cell. `progress` sees every step; the CPU other processes took meanwhile is recorded."""
+    run per cell. `progress` sees every step; the CPU other processes took meanwhile is recorded.
+    runs_of(plan, pair_of, progress): how the cells are measured (default: measure(); the drafts
+    board's two rounds are another)."""
     from playground.measure.bench.machine import cpu_clock, environment, load_average, others_cpu_share, peak_memory
 
     first = pair_of(plan.cells[0])
     device, models = first.target.device, describe_pair(first)
     del first  # held by whoever loaded it; a cell with another draft may free it
     facts, started, clock_start = environment(device), time.strftime("%Y-%m-%dT%H:%M:%S%z"), cpu_clock()
-    runs = measure(plan, pair_of, progress)
+    runs = (runs_of or measure)(plan, pair_of, progress)
     facts["others_cpu_share"] = others_cpu_share(clock_start, cpu_clock(), facts["cpu_cores_usable"] or 1)
     return {"schema": SCHEMA, "created": started, "command": plan.command, "config": config, "models": models,
             "environment": {**facts, "load_average_at_end": load_average()}, "memory": peak_memory(device),

@@ -1,0 +1,1 @@
+"""The Drafts tab: the drafts board, every way of drafting for the loaded target side by side."""

@@ -1,0 +1,195 @@
+"""What the drafts board shows, as pure functions of its report (board.py writes it): the
+leaderboard, the winner per category, the fastest plain configuration each is measured against,
+the speedup map's grid, where a drafter cannot pay, and which tokens each drafter caught.
+
+Speedups are against the *fastest* plain decoding measured in the same run (ours on the fastest
+runner, or a reference engine's own loop when one was timed): a drafter that only beats a slow
+runner's plain decoding is no win for the user.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from playground.config import DRAFTER_LABELS, TREE
+from playground.engine.sampling import expected_speedup, expected_tokens_per_call, verify_cost
+
+REFERENCES = {"llamacpp": "llama.cpp's own loop", "ortgenai": "onnxruntime-genai's own loop"}
+
+
+def final_runs(report: dict) -> list[dict]:
+    """Each board entry's last measurement (its best γ's), in the board's order."""
+    last: dict[str, dict] = {}
+    for run in report["runs"]:
+        if "board" in run:
+            name = run["board"]["entry"]
+            if name not in last or run["board"]["round"] >= last[name]["board"]["round"]:
+                last[name] = run
+    return list(last.values())
+
+
+@dataclass(frozen=True)
+class Plain:
+    """The fastest plain decoding of a run: what it is, and its rates."""
+
+    name: str
+    tok_s: float
+    decode_tok_s: float | None
+
+
+def fastest_plain(runs: list[dict], category: str | None = None) -> Plain:
+    """The fastest plain decoding any run measured (ours on its runner, or a reference's own loop)."""
+    best = Plain("none", 0.0, None)
+    for run in runs:
+        s = run["summary"] if category is None else run["categories"].get(category)
+        if not s or not s.get("prompts"):
+            continue
+        candidates = [(f"ours, plain, {run.get('runner', '?')} runner", s["baseline_tok_s"],
+                       s.get("baseline_decode_tok_s"))]
+        candidates += [(label, s[f"{key}_tok_s"], s.get(f"{key}_decode_tok_s"))
+                       for key, label in REFERENCES.items() if f"{key}_tok_s" in s]
+        for name, rate, decode in candidates:
+            if rate > best.tok_s:
+                best = Plain(name, rate, decode)
+    return best
+
+
+def label(run: dict) -> str:
+    """An entry as a reader knows it: what drafts, and with which model."""
+    s, name = run["settings"], run["board"]["entry"]
+    what = DRAFTER_LABELS.get(s["drafter"], s["drafter"])
+    if s.get("speculation") == TREE:
+        what += ", a tree"
+    if ":" in name:
+        what += f" ({name.split(':', 1)[1]}{', whole vocabulary' if not s.get('draft_vocab') else ''})"
+    return what
+
+
+def leaderboard(report: dict) -> list[dict]:
+    """One row per entry, fastest first, each against the fastest plain decoding of the run."""
+    runs = final_runs(report)
+    plain = fastest_plain(runs)
+    rows = []
+    for run in runs:
+        s, mark = run["summary"], run["board"]
+        if not s.get("prompts"):
+            continue
+        own = s["baseline_tok_s"] or 1.0
+        rows.append({
+            "entry": mark["entry"], "what": label(run), "runner": run.get("runner"),
+            "gamma": run["settings"]["tree_depth" if run["settings"].get("speculation") == TREE else "gamma"],
+            "alpha": s["alpha"], "alpha_by_position": s.get("acceptance_by_position", []), "c": s["c"],
+            "verify_cost": s["verify_cost"], "tokens_per_call": s["mean_accepted_tokens"],
+            "memory_mb": s.get("speculative_memory_mb"), "tok_s": s["speculative_tok_s"],
+            "decode_tok_s": s.get("speculative_decode_tok_s"),
+            "over_own_plain": s["speedup_total"],
+            "over_fastest": s["speculative_tok_s"] / plain.tok_s if plain.tok_s else 0.0,
+            "decode_over_fastest": (s["speculative_decode_tok_s"] / plain.decode_tok_s
+                                    if plain.decode_tok_s and s.get("speculative_decode_tok_s") else None),
+            "predicted": s["predicted_speedup"],
+            "predicted_over_fastest": s["predicted_speedup"] * own / plain.tok_s if plain.tok_s else 0.0,
+            "identical": f"{s['identical_prompts']}/{s['prompts']}" if s.get("identical_prompts") is not None else "",
+            "round": mark["round"], "forecast": mark.get("forecast", {}),
+        })
+    return sorted(rows, key=lambda r: -r["tok_s"])
+
+
+def winners(report: dict) -> list[dict]:
+    """Per category: the entry with the most tokens per second, or plain decoding where none beats it."""
+    runs = final_runs(report)
+    categories = list(dict.fromkeys(c for run in runs for c in run["categories"]))
+    out = []
+    for category in categories:
+        plain = fastest_plain(runs, category)
+        rated = [(run["categories"][category]["speculative_tok_s"], run) for run in runs
+                 if run["categories"].get(category, {}).get("prompts")]
+        rate, best = max(rated, key=lambda x: x[0], default=(0.0, None))
+        wins = best is not None and rate > plain.tok_s
+        out.append({"category": category, "winner": best["board"]["entry"] if wins else "plain decoding",
+                    "tok_s": rate if wins else plain.tok_s, "over_fastest": rate / plain.tok_s if plain.tok_s else 0.0,
+                    "fastest_plain": plain.name})
+    return out
+
+
+# -- the speedup map --------------------------------------------------------------------------------
+
+
+def map_curve(report: dict) -> tuple[float, ...]:
+    """The v(k) the map is drawn for: the curve of the runner most chains ran on."""
+    curves = [tuple(r["board"]["v"]) for r in final_runs(report) if r["board"].get("v")]
+    return max(set(curves), key=curves.count) if curves else (1.0, 1.0)
+
+
+def best_at(alpha: float, c: float, v) -> tuple[float, int]:
+    """The formula's best speedup at (α, c) over the γ the curve covers, and that γ."""
+    gammas = range(1, len(v))
+    return max(((expected_speedup(alpha, g, c, v), g) for g in gammas), key=lambda x: (x[0], -x[1]))
+
+
+def speedup_grid(v, alphas: list[float], cs: list[float]) -> tuple[list[list[float]], list[list[int]]]:
+    """The map's contour values and best γ: rows are c, columns α."""
+    cells = [[best_at(a, c, v) for a in alphas] for c in cs]
+    return [[s for s, _ in row] for row in cells], [[g for _, g in row] for row in cells]
+
+
+def break_even_c(alpha: float, v) -> float:
+    """The largest c at which drafting with acceptance α still pays (speedup 1) at its best γ;
+    0 or less: at this α no drafter pays, whatever it costs."""
+    return max((expected_tokens_per_call(alpha, g) - verify_cost(v, g + 1)) / g for g in range(1, len(v)))
+
+
+def cannot_pay(report: dict) -> list[str]:
+    """One sentence per entry the map says cannot pay on this machine (its c too high for its α)."""
+    v, said = map_curve(report), []
+    for row in leaderboard(report):
+        limit = break_even_c(row["alpha"], v)
+        if row["c"] > limit:
+            need = (f"it would need c below {limit:.2f}" if limit > 0
+                    else "no draft cost is low enough, since verifying its guesses costs more than they bring")
+            said.append(f"{row['entry']} cannot pay on this machine: at α {row['alpha']:.2f} and c {row['c']:.2f}, "
+                        f"{need}.")
+    return said
+
+
+# -- coverage -----------------------------------------------------------------------------------------
+
+
+def coverage(report: dict, prompt_id) -> tuple[list[int], dict[str, list[bool]]]:
+    """The target's tokens for one prompt and, per entry, which of them its drafts supplied. The
+    row is a greedy run that reproduced plain decoding (every such run has the same tokens); an
+    entry whose run diverged is marked up to its divergence only."""
+    records = {r["board"]["entry"]: rec for r in final_runs(report) for rec in r["prompts"]
+               if rec["id"] == prompt_id and "from_draft" in rec}
+    if not records:
+        return [], {}
+    row = next((rec["output_tokens"] for rec in records.values() if rec.get("identical")),
+               next(iter(records.values()))["output_tokens"])
+    marks = {}
+    for name, rec in records.items():
+        same = [a == b for a, b in zip(rec["output_tokens"], row)]
+        cut = same.index(False) if False in same else len(same)
+        marks[name] = [i < cut and rec["from_draft"][i] == "1" for i in range(len(row))]
+    return row, marks
+
+
+# -- the console ----------------------------------------------------------------------------------------
+
+
+def format_board(report: dict) -> str:
+    """The leaderboard, the winners and the sentences, as the CLI prints them."""
+    rows, plain = leaderboard(report), fastest_plain(final_runs(report))
+    head = (f"{'entry':<32} {'γ':>2} {'α':>5} {'α by position':<20} {'c':>6} {'v':>5} {'tok/call':>8} "
+            f"{'tok/s':>7} {'dec tok/s':>9} {'× fastest':>9} {'predicted':>9} {'MB':>6} same")
+    lines = [f"The drafts board: against the fastest plain decoding, {plain.name} ({plain.tok_s:.2f} tok/s"
+             + (f", {plain.decode_tok_s:.2f} decoding only)" if plain.decode_tok_s else ")"), head]
+    for r in rows:
+        positions = "/".join(f"{a:.2f}" for a in r["alpha_by_position"][:4])
+        decode = f"{r['decode_tok_s']:.2f}" if r["decode_tok_s"] is not None else "-"
+        memory = f"{r['memory_mb']:.0f}" if r["memory_mb"] is not None else "-"
+        lines.append(f"{r['entry'][:32]:<32} {r['gamma']:>2} {r['alpha']:>5.2f} {positions:<20} {r['c']:>6.3f} "
+                     f"{r['verify_cost']:>5.2f} {r['tokens_per_call']:>8.2f} {r['tok_s']:>7.2f} {decode:>9} "
+                     f"{r['over_fastest']:>8.2f}× {r['predicted_over_fastest']:>8.2f}× {memory:>6} {r['identical']}")
+    lines.append("Winner per category: " + "; ".join(f"{w['category']}: {w['winner']} ({w['over_fastest']:.2f}×)"
+                                                     for w in winners(report)))
+    lines += cannot_pay(report)
+    return "\n".join(lines)
