@@ -127,7 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "assisted generation, same models and settings; llama.cpp: llama.cpp's own plain "
                              "decoding of the target's GGUF file (needs llama-cpp-python, an optional extra); "
                              "onnxruntime-genai: its own loop, plain and speculative (its draft at gamma), on "
-                             "the onnxruntime runner's builds of the same checkpoints (greedy)")
+                             "the onnxruntime runner's builds of the same checkpoints (greedy); openvino: OpenVINO "
+                             "GenAI's LLMPipeline on the target's GGUF file, plain and (when it reads the draft's "
+                             "file) speculative (greedy; pip install openvino-genai)")
     served = p.add_argument_group("served engines (docs/benchmarks.md, 'Served engines')")
     served.add_argument("--served", metavar="vllm|URL[,URL]",
                         help="time vLLM instead of our engine: 'vllm' starts plain and speculative servers "
@@ -177,6 +179,7 @@ def make_plan(args) -> Plan:
     plan = sweep.make_plan(Grid(base_run(args, spec.name), axes), prompts, repeats=args.repeats,
                            warmup=args.warmup, tree=args.tree, reference="transformers" in args.reference,
                            llamacpp="llama.cpp" in args.reference, ortgenai="onnxruntime-genai" in args.reference,
+                           openvino="openvino" in args.reference,
                            command=args.command)
     if args.png and len({c.gamma for c in plan.cells}) < 2:
         raise SettingError("--png", "the speedup-vs-gamma plot needs a gamma sweep, "
@@ -208,7 +211,7 @@ def base_run(args, pair: str) -> RunConfig:
         raise SettingError(KNOBS[error.field].flag, str(error)) from None
 
 
-REFERENCES = ("transformers", "llama.cpp", "onnxruntime-genai")
+REFERENCES = ("transformers", "llama.cpp", "onnxruntime-genai", "openvino")
 
 
 def references(text: str) -> tuple[str, ...]:
@@ -223,19 +226,21 @@ def references(text: str) -> tuple[str, ...]:
 
 def check_reference(args) -> None:
     args.reference = args.reference or ()
-    for name in ("llama.cpp", "onnxruntime-genai"):
+    for name in ("llama.cpp", "onnxruntime-genai", "openvino"):
         if name in args.reference and args.served:
             raise SettingError("--reference", f"{name} is timed beside our engine, not with --served")
     if "onnxruntime-genai" in args.reference and (args.temperature or 0) != 0:
         raise SettingError("--reference", "onnxruntime-genai is timed greedy: add --temperature 0")
+    if "openvino" in args.reference and (args.temperature or 0) != 0:
+        raise SettingError("--reference", "openvino is timed greedy: add --temperature 0")
 
 
 def check_installed(args) -> None:
     """What the command asks of this machine rather than of its flags (kept out of make_plan, so a
     command can be checked where the optional extra is not built): --reference llama.cpp needs it."""
-    from playground.measure.bench.references import llamacpp, onnxruntime_genai
+    from playground.measure.bench.references import llamacpp, onnxruntime_genai, openvino
 
-    for name, engine in (("llama.cpp", llamacpp), ("onnxruntime-genai", onnxruntime_genai)):
+    for name, engine in (("llama.cpp", llamacpp), ("onnxruntime-genai", onnxruntime_genai), ("openvino", openvino)):
         if name in (args.reference or ()):
             try:
                 engine.check_installed()
@@ -375,6 +380,12 @@ def check_gguf(parser, plan: Plan, pair) -> None:
     if plan.llamacpp:
         try:
             gguf_path(pair.target.model)
+        except ValueError as error:
+            parser.error(f"argument --reference: {error}")
+    if plan.openvino:
+        from playground.measure.bench.references.openvino import model_file
+        try:
+            model_file(pair.target.model)
         except ValueError as error:
             parser.error(f"argument --reference: {error}")
 

@@ -80,7 +80,8 @@ def faster_than_what(report: dict, label) -> list[str]:
     """For each setting timed beside another engine's own loop (llama.cpp, onnxruntime-genai): every
     plain and speculative decoding, fastest first, with prefill and decode-only, each over the first
     reference's plain loop. label(settings) names a setting."""
-    runs = [run for run in report["runs"] if {"llamacpp_tok_s", "ortgenai_tok_s"} & set(run["summary"])]
+    timed = {"llamacpp_tok_s", "ortgenai_tok_s", "openvino_tok_s"}
+    runs = [run for run in report["runs"] if timed & set(run["summary"])]
     if not runs:
         return []
     lines = ["Faster than what? all prompts, tok/s with prefill, then decode-only (after the first token); "
@@ -121,5 +122,12 @@ def reference_rows(s: dict) -> list[tuple]:
         rows.append((f"onnxruntime-genai speculative (its own loop{f', accepts {accepted:.2f}' if accepted else ''})",
                      s["ortgenai_speculative_tok_s"],
                      s.get("ortgenai_speculative_decode_tok_s"), None))
+    if "openvino_tok_s" in s:
+        rows.append(("OpenVINO GenAI plain (its LLMPipeline)", s["openvino_tok_s"], s.get("openvino_decode_tok_s"),
+                     s.get("openvino_identical_prompts")))
+    if "openvino_speculative_tok_s" in s:
+        accepted = s.get("openvino_speculative_acceptance")
+        rows.append((f"OpenVINO GenAI speculative{f' (accepts {accepted:.2f})' if accepted else ''}",
+                     s["openvino_speculative_tok_s"], s.get("openvino_speculative_decode_tok_s"), None))
     return rows
 

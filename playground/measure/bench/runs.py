@@ -21,6 +21,7 @@ from playground.engine.events import (StepEvent, acceptance_by_rank, costs, from
 from playground.measure.bench.divergence import first_divergence, margin_at
 from playground.measure.bench.references import llamacpp as reference_llamacpp
 from playground.measure.bench.references import onnxruntime_genai as reference_ortgenai
+from playground.measure.bench.references import openvino as reference_openvino
 from playground.measure.bench.references.transformers import hf_generate
 
 WARMUP_TOKENS = 16  # warm-up runs exercise every code path; they need not be full length
@@ -78,6 +79,7 @@ class Setup:
     tree: bool = False  # also time a token tree from the same draft, shaped by the run's tree knobs
     llamacpp: bool = False  # also time llama.cpp's own plain decoding of the target's GGUF file
     ortgenai: bool = False  # also time onnxruntime-genai's own loop, plain and speculative
+    openvino: bool = False  # also time OpenVINO GenAI's LLMPipeline on the GGUF files, plain and speculative
     target_tokenizer: object | None = None
     draft_tokenizer: object | None = None  # the draft's own, when it is not the target's (across tokenizers)
     stopped: Callable[[], bool] | None = None  # asked after every engine step: a page's Stop ends a run there
@@ -92,7 +94,7 @@ class Setup:
 
     @classmethod
     def of(cls, pair, run: RunConfig, tree: bool = False, reference: bool = False,
-           llamacpp: bool = False, ortgenai: bool = False) -> "Setup":
+           llamacpp: bool = False, ortgenai: bool = False, openvino: bool = False) -> "Setup":
         """The Setup of a loaded pair (loading.LoadedPair): its models, end tokens and the drafter
         the run describes (kind, n-gram sizes, draft vocabulary, tree shape). The app's race,
         sweep and theory measure through this, as the CLI does."""
@@ -100,7 +102,8 @@ class Setup:
         models = factory.Models.of(pair)
         return cls(pair.target.model, pair.draft.model, run, pair.eos,
                    pair.tokenizer.pad_token_id, reference=reference, tree=tree, llamacpp=llamacpp,
-                   ortgenai=ortgenai, target_tokenizer=models.target_tokenizer, draft_tokenizer=models.draft_tokenizer)
+                   ortgenai=ortgenai, openvino=openvino, target_tokenizer=models.target_tokenizer,
+                   draft_tokenizer=models.draft_tokenizer)
 
     def make_drafter(self):
         return factory.make_drafter(self.run, self.models)
@@ -129,6 +132,11 @@ class Setup:
             methods["ortgenai"] = lambda ids: ortgenai_run(self, ids, config)
             if self.drafter != PROMPT_LOOKUP:
                 methods["ortgenai_speculative"] = lambda ids: ortgenai_run(self, ids, config, self.draft)
+        if self.openvino:
+            methods["openvino"] = lambda ids: openvino_run(self, ids, config)
+            drafts = self.drafter != PROMPT_LOOKUP and self.draft is not None
+            if drafts and reference_openvino.speculative_problem(self.target, self.draft) is None:
+                methods["openvino_speculative"] = lambda ids: openvino_run(self, ids, config, self.draft)
         return methods
 
 
@@ -159,6 +167,11 @@ def llamacpp_run(setup: Setup, ids, config) -> Run:
 
 def ortgenai_run(setup: Setup, ids, config, draft=None) -> Run:
     tokens, seconds, first, stats = reference_ortgenai.decode(setup.target, ids, config, setup.eos, draft)
+    return Run(tokens, seconds, first_seconds=first, first_tokens=1, stats=stats)
+
+
+def openvino_run(setup: Setup, ids, config, draft=None) -> Run:
+    tokens, seconds, first, stats = reference_openvino.decode(setup.target, ids, config, setup.eos, draft)
     return Run(tokens, seconds, first_seconds=first, first_tokens=1, stats=stats)
 
 
@@ -215,6 +228,8 @@ def measure_prompt(setup: Setup, ids: list[int], config: SpecConfig, repeats: in
         record.update(reference_llamacpp.record_fields(runs, config))
     if "ortgenai" in runs:
         record.update(reference_ortgenai.record_fields(runs))
+    if "openvino" in runs:
+        record.update(reference_openvino.record_fields(runs))
     return record
 
 

@@ -20,6 +20,7 @@ from playground.engine.events import Costs, Tally, by_position, pooled
 from playground.engine.sampling import expected_speedup
 from playground.measure.bench.references import llamacpp as reference_llamacpp
 from playground.measure.bench.references import onnxruntime_genai as reference_ortgenai
+from playground.measure.bench.references import openvino as reference_openvino
 
 
 def summarize_records(records: list[dict]) -> dict:
@@ -36,6 +37,8 @@ def summarize_records(records: list[dict]) -> dict:
         summary.update(reference_llamacpp.summary_fields(records, summary))
     if "ortgenai_tok_s" in records[0]:
         summary.update(reference_ortgenai.summary_fields(records, summary))
+    if "openvino_tok_s" in records[0]:
+        summary.update(reference_openvino.summary_fields(records, summary))
     return summary
 
 

@@ -115,6 +115,7 @@ class Plan:
     reference: bool = False  # also time transformers' generate() and assisted generation
     llamacpp: bool = False  # also time llama.cpp's own plain decoding of the target's GGUF file
     ortgenai: bool = False  # also time onnxruntime-genai's own loop, plain and speculative
+    openvino: bool = False  # also time OpenVINO GenAI's LLMPipeline, plain and (a readable draft) speculative
     command: str = ""  # how the report says it was made
 
     @property
@@ -123,7 +124,7 @@ class Plan:
 
     @property
     def methods(self) -> int:
-        return 2 + self.tree + 2 * self.reference + self.llamacpp + 2 * self.ortgenai
+        return 2 + self.tree + 2 * self.reference + self.llamacpp + 2 * self.ortgenai + 2 * self.openvino
 
     @property
     def runs_per_cell(self) -> int:
@@ -225,7 +226,7 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report, stopped: Callable[[],
         pair = pair_of(cell)
         encoded = encoded or [(p, encode_prompt(pair.tokenizer, p.text)) for p in plan.prompts]
         setup = Setup.of(pair, cell, tree=plan.tree, reference=plan.reference, llamacpp=plan.llamacpp,
-                         ortgenai=plan.ortgenai)
+                         ortgenai=plan.ortgenai, openvino=plan.openvino)
         setup.stopped = stopped
         config, name = factory.spec_config(cell), cell_name(plan, cell)
         reasons = [context_problem(setup.target, ids, config) for _, ids in encoded]
