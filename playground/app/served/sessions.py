@@ -10,7 +10,7 @@ from playground.measure.bench.served.launch import Server
 
 
 class SessionServers:
-    """session -> {deployment name: (its vllm serve arguments, Server)}. One per app, not global."""
+    """session -> {deployment name: (its server arguments, Server)}. One per app, not global."""
 
     def __init__(self):
         self.servers: dict[str | None, dict[str, tuple[list[str], Server]]] = {}

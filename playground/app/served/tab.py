@@ -1,6 +1,7 @@
-"""The Served tab: the pair deployed on vLLM plainly and speculatively (started here from the
-exported `vllm serve` arguments, or attached by URL), raced on one prompt, and swept over
-simultaneous requests to find where speculation stops paying on this machine.
+"""The Served tab: the pair deployed on vLLM or llama.cpp's llama-server, plainly and speculatively
+(started here from the Export tab's `vllm serve` arguments or `llama-server` command, or attached by
+URL), raced on one prompt, and swept over simultaneous requests to find where speculation stops
+paying on this machine.
 
 The two deployments run one after another, each timed on its own clock from its send: on a
 2-core CPU two servers decoding at once would each get half the machine, and the race would
@@ -32,10 +33,14 @@ from playground.app.shared.sessions import session_of
 from playground.measure.bench.served import launch
 from playground.measure.bench.served.bench import concurrency_point, counters, parse_levels
 from playground.measure.bench.served.client import ServedClient, ServedError
-from playground.measure.bench.served.deploy import local_settings, placement_for
+from playground.measure.bench.served.counters import from_llamacpp_timings
+from playground.measure.bench.served.deploy import gguf_settings, llamacpp_args, local_settings, placement_for, \
+    slot_args
 
 TITLE = "Served"
-METHODS = {"draft_model": MODEL, "ngram": PROMPT_LOOKUP}  # vLLM's method -> the run's drafter
+METHODS = {"draft_model": MODEL, "ngram": PROMPT_LOOKUP}  # the served method -> the run's drafter
+VLLM, LLAMACPP = "vLLM", "llama.cpp"
+ENGINES = (VLLM, LLAMACPP)
 LEVELS = "1,2,4,8,16"
 REDRAW_S = 0.2
 
@@ -45,7 +50,9 @@ class ServedForm(Form):
     """What Race and Sweep concurrency read from the page; field order is the API's parameter order."""
 
     pair: str
-    method: str  # vLLM's speculative method (METHODS)
+    engine: str  # ENGINES: which server the tab starts
+    method: str  # the speculative method (METHODS): vLLM's draft_model / ngram, llama.cpp's draft-simple /
+    # ngram-simple
     gamma: int
     new: int  # max new tokens
     temperature: float
@@ -59,6 +66,8 @@ class ServedForm(Form):
         field)."""
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         # the run configuration checks each knob against its own range (the error names the field)
         run = RunConfig.from_values(dict(pair=self.pair, drafter=METHODS[self.method], gamma=self.gamma,
                                          max_new_tokens=self.new, temperature=self.temperature))
@@ -86,6 +95,8 @@ class ServedView:
 def build(ctx: AppContext) -> dict:
     servers = SessionServers()
     gr.Markdown("Deploy the pair on **vLLM** (from its own venv: `python -m playground.serve setup vllm`) "
+                "or **llama.cpp**'s llama-server on the pair's GGUF files (`python -m playground.serve setup "
+                "llama-server`), from the Export tab's command, "
                 "plainly and with speculative decoding, race the two on one prompt, then sweep simultaneous "
                 "requests: at high batch the target is compute-bound and the extra verified tokens cost "
                 "throughput. Leave the URLs empty to start servers here (127.0.0.1), or attach to running "
@@ -93,8 +104,9 @@ def build(ctx: AppContext) -> dict:
     with gr.Row():
         with gr.Column(scale=2):
             pair = controls.pair_control(ctx, elem_id="sv-pair")
-            method = gr.Radio(list(METHODS), value="draft_model", label="vLLM speculative method",
-                              elem_id="sv-method")
+            engine = gr.Radio(list(ENGINES), value=VLLM, label="Engine", elem_id="sv-engine")
+            method = gr.Radio(list(METHODS), value="draft_model", elem_id="sv-method",
+                              label="Speculative method (llama.cpp: draft-simple, ngram-simple)")
             gamma = controls.control("gamma", ctx.registry.pair(ctx.default_pair).gamma, elem_id="sv-gamma")
             new = controls.control("max_new_tokens", elem_id="sv-new")
             temperature = controls.control("temperature", elem_id="sv-temperature")
@@ -118,7 +130,7 @@ def build(ctx: AppContext) -> dict:
                 rate=gr.Plot(figures.concurrency_figures([], [])[0]),
                 latency=gr.Plot(figures.concurrency_figures([], [])[1]),
             )
-    form = ServedForm(pair, method, gamma, new, temperature, plain_url, spec_url, prompt, levels)
+    form = ServedForm(pair, engine, method, gamma, new, temperature, plain_url, spec_url, prompt, levels)
 
     def shut_handler(request: gr.Request = None):
         n = servers.stop_session(session_of(request))
@@ -144,6 +156,8 @@ def clients(ctx: AppContext, servers: SessionServers, form: ServedForm, run: Run
         if not (plain_url and spec_url):
             raise ServedError("give both URLs (plain and speculative), or neither to start servers here")
         return ServedClient(plain_url), ServedClient(spec_url)
+    if form.engine == LLAMACPP:
+        return (yield from llamacpp_clients(ctx, servers, form, run, status))
     settings = local_settings(ctx.registry, run)
     placement = placement_for(settings, ctx.registry.pair(run.pair).random_weights)
     wanted = {}
@@ -157,6 +171,34 @@ def clients(ctx: AppContext, servers: SessionServers, form: ServedForm, run: Run
             servers.put(form.session, name, args, wanted[name])
     yield from ready(list(wanted.values()), status, f"Starting vLLM (plain and {form.method})")
     return wanted[export.PLAIN].client(), wanted[form.method].client()
+
+
+def llamacpp_clients(ctx: AppContext, servers: SessionServers, form: ServedForm, run: RunConfig, status):
+    """As clients(), for llama-server: the exported command (less its speculation flags for the plain
+    one) on the pair's GGUF files, with a slot per simultaneous request of the largest level."""
+    settings = gguf_settings(ctx.registry, run)
+    placement = placement_for(settings, ctx.registry.pair(run.pair).random_weights)
+    slots = slot_args(placement, max(parse_levels(form.levels, "simultaneous requests"), default=1))
+    wanted = {}
+    for name in (export.PLAIN, form.method):
+        args = llamacpp_args(settings, name) + slots
+        wanted[name] = servers.get(form.session, name, args)
+        if wanted[name] is None:
+            port = launch.free_port()
+            wanted[name] = launch.Server(launch.llamacpp_argv(args, port), port, {}, f"llama-server-{name}").start()
+            servers.put(form.session, name, args, wanted[name])
+    yield from ready(list(wanted.values()), status, f"Starting llama-server (plain and {form.method})")
+    return wanted[export.PLAIN].client(), wanted[form.method].client()
+
+
+def prompt_of(ctx: AppContext, form: ServedForm, run: RunConfig):
+    """What the servers are sent: the text, or for llama.cpp on the tiny pair its byte tokens (the tiny
+    GGUF's vocabulary is for ids, not for llama.cpp's own tokenizer)."""
+    if form.engine == LLAMACPP and ctx.registry.pair(run.pair).random_weights:
+        from playground.models.tiny import byte_tokenizer
+
+        return byte_tokenizer()(form.prompt, add_special_tokens=False)["input_ids"]
+    return form.prompt
 
 
 def ready(servers: list[launch.Server], status, what: str):
@@ -195,8 +237,11 @@ def race_job(ctx: AppContext, servers: SessionServers, view: ServedView, form: S
         run, _ = form.parse()
         plain, spec = yield from clients(ctx, servers, form, run, view.status)
         before = counters(spec)
-        times, texts = yield from streaming(view, form.prompt, run, {"plain": plain, "speculative": spec})
+        times, texts, finals = yield from streaming(view, prompt_of(ctx, form, run), run,
+                                                    {"plain": plain, "speculative": spec})
         spent = counters(spec) - before
+        if not spent.draft_tokens and finals["speculative"].timings:  # llama.cpp: per completion
+            spent = from_llamacpp_timings(finals["speculative"].timings)
         frame = race_frame(view, texts, times, "Done.")
         frame[view.acceptance] = figures.acceptance_by_position(spent.acceptance_by_position, spent.alpha)
         frame[view.summary] = race_summary(times, spent)
@@ -207,22 +252,23 @@ def race_job(ctx: AppContext, servers: SessionServers, view: ServedView, form: S
 
 def streaming(view: ServedView, prompt: str, run: RunConfig, clients: dict):
     """Stream the prompt's completion from each client in turn, redrawing both panes at most every
-    REDRAW_S; returns ({name: token times}, {name: text})."""
+    REDRAW_S; returns ({name: token times}, {name: text}, {name: its whole Completion})."""
     times = {name: [] for name in clients}
     texts = {name: "" for name in clients}
+    finals = {}
     for name, client in clients.items():
         shown = 0.0
         for item in client.stream(prompt, run.max_new_tokens, ignore_eos=False, temperature=run.temperature,
                                   seed=run.seed):
             if hasattr(item, "elapsed_s"):  # the whole completion, last
-                times[name], texts[name] = item.times, item.text
+                times[name], texts[name], finals[name] = item.times, item.text, item
                 continue
             texts[name] += item.text
             times[name] += [item.t] * max(len(item.token_ids), 1)
             if time.monotonic() - shown > REDRAW_S:
                 shown = time.monotonic()
                 yield race_frame(view, texts, times, f"Streaming {name}…")
-    return times, texts
+    return times, texts, finals
 
 
 def race_frame(view, texts, times, message) -> dict:
@@ -236,8 +282,10 @@ def race_summary(times, spent) -> str:
     rate = {k: len(v) / v[-1] if v and v[-1] else 0.0 for k, v in times.items()}
     speedup = rate["speculative"] / rate["plain"] if rate["plain"] else 0.0
     alpha = f"{spent.alpha:.2f}" if spent.alpha is not None else "–"
+    over = (f"over {spent.drafts} drafts" if spent.drafts else
+            f"({spent.accepted_tokens} of {spent.draft_tokens} drafted tokens accepted)")
     return (f"plain **{rate['plain']:.2f} tok/s** · speculative **{rate['speculative']:.2f} tok/s** · "
-            f"speedup **{speedup:.2f}×** · α (server counters) **{alpha}** over {spent.drafts} drafts")
+            f"speedup **{speedup:.2f}×** · α (server counters) **{alpha}** {over}")
 
 
 def sweep_job(ctx: AppContext, servers: SessionServers, view: ServedView, form: ServedForm):
@@ -251,7 +299,7 @@ def sweep_job(ctx: AppContext, servers: SessionServers, view: ServedView, form: 
         for n in levels:
             for name, client in (("plain", plain), ("speculative", spec)):
                 yield {view.status: status_html(f"{n} simultaneous requests on {name}…")}
-                curves[name].append(concurrency_point(client, [form.prompt], n, run))
+                curves[name].append(concurrency_point(client, [prompt_of(ctx, form, run)], n, run))
                 rate, latency = figures.concurrency_figures(curves["plain"], curves["speculative"])
                 yield {view.rate: rate, view.latency: latency}
         yield {view.status: status_html("Sweep done.")}

@@ -131,10 +131,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "GenAI's LLMPipeline on the target's GGUF file, plain and (when it reads the draft's "
                              "file) speculative (greedy; pip install openvino-genai)")
     served = p.add_argument_group("served engines (docs/benchmarks.md, 'Served engines')")
-    served.add_argument("--served", metavar="vllm|URL[,URL]",
-                        help="time vLLM instead of our engine: 'vllm' starts plain and speculative servers "
-                             "from vLLM's venv (python -m playground.serve setup vllm); URLs attach to "
-                             "running servers, the first the plain baseline")
+    served.add_argument("--served", metavar="vllm|llamacpp|URL[,URL]",
+                        help="time a server instead of our engine: 'vllm' starts plain and speculative servers "
+                             "from vLLM's venv (python -m playground.serve setup vllm), 'llamacpp' llama.cpp's "
+                             "llama-server from the exported command (python -m playground.serve setup "
+                             "llama-server); URLs attach to running servers, the first the plain baseline")
     served.add_argument("--served-methods", default="draft_model,ngram", metavar="M1,M2",
                         help="speculative deployments beside the plain one (draft_model, ngram)")
     served.add_argument("--concurrency", metavar="N1,N2,...",

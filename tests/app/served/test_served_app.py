@@ -33,8 +33,8 @@ def served_tab():
 
 def form(**changes) -> tab.ServedForm:
     """The tab's form, filled as this test's session sends it."""
-    v = {"pair": "tiny", "method": "draft_model", "gamma": 3, "new": 24, "temperature": 0, "plain_url": "",
-         "spec_url": "", "prompt": "def fib(n):", "levels": "1,2"}
+    v = {"pair": "tiny", "engine": tab.VLLM, "method": "draft_model", "gamma": 3, "new": 24, "temperature": 0,
+         "plain_url": "", "spec_url": "", "prompt": "def fib(n):", "levels": "1,2"}
     return tab.ServedForm(**{**v, **changes}, session=SESSION)
 
 

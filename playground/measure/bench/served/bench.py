@@ -1,7 +1,8 @@
-"""`python -m playground.bench --served vllm|URL[,URL]`: vLLM plain and speculative on the same
-prompts as our engine, in the same report schema (a run per speculative deployment, its
-baseline the plain deployment), plus a concurrency curve: aggregate tok/s and per-request
-latency at 1, 2, 4, 8 simultaneous requests, and where speculation stops paying."""
+"""`python -m playground.bench --served vllm|llamacpp|URL[,URL]`: vLLM or llama.cpp's llama-server,
+plain and speculative, on the same prompts as our engine, in the same report schema (a run per
+speculative deployment, its baseline the plain deployment), plus a concurrency curve: aggregate
+tok/s and per-request latency at 1, 2, 4, 8 simultaneous requests, and where speculation stops
+paying."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def time_prompt(client: ServedClient, ids: list[int], run, repeats: int, ignore_
         from playground.measure.bench.served.counters import from_llamacpp_timings
         spent = from_llamacpp_timings(outs[-1].timings)
     seconds = statistics.median(o.elapsed_s for o in outs)
-    return {"tokens": outs[-1].tokens, "seconds": seconds, "token_ids": outs[-1].token_ids,
+    return {"tokens": outs[-1].tokens, "seconds": seconds, "token_ids": outs[-1].token_ids, "text": outs[-1].text,
             "first_token_s": statistics.median(o.first_token_s or 0.0 for o in outs),
             "drafts": spent.drafts, "drafted": spent.draft_tokens, "accepted": spent.accepted_tokens,
             "accepted_by_position": list(spent.by_position)}
@@ -110,7 +111,13 @@ def run_record(prompt, base: dict, spec: dict, greedy: bool) -> dict:
             "first_token_s": spec["first_token_s"], "baseline_first_token_s": base["first_token_s"],
             "drafts": spec["drafts"], "drafted": spec["drafted"], "accepted": spec["accepted"],
             "accepted_by_position": spec["accepted_by_position"],
-            "identical": spec["token_ids"] == base["token_ids"] if greedy else None}
+            "identical": same_output(base, spec) if greedy else None}
+
+
+def same_output(base: dict, spec: dict) -> bool:
+    """Token ids where the server streams them (vLLM), and the text always (llama.cpp's OpenAI stream
+    carries no ids)."""
+    return spec["token_ids"] == base["token_ids"] and spec.get("text") == base.get("text")
 
 
 def summarize(records: list[dict]) -> dict:
@@ -148,9 +155,10 @@ def measure_deployment(dep: Deployment, encoded, run, repeats: int, warmup: int,
     return {"deployment": dep.describe(), "timed": timed, "concurrency": curve}
 
 
-def measured_deployments(engine: str, urls: list[str], settings, methods, placement, measure, say):
+def measured_deployments(engine: str, urls: list[str], settings, methods, placement, measure, say,
+                         parallel: int = 1):
     """Measure each deployment: servers started here one at a time (each stopped before the next
-    starts), or the attached URLs in order."""
+    starts; a llama-server with `parallel` slots), or the attached URLs in order."""
     from playground.measure.bench.served.deploy import attached, start_deployment
 
     if engine == "urls":
@@ -158,7 +166,7 @@ def measured_deployments(engine: str, urls: list[str], settings, methods, placem
     out = []
     for method in methods:
         with ExitStack() as stack:
-            out.append(measure(start_deployment(stack, settings, method, placement, say)))
+            out.append(measure(start_deployment(stack, settings, method, placement, say, engine, parallel)))
     return out
 
 
@@ -202,14 +210,15 @@ def format_curves(report: dict) -> str:
 
 
 def parse_served(text: str) -> tuple[str, list[str]]:
-    """--served: 'vllm' (start servers here) or comma-separated URLs (the first is the baseline)."""
+    """--served: 'vllm' or 'llamacpp' (start servers here) or comma-separated URLs (the first is the
+    baseline)."""
     from playground.measure.bench.served.client import check_url
 
-    if text == "vllm":
-        return "vllm", []
+    if text in ("vllm", "llamacpp", "llama.cpp"):
+        return text.replace(".", ""), []
     urls = [u.strip() for u in text.split(",") if u.strip()]
     if not urls:
-        raise ValueError("expected 'vllm' or server URLs like http://127.0.0.1:8000[,http://...]")
+        raise ValueError("expected 'vllm', 'llamacpp' or server URLs like http://127.0.0.1:8000[,http://...]")
     return "urls", [check_url(u) for u in urls]
 
 
@@ -233,7 +242,7 @@ def served_main(parser, args, plan) -> int:
     from playground.measure.bench.console import format_report
     from playground.measure.bench.report import write_json
     from playground.measure.bench.served.client import ServedError
-    from playground.measure.bench.served.deploy import local_settings, placement_for
+    from playground.measure.bench.served.deploy import gguf_settings, local_settings, placement_for
     from playground.models.registry import load_registry
     from playground.models.text import encode_prompt
 
@@ -254,7 +263,7 @@ def served_main(parser, args, plan) -> int:
     run, registry = plan.cells[0], load_registry()
     tiny = registry.pair(run.pair).random_weights  # the tiny pair: saved once, float32
     try:
-        settings = local_settings(registry, run)
+        settings = (gguf_settings if engine == "llamacpp" else local_settings)(registry, run)
         tokenizer = tokenizer_of(settings, tiny)
         placement = placement_for(settings, tiny)
         encoded = [(p, ids) for p in plan.prompts
@@ -262,12 +271,16 @@ def served_main(parser, args, plan) -> int:
         if not encoded:
             raise ServedError(f"no prompt fits {placement.max_model_len} tokens with {run.max_new_tokens} new")
         measure = lambda dep: measure_deployment(dep, encoded, run, args.repeats, args.warmup, levels, say)
-        measured = measured_deployments(engine, urls, settings, methods, placement, measure, say)
+        measured = measured_deployments(engine, urls, settings, methods, placement, measure, say,
+                                        max(levels, default=1))
     except (ServedError, RuntimeError) as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 1
-    models = {"pair": run.pair, "target": settings.target_ref.hf_id, "draft": settings.draft_ref.hf_id,
-              "dtype": placement.dtype, "engine": "vllm" if engine == "vllm" else "served by URL"}
+    llamacpp = engine == "llamacpp"
+    models = {"pair": run.pair, "target": settings.target_ref.gguf if llamacpp else settings.target_ref.hf_id,
+              "draft": settings.draft_ref.gguf if llamacpp else settings.draft_ref.hf_id,
+              "dtype": "as in the GGUF files" if llamacpp else placement.dtype,
+              "engine": {"vllm": "vllm", "llamacpp": "llama.cpp (llama-server)"}.get(engine, "served by URL")}
     config = {"served": args.served, "methods": methods, "concurrency": levels, "repeats": args.repeats,
               "prompt_count": len(encoded), "prompts": args.prompts, "categories": args.categories,
               "limit_per_category": args.limit}
@@ -286,4 +299,9 @@ def tokenizer_of(settings, tiny: bool):
         from playground.models.tiny import byte_tokenizer
         return byte_tokenizer()
     from transformers import AutoTokenizer
-    return AutoTokenizer.from_pretrained(settings.target_ref.hf_id)
+    if settings.target_ref.hf_id:
+        return AutoTokenizer.from_pretrained(settings.target_ref.hf_id)
+    from pathlib import Path  # a model known only by its GGUF file (a model pack): its own tokenizer
+
+    gguf = Path(settings.target_ref.gguf)
+    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)

@@ -262,13 +262,18 @@ def llamacpp_args_of(command: str) -> list[str]:
     return argv[1:]
 
 
-def start_llamacpp(args: list[str], *, name: str = "llama-server", ready_timeout: float = READY_TIMEOUT_S,
-                   binary: str | None = None) -> Server:
-    """A ready llama-server for its arguments after `llama-server` (export.llamacpp_server's flags)."""
+def llamacpp_argv(args: list[str], port: int, binary: str | None = None) -> list[str]:
+    """`llama-server ARGS` on 127.0.0.1:port; ServedError naming the setup command when there is none."""
     binary = binary or llama_server_binary()
     if binary is None:
         raise ServedError("llama-server is neither on PATH nor built: run `python -m playground.serve setup "
                           "llama-server` (or install llama.cpp), or attach to a running one by URL")
+    return [binary, *args, "--host", HOST, "--port", str(port)]
+
+
+def start_llamacpp(args: list[str], *, name: str = "llama-server", ready_timeout: float = READY_TIMEOUT_S,
+                   binary: str | None = None) -> Server:
+    """A ready llama-server for its arguments after `llama-server` (export.llamacpp_server's flags)."""
     port = free_port()
-    server = Server([binary, *args, "--host", HOST, "--port", str(port)], port, {}, name).start()
+    server = Server(llamacpp_argv(args, port, binary), port, {}, name).start()
     return server.wait_ready(ready_timeout)
