@@ -94,6 +94,10 @@ if python -m playground.serve setup llamacpp; then
   python -m playground.bench --categories translation,summarization,qa,math_reasoning,rag,coding,writing --limit 1 \
       --temperature 0 --max-new-tokens 96 --repeats 1 --draft-vocab 0 \
       --sweep draft=qwen2.5-coder-0.5b-instruct,smollm2-135m-instruct,gemma-3-270m --json out/drafts.json
+  # The drafts board: every drafter at its best γ, against the fastest plain decoding (about 90 min)
+  python -m playground.bench --categories translation,summarization,qa,math_reasoning,rag,coding,writing --limit 1 \
+      --temperature 0 --max-new-tokens 96 --repeats 1 --drafters all --reference llama.cpp \
+      --json out/board.json --csv out/board.csv --png assets/board_map.png
 fi
 # Table 5 - the GPU oracle and the app's CUDA paths (one CUDA GPU, no network, no model files;
 # about 12 min on an H200; skipped without a GPU)

@@ -45,14 +45,17 @@ COLUMNS = [  # (leaderboard key, header, digits)
     ("alpha_by_position", "α by position", None), ("c", "c", 3), ("verify_cost", "v(γ+1)", 2),
     ("tokens_per_call", "tokens / call", 2), ("memory_mb", "MB held", 0), ("tok_s", "tok/s", 2),
     ("decode_tok_s", "decode tok/s", 2), ("over_fastest", "× fastest plain", 2),
+    ("decode_over_fastest", "decoding × fastest", 2),
     ("predicted_over_fastest", "formula ×", 2), ("identical", "same tokens", None), ("runner", "runner", None),
 ]
 HEADERS = [h for _, h, _ in COLUMNS]
 LEGEND = (
     "Each drafter probed at γ 4, then measured again at the γ the formula picks for its per-position acceptance, "
-    "its c and this machine's v(k) (γ is a tree's depth on tree rows). × fastest plain: its tokens/s (prefill "
-    "included) over the fastest plain decoding measured in the same board, named above the table; formula: the "
-    "prediction at its α, c and v, on the same scale. α by position: the share of steps whose i-th draft was "
+    "its c and this machine's v(k) (γ is a tree's depth on tree rows). × fastest plain: its own speedup over "
+    "the plain run timed beside it (prefill included), rescaled by its runner's plain rate over the fastest plain "
+    "decoding measured (medians over the probe round's cells, which measure every drafter once in one pass; "
+    "a cell's own speedup is side by side, so a machine slowing down over a long board does not move it), named above the table; decoding ×: the same without the prefill; formula: the prediction at its "
+    "α, c and v, on the same scale. α by position: the share of steps whose i-th draft was "
     "kept. MB: the target's weights plus what the drafter holds. same tokens (greedy): prompts whose output "
     "equals plain decoding's."
 )
@@ -270,10 +273,11 @@ def table(rows: list[dict]) -> list[list]:
 
 
 def verdict_html(report: dict, rows: list[dict]) -> str:
-    plain = board_table.fastest_plain(board_table.final_runs(report))
+    plain = board_table.fastest_plain(board_table.probe_runs(report))
     won = [w for w in board_table.winners(report)]
     lines = [f"<b>Against:</b> the fastest plain decoding measured, {html.escape(plain.name)}, "
-             f"{plain.tok_s:.2f} tok/s" + (f" ({plain.decode_tok_s:.2f} decoding only)" if plain.decode_tok_s else "")]
+             f"{plain.tok_s:.2f} tok/s" + (f" ({plain.decode_tok_s:.2f} decoding only)" if plain.decode_tok_s else "")
+             + ", the median over the probe round's cells"]
     if rows:
         top = rows[0]
         lines.append(f"<b>Fastest:</b> {html.escape(top['entry'])} ({html.escape(top['what'])}), "

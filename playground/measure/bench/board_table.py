@@ -10,6 +10,7 @@ runner's plain decoding is no win for the user.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import median
 
 from playground.config import DRAFTER_LABELS, TREE
 from playground.engine.sampling import expected_speedup, expected_tokens_per_call, verify_cost
@@ -30,28 +31,67 @@ def final_runs(report: dict) -> list[dict]:
 
 @dataclass(frozen=True)
 class Plain:
-    """The fastest plain decoding of a run: what it is, and its rates."""
+    """A plain decoding the board compares with: what it is, its rates (medians over the board's
+    cells), and for ours the runner whose cells measured it."""
 
     name: str
     tok_s: float
     decode_tok_s: float | None
+    runner: str | None = None
+
+
+def probe_runs(report: dict) -> list[dict]:
+    """The probe round's runs: every entry measured once, in one pass, which the plain rates are taken from."""
+    return [r for r in report["runs"] if "board" in r and r["board"]["round"] == 1]
+
+
+def summary_of(run: dict, category: str | None) -> dict | None:
+    s = run["summary"] if category is None else run["categories"].get(category)
+    return s if s and s.get("prompts") else None
+
+
+def plains(runs: list[dict], category: str | None = None) -> list[Plain]:
+    """Every plain decoding the board measured. Each cell times its own plain run beside its
+    speculative one, so a machine that slows down over a long board slows both alike; across cells
+    it does not. So a runner's plain rate is the median over its cells, and a reference engine's
+    (timed beside one cell) is its ratio to that cell's plain run times that median."""
+    by_runner: dict[str, list[tuple[float, float | None]]] = {}
+    for run in runs:
+        if (s := summary_of(run, category)) is not None:
+            by_runner.setdefault(run.get("runner", "?"), []).append((s["baseline_tok_s"], s.get("baseline_decode_tok_s")))
+    medians = {r: (median(t for t, _ in rates), median(d for _, d in rates) if all(d for _, d in rates) else None)
+               for r, rates in by_runner.items()}
+    found = [Plain(f"ours, plain, {r} runner", t, d, r) for r, (t, d) in medians.items()]
+    for run in runs:
+        s = summary_of(run, category)
+        for key, label in REFERENCES.items():
+            if s is not None and s.get(f"{key}_tok_s") and s["baseline_tok_s"]:
+                t, d = medians[run.get("runner", "?")]
+                decode = s.get(f"{key}_decode_tok_s")
+                found.append(Plain(label, s[f"{key}_tok_s"] / s["baseline_tok_s"] * t,
+                                   decode / s["baseline_decode_tok_s"] * d if decode and d and
+                                   s.get("baseline_decode_tok_s") else None))
+    return found
 
 
 def fastest_plain(runs: list[dict], category: str | None = None) -> Plain:
-    """The fastest plain decoding any run measured (ours on its runner, or a reference's own loop)."""
-    best = Plain("none", 0.0, None)
-    for run in runs:
-        s = run["summary"] if category is None else run["categories"].get(category)
-        if not s or not s.get("prompts"):
-            continue
-        candidates = [(f"ours, plain, {run.get('runner', '?')} runner", s["baseline_tok_s"],
-                       s.get("baseline_decode_tok_s"))]
-        candidates += [(label, s[f"{key}_tok_s"], s.get(f"{key}_decode_tok_s"))
-                       for key, label in REFERENCES.items() if f"{key}_tok_s" in s]
-        for name, rate, decode in candidates:
-            if rate > best.tok_s:
-                best = Plain(name, rate, decode)
-    return best
+    """The fastest plain decoding the board measured (ours on a runner, or a reference's own loop)."""
+    return max(plains(runs, category), key=lambda p: p.tok_s, default=Plain("none", 0.0, None))
+
+
+def over_fastest(run: dict, runs: list[dict], category: str | None = None, decode: bool = False) -> float | None:
+    """A cell's speed over the fastest plain decoding: its own side-by-side speedup (drift-proof),
+    times its runner's plain rate over the fastest plain rate (medians over the probe's cells, `runs`)."""
+    s, found = summary_of(run, category), plains(runs, category)
+    own = next((p for p in found if p.runner == run.get("runner", "?")), None)
+    best = max(found, key=lambda p: p.decode_tok_s or 0.0) if decode else max(found, key=lambda p: p.tok_s)
+    if s is None or own is None:
+        return None
+    if decode:
+        if not (s.get("decode_speedup_total") and own.decode_tok_s and best.decode_tok_s):
+            return None
+        return s["decode_speedup_total"] * own.decode_tok_s / best.decode_tok_s
+    return s["speedup_total"] * own.tok_s / best.tok_s if best.tok_s else 0.0
 
 
 def label(run: dict) -> str:
@@ -66,15 +106,15 @@ def label(run: dict) -> str:
 
 
 def leaderboard(report: dict) -> list[dict]:
-    """One row per entry, fastest first, each against the fastest plain decoding of the run."""
-    runs = final_runs(report)
-    plain = fastest_plain(runs)
+    """One row per entry, fastest first (over_fastest), each against the fastest plain decoding measured."""
+    runs, every = final_runs(report), probe_runs(report)
+    plain = fastest_plain(every)
     rows = []
     for run in runs:
         s, mark = run["summary"], run["board"]
         if not s.get("prompts"):
             continue
-        own = s["baseline_tok_s"] or 1.0
+        own = next(p.tok_s for p in plains(every) if p.runner == run.get("runner", "?"))
         rows.append({
             "entry": mark["entry"], "what": label(run), "runner": run.get("runner"),
             "gamma": run["settings"]["tree_depth" if run["settings"].get("speculation") == TREE else "gamma"],
@@ -83,31 +123,28 @@ def leaderboard(report: dict) -> list[dict]:
             "memory_mb": s.get("speculative_memory_mb"), "tok_s": s["speculative_tok_s"],
             "decode_tok_s": s.get("speculative_decode_tok_s"),
             "over_own_plain": s["speedup_total"],
-            "over_fastest": s["speculative_tok_s"] / plain.tok_s if plain.tok_s else 0.0,
-            "decode_over_fastest": (s["speculative_decode_tok_s"] / plain.decode_tok_s
-                                    if plain.decode_tok_s and s.get("speculative_decode_tok_s") else None),
+            "over_fastest": over_fastest(run, every),
+            "decode_over_fastest": over_fastest(run, every, decode=True),
             "predicted": s["predicted_speedup"],
             "predicted_over_fastest": s["predicted_speedup"] * own / plain.tok_s if plain.tok_s else 0.0,
             "identical": f"{s['identical_prompts']}/{s['prompts']}" if s.get("identical_prompts") is not None else "",
             "round": mark["round"], "forecast": mark.get("forecast", {}),
         })
-    return sorted(rows, key=lambda r: -r["tok_s"])
+    return sorted(rows, key=lambda r: -r["over_fastest"])
 
 
 def winners(report: dict) -> list[dict]:
-    """Per category: the entry with the most tokens per second, or plain decoding where none beats it."""
-    runs = final_runs(report)
+    """Per category: the entry furthest over the fastest plain decoding, or plain decoding where none beats it."""
+    runs, every = final_runs(report), probe_runs(report)
     categories = list(dict.fromkeys(c for run in runs for c in run["categories"]))
     out = []
     for category in categories:
-        plain = fastest_plain(runs, category)
-        rated = [(run["categories"][category]["speculative_tok_s"], run) for run in runs
-                 if run["categories"].get(category, {}).get("prompts")]
-        rate, best = max(rated, key=lambda x: x[0], default=(0.0, None))
-        wins = best is not None and rate > plain.tok_s
+        plain = fastest_plain(every, category)
+        rated = [(x, run) for run in runs if (x := over_fastest(run, every, category)) is not None]
+        ratio, best = max(rated, key=lambda x: x[0], default=(0.0, None))
+        wins = best is not None and ratio > 1
         out.append({"category": category, "winner": best["board"]["entry"] if wins else "plain decoding",
-                    "tok_s": rate if wins else plain.tok_s, "over_fastest": rate / plain.tok_s if plain.tok_s else 0.0,
-                    "fastest_plain": plain.name})
+                    "over_fastest": ratio, "fastest_plain": plain.name})
     return out
 
 
@@ -177,18 +214,21 @@ def coverage(report: dict, prompt_id) -> tuple[list[int], dict[str, list[bool]]]
 
 def format_board(report: dict) -> str:
     """The leaderboard, the winners and the sentences, as the CLI prints them."""
-    rows, plain = leaderboard(report), fastest_plain(final_runs(report))
+    rows, plain = leaderboard(report), fastest_plain(probe_runs(report))
     head = (f"{'entry':<32} {'γ':>2} {'α':>5} {'α by position':<20} {'c':>6} {'v':>5} {'tok/call':>8} "
-            f"{'tok/s':>7} {'dec tok/s':>9} {'× fastest':>9} {'predicted':>9} {'MB':>6} same")
+            f"{'tok/s':>7} {'dec tok/s':>9} {'× fastest':>9} {'dec ×':>6} {'predicted':>9} {'MB':>6} same")
     lines = [f"The drafts board: against the fastest plain decoding, {plain.name} ({plain.tok_s:.2f} tok/s"
-             + (f", {plain.decode_tok_s:.2f} decoding only)" if plain.decode_tok_s else ")"), head]
+             + (f", {plain.decode_tok_s:.2f} decoding only" if plain.decode_tok_s else "")
+             + "; medians over the probe's cells), each drafter's own side-by-side speedup rescaled to it", head]
     for r in rows:
         positions = "/".join(f"{a:.2f}" for a in r["alpha_by_position"][:4])
         decode = f"{r['decode_tok_s']:.2f}" if r["decode_tok_s"] is not None else "-"
+        decode_x = f"{r['decode_over_fastest']:.2f}×" if r["decode_over_fastest"] is not None else "-"
         memory = f"{r['memory_mb']:.0f}" if r["memory_mb"] is not None else "-"
         lines.append(f"{r['entry'][:32]:<32} {r['gamma']:>2} {r['alpha']:>5.2f} {positions:<20} {r['c']:>6.3f} "
                      f"{r['verify_cost']:>5.2f} {r['tokens_per_call']:>8.2f} {r['tok_s']:>7.2f} {decode:>9} "
-                     f"{r['over_fastest']:>8.2f}× {r['predicted_over_fastest']:>8.2f}× {memory:>6} {r['identical']}")
+                     f"{r['over_fastest']:>8.2f}× {decode_x:>6} {r['predicted_over_fastest']:>8.2f}× {memory:>6} "
+                     f"{r['identical']}")
     lines.append("Winner per category: " + "; ".join(f"{w['category']}: {w['winner']} ({w['over_fastest']:.2f}×)"
                                                      for w in winners(report)))
     lines += cannot_pay(report)

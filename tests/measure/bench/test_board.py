@@ -145,11 +145,22 @@ def test_speedups_are_against_the_fastest_plain_decoding_named():
     rows = board_table.leaderboard(report)
     assert [(r["entry"], r["gamma"]) for r in rows] == [("model", 2), ("suffix", 3)]  # the last round's
     assert rows[0]["over_fastest"] == pytest.approx(13 / 11.5)
-    assert board_table.winners(report) == [{"category": "coding", "winner": "model", "tok_s": 13.0,
+    assert board_table.winners(report) == [{"category": "coding", "winner": "model",
                                             "over_fastest": pytest.approx(13 / 11.5),
                                             "fastest_plain": "llama.cpp's own loop"}]
     slow = {"runs": [run_of("model", 9.0, 10.0)]}
     assert board_table.winners(slow)[0]["winner"] == "plain decoding"
+
+
+def test_a_machine_slowing_down_over_the_board_moves_no_ratio():
+    """Each cell's plain run is timed beside its speculative one; across cells the machine may drift
+    (here it halves its speed), so a runner's plain rate is the median over its cells and each cell
+    keeps its own side-by-side speedup: two equal drafters measured before and after the slowdown tie."""
+    report = {"runs": [run_of("suffix", 12.0, 10.0), run_of("prompt_lookup", 6.0, 5.0), run_of("self", 5.0, 7.5)]}
+    rows = {r["entry"]: r for r in board_table.leaderboard(report)}
+    assert rows["suffix"]["over_fastest"] == pytest.approx(rows["prompt_lookup"]["over_fastest"]) == pytest.approx(1.2)
+    assert rows["self"]["over_fastest"] == pytest.approx(5 / 7.5)
+    assert board_table.fastest_plain(report["runs"]).tok_s == 7.5  # the median of 10, 5 and 7.5
 
 
 def test_the_map_says_which_drafter_cannot_pay():
