@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from playground.config import CHAIN, DRAFTERS, MODEL, TREE, TREE_DRAFTERS, RunConfig
-from playground.engine.sampling import verify_cost
 from playground.measure.bench.sweep import Grid, Plan, Progress, SettingError, measure
 
 PROBE_GAMMA = 4  # the probe's γ: the best γ is chosen among 1..PROBE_GAMMA
@@ -122,6 +121,8 @@ def forecast(records: list[dict], c: float, v, gamma: int) -> float:
     """The formula's speedup had the probe's chains been cut to γ tokens, from its per-position
     counts: tokens per call 1 + Σ_{i<γ} accepted_i / calls, drafting c per drafted token, verifying
     v(1 + drafted per call). v: the target's v(1), v(2), ... through the run's runner."""
+    from playground.engine.sampling import verify_cost  # torch: not at import (the CLI's --help stays light)
+
     calls = sum(r["target_calls"] for r in records)
     if not calls:
         return 1.0
