@@ -18,6 +18,8 @@ import json
 import os
 import weakref
 
+from playground.measure.bench.references import loops
+
 INSTALL = "onnxruntime-genai is in requirements.txt: pip install -r requirements.txt"
 
 
@@ -102,47 +104,10 @@ def stats_of(generator) -> dict:
 
 
 def record_fields(runs: dict) -> dict:
-    """One prompt's onnxruntime-genai fields: its plain and speculative speed with and without the
-    prefill, ours over its plain loop, its acceptance counters, and whether its greedy tokens equal
-    our baseline's on the same build (a different loop over the same kernels: reported, not assumed)."""
-    base, spec, plain = runs["baseline"], runs["speculative"], runs["ortgenai"]
-    fields = {
-        "ortgenai_new_tokens": len(plain.tokens), "ortgenai_seconds": plain.seconds, "ortgenai_tok_s": plain.tok_s,
-        **plain.decode_fields("ortgenai"),
-        "ortgenai_identical": plain.tokens == base.tokens,
-        "baseline_over_ortgenai": base.tok_s / plain.tok_s if plain.tok_s else 0.0,
-        "speculative_over_ortgenai": spec.tok_s / plain.tok_s if plain.tok_s else 0.0,
-    }
-    if "ortgenai_speculative" in runs:
-        theirs = runs["ortgenai_speculative"]
-        fields.update({
-            "ortgenai_speculative_new_tokens": len(theirs.tokens), "ortgenai_speculative_seconds": theirs.seconds,
-            "ortgenai_speculative_tok_s": theirs.tok_s, **theirs.decode_fields("ortgenai_speculative"),
-            "ortgenai_speculative_identical": theirs.tokens == plain.tokens,
-            "ortgenai_speculative_stats": theirs.stats,
-        })
-    return fields
+    """One prompt's fields of this engine's loop (loops.record_fields)."""
+    return loops.record_fields(runs, "ortgenai")
 
 
 def summary_fields(records: list[dict], ours: dict) -> dict:
-    """A group's onnxruntime-genai summary: total-token rates with and without the prefill, identity counts."""
-    from playground.measure.bench.summary import rate  # summary imports this module: read when called
-
-    plain = rate(records, "ortgenai_new_tokens", "ortgenai_seconds")
-    fields = {"ortgenai_tok_s": plain, "ortgenai_decode_tok_s": rate(records, "ortgenai_decode_tokens",
-                                                                      "ortgenai_decode_seconds"),
-              "ortgenai_identical_prompts": sum(r["ortgenai_identical"] for r in records),
-              "baseline_over_ortgenai": ours["baseline_tok_s"] / plain if plain else 0.0,
-              "speculative_over_ortgenai": ours["speculative_tok_s"] / plain if plain else 0.0}
-    if "ortgenai_speculative_tok_s" in records[0]:
-        stats = [r["ortgenai_speculative_stats"] for r in records]
-        proposed = sum(s.get("draft_tokens_proposed", 0) for s in stats)
-        fields["ortgenai_speculative_acceptance"] = (sum(s.get("draft_tokens_accepted", 0) for s in stats) / proposed
-                                                     if proposed else None)
-        fields.update({"ortgenai_speculative_tok_s": rate(records, "ortgenai_speculative_new_tokens",
-                                                          "ortgenai_speculative_seconds"),
-                       "ortgenai_speculative_decode_tok_s": rate(records, "ortgenai_speculative_decode_tokens",
-                                                                 "ortgenai_speculative_decode_seconds"),
-                       "ortgenai_speculative_identical_prompts":
-                           sum(r["ortgenai_speculative_identical"] for r in records)})
-    return fields
+    """A group's summary of this engine's loop, its acceptance from its own counters (loops.summary_fields)."""
+    return loops.summary_fields(records, ours, "ortgenai", "draft_tokens_proposed", "draft_tokens_accepted")

@@ -31,6 +31,8 @@ import sys
 import weakref
 from pathlib import Path
 
+from playground.measure.bench.references import loops
+
 INSTALL = "pip install openvino-genai (README, '--reference')"
 
 
@@ -175,48 +177,10 @@ def stats_of(result) -> dict:
 
 
 def record_fields(runs: dict) -> dict:
-    """One prompt's OpenVINO fields: its plain (and speculative) speed with and without the prefill,
-    ours over its plain loop, its acceptance counters, and whether its greedy tokens equal our
-    baseline's (a different runtime on the same file: reported, not assumed)."""
-    base, spec, plain = runs["baseline"], runs["speculative"], runs["openvino"]
-    fields = {
-        "openvino_new_tokens": len(plain.tokens), "openvino_seconds": plain.seconds, "openvino_tok_s": plain.tok_s,
-        **plain.decode_fields("openvino"),
-        "openvino_identical": plain.tokens == base.tokens,
-        "baseline_over_openvino": base.tok_s / plain.tok_s if plain.tok_s else 0.0,
-        "speculative_over_openvino": spec.tok_s / plain.tok_s if plain.tok_s else 0.0,
-    }
-    if "openvino_speculative" in runs:
-        theirs = runs["openvino_speculative"]
-        fields.update({
-            "openvino_speculative_new_tokens": len(theirs.tokens), "openvino_speculative_seconds": theirs.seconds,
-            "openvino_speculative_tok_s": theirs.tok_s, **theirs.decode_fields("openvino_speculative"),
-            "openvino_speculative_identical": theirs.tokens == plain.tokens,
-            "openvino_speculative_stats": theirs.stats,
-        })
-    return fields
+    """One prompt's fields of this engine's loop (loops.record_fields)."""
+    return loops.record_fields(runs, "openvino")
 
 
 def summary_fields(records: list[dict], ours: dict) -> dict:
-    """A group's OpenVINO summary: total-token rates with and without the prefill, identity counts,
-    its acceptance pooled over the prompts."""
-    from playground.measure.bench.summary import rate  # summary imports this module: read when called
-
-    plain = rate(records, "openvino_new_tokens", "openvino_seconds")
-    fields = {"openvino_tok_s": plain, "openvino_decode_tok_s": rate(records, "openvino_decode_tokens",
-                                                                      "openvino_decode_seconds"),
-              "openvino_identical_prompts": sum(r["openvino_identical"] for r in records),
-              "baseline_over_openvino": ours["baseline_tok_s"] / plain if plain else 0.0,
-              "speculative_over_openvino": ours["speculative_tok_s"] / plain if plain else 0.0}
-    if all("openvino_speculative_tok_s" in r for r in records):
-        stats = [r["openvino_speculative_stats"] for r in records]
-        drafted = sum(s.get("draft_tokens", 0) for s in stats)
-        fields["openvino_speculative_acceptance"] = (sum(s.get("accepted_tokens", 0) for s in stats) / drafted
-                                                     if drafted else None)
-        fields.update({"openvino_speculative_tok_s": rate(records, "openvino_speculative_new_tokens",
-                                                          "openvino_speculative_seconds"),
-                       "openvino_speculative_decode_tok_s": rate(records, "openvino_speculative_decode_tokens",
-                                                                 "openvino_speculative_decode_seconds"),
-                       "openvino_speculative_identical_prompts":
-                           sum(r["openvino_speculative_identical"] for r in records)})
-    return fields
+    """A group's summary of this engine's loop, its acceptance from its own counters (loops.summary_fields)."""
+    return loops.summary_fields(records, ours, "openvino", "draft_tokens", "accepted_tokens")
