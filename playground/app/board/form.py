@@ -9,10 +9,9 @@ from playground.measure.bench import board, sweep
 from playground.measure.bench.prompts import Prompt
 from playground.app.shared.flow import read_settings, whole
 from playground.app.shared.form import Form
-from playground.app.shared.prompt_sets import BUILTIN, choose_prompts
+from playground.app.shared.prompt_sets import BUILTIN, MAX_REPEATS, choose_prompts
 
 MAX_RUNS = 200  # entries × prompts: past this the board takes most of a day on a CPU
-MAX_REPEATS = 10
 MAX_BUDGET_MIN = 24 * 60
 OWN = "your prompts"  # the category of a prompt typed into the page
 

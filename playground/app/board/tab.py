@@ -22,21 +22,20 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground.config import KNOBS
 from playground.measure.bench import board, board_table, sweep
 from playground.measure.bench.board_charts import board_map_figure, coverage_figure
 from playground.measure.bench.machine import spare_a_core
-from playground.measure.bench.prompts import categories_of, load_prompts, prompt_name
+from playground.measure.bench.prompts import prompt_name
 from playground.measure.bench.report import SCHEMA, settings_of, write_csv, write_json
 from playground.measure.bench.runs import Interrupted
-from playground.app.board.form import MAX_BUDGET_MIN, MAX_REPEATS, BoardForm, BoardPlan, planned
+from playground.app.board.form import MAX_BUDGET_MIN, BoardForm, BoardPlan, planned
 from playground.app.shared import controls
 from playground.app.shared.context import AppContext
 from playground.app.shared.flow import (Stop, guarded, load_pair, model_job, outputs, parsed,
                                         random_weights_note, status_html)
 from playground.app.shared.lockstep import streamed
 from playground.app.shared.plots import empty_figure
-from playground.app.shared.prompt_sets import BUILTIN, MAX_PER_CATEGORY
+from playground.app.shared.prompt_sets import prompt_controls, run_controls
 
 TITLE = "Drafts"
 
@@ -90,22 +89,12 @@ def build(ctx: AppContext) -> dict:
                                         label="drafters", elem_id="bd-drafters",
                                         info="model:NAME drafts with another model of models.yaml; -tree rows "
                                              "draft token trees")
-            examples = gr.CheckboxGroup(list(BUILTIN), value=[next(iter(BUILTIN))], label="example prompts",
-                                        elem_id="bd-examples")
-            with gr.Row():
-                categories = gr.CheckboxGroup(categories_of(load_prompts()), label="Spec-Bench categories",
-                                              elem_id="bd-categories", scale=3)
-                per_category = gr.Number(1, minimum=1, maximum=MAX_PER_CATEGORY, precision=0,
-                                         label="prompts per category", elem_id="bd-per-category", scale=1)
+            examples, categories, per_category = prompt_controls("bd")
             own = gr.Textbox("", lines=3, label="your prompts, one per line (optional)", elem_id="bd-own")
         with gr.Column(scale=2):
             pair = controls.pair_control(ctx, "bd-pair")
             with gr.Row():
-                length = KNOBS["max_new_tokens"]
-                tokens = gr.Number(48, minimum=length.low, maximum=length.high, precision=0, label="max new tokens",
-                                   elem_id="bd-tokens")
-                repeats = gr.Number(1, minimum=1, maximum=MAX_REPEATS, precision=0, label="repeats (median kept)",
-                                    elem_id="bd-repeats")
+                tokens, repeats = run_controls("bd", 48)
             with gr.Row():
                 temperature = controls.control("temperature", 0.0, elem_id="bd-temperature")
                 seed = controls.control("seed", elem_id="bd-seed")

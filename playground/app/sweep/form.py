@@ -14,10 +14,9 @@ from playground.config import DRAFTER_LABELS, DRAFTERS, KNOBS, MODEL, TREE
 from playground.measure.bench import sweep
 from playground.app.shared.flow import read_settings, whole
 from playground.app.shared.form import Form
-from playground.app.shared.prompt_sets import BUILTIN, choose_prompts
+from playground.app.shared.prompt_sets import BUILTIN, MAX_REPEATS, choose_prompts
 
 MAX_RUNS = 400  # cells × prompts: past this a CPU sweep takes a day
-MAX_REPEATS = 10
 ROW_KINDS = [*DRAFTERS, TREE]
 ROW_LABELS = {**DRAFTER_LABELS, TREE: "draft tree (γ = depth)"}
 # The draft knobs a page sweep may vary beside the row kind (the pair's draft stays loaded, so not

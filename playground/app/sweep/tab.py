@@ -19,11 +19,11 @@ from pathlib import Path
 import gradio as gr
 import plotly.graph_objects as go
 
-from playground.config import KNOBS, MODEL
+from playground.config import MODEL
 from playground.measure.bench import sweep
 from playground.measure.bench.machine import spare_a_core
 from playground.measure.teach.points import point_from_record
-from playground.measure.bench.prompts import categories_of, load_prompts, prompt_name
+from playground.measure.bench.prompts import prompt_name
 from playground.measure.bench.report import write_csv, write_json
 from playground.app.shared import controls
 from playground.app.shared.context import AppContext
@@ -31,8 +31,8 @@ from playground.app.shared.flow import (Stop, guarded, load_pair, model_job, out
                                         random_weights_note, status_html)
 from playground.app.shared.lockstep import streamed
 from playground.app.shared.plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR, empty_figure, figure, line
-from playground.app.shared.prompt_sets import MAX_PER_CATEGORY
-from playground.app.sweep.form import BUILTIN, DRAFT_AXIS, MAX_REPEATS, ROW_KINDS, ROW_LABELS, SweepForm, planned
+from playground.app.shared.prompt_sets import prompt_controls, run_controls
+from playground.app.sweep.form import DRAFT_AXIS, ROW_KINDS, ROW_LABELS, SweepForm, planned
 
 TITLE = "Sweep"
 
@@ -94,24 +94,12 @@ def build(ctx: AppContext) -> dict:
                 info="each combination is a row, as the benchmark's --sweep writes them: e.g. "
                      "draft_vocab=0,65536 ngram_max=2,3 (one of: " + ", ".join(DRAFT_AXIS) + ")",
             )
-            examples = gr.CheckboxGroup(
-                list(BUILTIN), value=[next(iter(BUILTIN))], label="example prompts", elem_id="sw-examples"
-            )
-            with gr.Row():
-                categories = gr.CheckboxGroup(
-                    categories_of(load_prompts()), label="Spec-Bench categories", elem_id="sw-categories", scale=3
-                )
-                per_category = gr.Number(1, minimum=1, maximum=MAX_PER_CATEGORY, precision=0,
-                                         label="prompts per category", elem_id="sw-per-category", scale=1)
+            examples, categories, per_category = prompt_controls("sw")
         with gr.Column(scale=2):
             pair = controls.pair_control(ctx, "sw-pair")
             controls.describe_pair(ctx, pair)
             with gr.Row():
-                length = KNOBS["max_new_tokens"]
-                tokens = gr.Number(32, minimum=length.low, maximum=length.high, precision=0, label="max new tokens",
-                                   elem_id="sw-tokens")
-                repeats = gr.Number(1, minimum=1, maximum=MAX_REPEATS, precision=0, label="repeats (median kept)",
-                                    elem_id="sw-repeats")
+                tokens, repeats = run_controls("sw", 32)
                 seed = controls.control("seed", elem_id="sw-seed")
             with gr.Row():
                 run = gr.Button("Run the sweep", variant="primary", scale=3, elem_id="sw-run")
