@@ -153,7 +153,7 @@ def test_every_knob_is_a_control_with_the_record_default_and_range():
 
 # Every tab's controls, found by label or by name (elem_id without the tab's prefix): race (none),
 # step-through, export and the p/q explorer, theory, lab, lesson, sweep, served.
-TAB_PREFIXES = ("st", "ex", "th", "lab", "lesson", "sw", "sv")
+TAB_PREFIXES = ("st", "ex", "th", "lab", "lesson", "sw", "sv", "bd")
 # Where a tab departs from the record, and why. Nothing else may.
 OWN_DEFAULTS = {
     "lab-temperature": 1.0,  # the lab samples: at temperature 0 every draw is the same token
@@ -198,7 +198,7 @@ def test_every_tabs_knob_controls_have_the_record_default_range_and_label():
         elif k.choices:
             assert tuple(value for _, value in control.choices) == k.choices, where
     assert set(seen) == {"race", *TAB_PREFIXES}, seen  # every tab was walked
-    for tab in ("th", "lab", "lesson", "sw"):  # the tabs with their own few controls
+    for tab in ("th", "lab", "lesson", "sw", "bd"):  # the tabs with their own few controls
         assert "pair" in seen[tab], tab
     assert {"temperature", "top_k", "top_p", "seed"} <= set(seen["lab"])
     assert {"drafter", "temperature", "gamma"} <= set(seen["th"]) and "gamma" in seen["lesson"]
