@@ -43,12 +43,13 @@ def check_installed() -> None:
         raise ValueError(f"llama.cpp needs llama_cpp, which is not importable here: {INSTALL}")
 
 
-def gguf_path(model) -> Path:
-    """The GGUF file the target was loaded from, or an error naming what has one."""
+def gguf_path(model, reader: str = "llama.cpp decodes", role: str = "target") -> Path:
+    """The GGUF file the model was loaded from, or an error naming what has one (`reader`: which
+    engine reads it, as the message says)."""
     locate = getattr(model, "gguf_file", None)  # models/gguf_file.record: a callable -> the file's path
     if locate is None:
         name = getattr(model, "name_or_path", None) or type(model).__name__
-        raise ValueError(f"llama.cpp decodes the GGUF file the target was loaded from, and target {name!r} "
+        raise ValueError(f"{reader} the GGUF file the {role} was loaded from, and {role} {name!r} "
                          "was not loaded from one: choose a pair whose target is a model pack, a local .gguf "
                          "or a hub gguf_file source (the default pair is), or the tiny pair")
     return Path(locate())

@@ -32,6 +32,7 @@ import weakref
 from pathlib import Path
 
 from playground.measure.bench.references import loops
+from playground.measure.bench.references.llamacpp import gguf_path
 
 INSTALL = "pip install openvino-genai (README, '--reference')"
 
@@ -44,13 +45,7 @@ def check_installed() -> None:
 
 def model_file(model, role: str = "target") -> Path:
     """The GGUF file the model was loaded from, or an error naming what is missing."""
-    locate = getattr(model, "gguf_file", None)  # models/gguf_file.record: a callable -> the file's path
-    if locate is None:
-        name = getattr(model, "name_or_path", None) or type(model).__name__
-        raise ValueError(f"OpenVINO GenAI reads the GGUF file the {role} was loaded from, and {role} {name!r} "
-                         "was not loaded from one: choose a pair whose target is a model pack, a local .gguf "
-                         "or a hub gguf_file source (the default pair is), or the tiny pair")
-    path = Path(locate())
+    path = gguf_path(model, "OpenVINO GenAI reads", role)
     if not path.is_file():
         raise ValueError(f"OpenVINO GenAI reads the {role}'s GGUF file, and {path} is not there (removed after "
                          "loading? load the pair again to fetch it)")
