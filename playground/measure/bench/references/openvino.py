@@ -14,13 +14,16 @@ Choices, so a reader can check them:
   on (a repeated prompt would skip the prefill), so it is given a scheduler config with prefix
   caching off and an unlimited batch (its latency default otherwise);
 - threads are ours (INFERENCE_NUM_THREADS = torch's thread count);
-- an all-float32 file (the tiny pair's) is computed in float32 with a float32 KV cache, so its greedy
-  tokens can be held to ours; a quantized file gets OpenVINO's own defaults (its u8 KV cache and
-  dynamic quantization where it picks them): whether its tokens equal our baseline's is reported;
-- speculative: `draft_model(file, "CPU")` on the draft's GGUF file with `num_assistant_tokens` = γ,
-  its acceptance from `extended_perf_metrics` (draft tokens generated, accepted). OpenVINO's GGUF
-  reader refuses some quantizations (the default draft's file is mostly Q5_0): such a draft has no
-  speculative row, and the reason is printed once (it needs an OpenVINO IR export of the draft);
+- an all-float32 file (the tiny pair's, read as F16) is computed in float32 with a float32 KV cache,
+  so its greedy tokens can be held to ours when the weights are float16 values; a quantized file gets
+  OpenVINO's own defaults (its u8 KV cache and dynamic quantization where it picks them): whether its
+  tokens equal our baseline's is reported;
+- its GGUF reader refuses an all-float32 file and Q5_0 weights, and `draft_model()` takes only an IR
+  folder: openvino_files.py converts what it refuses (Q8_0, or F16 for float32 matrices) and has
+  OpenVINO write the draft's IR, once, in the cache. The default target's Q4_K_M file is read as it is;
+  the default draft's Q5_0 matrices become Q8_0 (larger, so its draft costs a little more than ours);
+- speculative: that IR folder as its `draft_model` with `num_assistant_tokens` = γ, its acceptance from
+  `extended_perf_metrics` (draft tokens generated, accepted);
 - greedy only: its sampler and RNG are its own.
 """
 
@@ -31,7 +34,7 @@ import sys
 import weakref
 from pathlib import Path
 
-from playground.measure.bench.references import loops
+from playground.measure.bench.references import loops, openvino_files
 from playground.measure.bench.references.llamacpp import gguf_path
 
 INSTALL = "pip install openvino-genai (README, '--reference')"
@@ -74,9 +77,9 @@ PIPELINES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> 
 REFUSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {id(draft): why it has no pipeline}
 
 
-def pipeline_for(target, draft=None):
-    """OpenVINO GenAI's LLMPipeline over the target's GGUF file (with the draft's as its draft model),
-    made once per target and draft."""
+def pipeline_for(target, draft=None, tokenizers=(None, None)):
+    """OpenVINO GenAI's LLMPipeline over the target's IR (with the draft's as its draft model), made once
+    per target and draft; `tokenizers` (target's, draft's) stand in where a file's own cannot encode."""
     import openvino_genai as ov_genai
 
     mine = PIPELINES.setdefault(target, {})
@@ -89,28 +92,27 @@ def pipeline_for(target, draft=None):
         extra = {}
         if draft is not None:
             draft_path = model_file(draft, "draft")
-            extra["draft_model"] = ov_genai.draft_model(str(draft_path), "CPU", **properties(draft_path))
-        mine[key] = ov_genai.LLMPipeline(str(path), "CPU", scheduler_config=scheduler, **extra, **properties(path))
+            folder = openvino_files.ir_folder(draft_path, properties(draft_path), tokenizers[1])
+            extra["draft_model"] = ov_genai.draft_model(str(folder), "CPU", **properties(draft_path))
+        folder = openvino_files.ir_folder(path, properties(path), tokenizers[0])
+        mine[key] = ov_genai.LLMPipeline(str(folder), "CPU", scheduler_config=scheduler, **extra, **properties(path))
     return mine[key]
 
 
-def speculative_problem(target, draft) -> str | None:
-    """Why OpenVINO cannot run this pair speculatively (its GGUF reader refused the draft's file), or
+def speculative_problem(target, draft, tokenizers=(None, None)) -> str | None:
+    """Why OpenVINO cannot run this pair speculatively (it could not build or load the draft), or
     None once its speculative pipeline is made. Said once on stderr, so the run goes on without it."""
     refused = REFUSED.setdefault(target, {})
     if id(draft) in refused:
         return refused[id(draft)]
-    pipeline_for(target)  # the target's own file first: its failure is its own, not the draft's
+    pipeline_for(target, tokenizers=tokenizers)  # the target's own file first: its failure is its own
     try:
-        pipeline_for(target, draft)
+        pipeline_for(target, draft, tokenizers)
         return None
     except (RuntimeError, ValueError) as error:
         lines = str(error).strip().splitlines()
         reason = next((line for line in lines if "gguf" in line.lower()), lines[0] if lines else type(error).__name__)
-        refused[id(draft)] = (f"OpenVINO GenAI cannot load the draft for speculative decoding ({reason.strip()}); "
-                              "its draft_model() needs a GGUF file its reader takes (float32, float16, the default "
-                              "target's Q4_K_M; not the Q5_0 most of the default draft's file is) or an OpenVINO "
-                              "IR folder")
+        refused[id(draft)] = f"OpenVINO GenAI cannot load the draft for speculative decoding ({reason.strip()})"
         print(f"--reference openvino: no speculative row: {refused[id(draft)]}", file=sys.stderr)
         return refused[id(draft)]
 
@@ -134,7 +136,8 @@ def generation_config(pipe, config, eos_token_ids, gamma: int | None):
     return gen
 
 
-def decode(target, prompt_ids, config, eos_token_ids, draft=None) -> tuple[list[int], float, float | None, dict]:
+def decode(target, prompt_ids, config, eos_token_ids, draft=None,
+           tokenizers=(None, None)) -> tuple[list[int], float, float | None, dict]:
     """(new tokens, wall seconds, seconds to the first token, speculative stats) of its own loop on
     one prompt, prefill included; with `draft`, its speculative decoding at γ = config.gamma."""
     import numpy as np
@@ -144,7 +147,7 @@ def decode(target, prompt_ids, config, eos_token_ids, draft=None) -> tuple[list[
 
     if config.temperature != 0:
         raise ValueError("--reference openvino is timed greedy (temperature 0): its sampler and RNG are its own")
-    pipe = pipeline_for(target, draft)
+    pipe = pipeline_for(target, draft, tokenizers)
     gen = generation_config(pipe, config, tuple(eos_token_ids), config.gamma if draft is not None else None)
     ids = ov.Tensor(np.asarray([list(prompt_ids)], dtype=np.int64))
     started = clock(target.device)
