@@ -222,6 +222,8 @@ def measure_prompt(setup: Setup, ids: list[int], config: SpecConfig, repeats: in
     runs = {name: median_run(rs) for name, rs in timed.items()}
     base, spec = runs["baseline"], runs["speculative"]
     record = {"prompt_tokens": len(ids), **speed_fields(base, spec), **speculation_fields(base, spec)}
+    if setup.target_tokenizer is not None:  # what a server's text is held to (--peers)
+        record["baseline_text"] = setup.target_tokenizer.decode(base.tokens, skip_special_tokens=True)
     record.update(identity_fields(setup, ids, config, base, spec))
     if setup.reference:
         record.update(reference_fields(runs, config))

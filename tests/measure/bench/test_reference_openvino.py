@@ -52,6 +52,7 @@ def ours(target, prompt, config):
 
 
 
+@pytest.mark.openvino
 def test_greedy_tokens_equal_ours_and_stop_at_our_end_tokens(openvino_genai, pair):
     from playground.engine.generate import SpecConfig
 
@@ -73,6 +74,7 @@ def test_greedy_tokens_equal_ours_and_stop_at_our_end_tokens(openvino_genai, pai
 
 
 
+@pytest.mark.openvino
 def test_speculative_with_the_draft_file_keeps_the_tokens_and_counts_acceptance(openvino_genai, pair):
     from playground.engine.generate import SpecConfig
 
@@ -88,6 +90,7 @@ def test_speculative_with_the_draft_file_keeps_the_tokens_and_counts_acceptance(
 
 
 
+@pytest.mark.openvino
 def test_the_bench_times_its_rows_beside_ours(openvino_genai, tmp_path):
     out, printed = tmp_path / "r.json", io.StringIO()
     with redirect_stdout(printed):

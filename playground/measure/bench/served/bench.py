@@ -111,7 +111,8 @@ def run_record(prompt, base: dict, spec: dict, greedy: bool) -> dict:
             "first_token_s": spec["first_token_s"], "baseline_first_token_s": base["first_token_s"],
             "drafts": spec["drafts"], "drafted": spec["drafted"], "accepted": spec["accepted"],
             "accepted_by_position": spec["accepted_by_position"],
-            "identical": same_output(base, spec) if greedy else None}
+            "identical": same_output(base, spec) if greedy else None,
+            "baseline_text": base["text"], "text": spec["text"]}  # held to our engine's by --peers
 
 
 def same_output(base: dict, spec: dict) -> bool:
@@ -280,7 +281,10 @@ def served_main(parser, args, plan) -> int:
     models = {"pair": run.pair, "target": settings.target_ref.gguf if llamacpp else settings.target_ref.hf_id,
               "draft": settings.draft_ref.gguf if llamacpp else settings.draft_ref.hf_id,
               "dtype": "as in the GGUF files" if llamacpp else placement.dtype,
-              "engine": {"vllm": "vllm", "llamacpp": "llama.cpp (llama-server)"}.get(engine, "served by URL")}
+              "engine": {"vllm": "vllm", "llamacpp": "llama.cpp (llama-server)"}.get(engine, "served by URL"),
+              # the tiny pair vLLM serves is built wider (checkpoints.SERVED_HIDDEN: its attention's head
+              # sizes), so its tokens cannot be held to our tiny engine's
+              "same_weights_as_ours": None if engine == "urls" else not (tiny and engine == "vllm")}
     config = {"served": args.served, "methods": methods, "concurrency": levels, "repeats": args.repeats,
               "prompt_count": len(encoded), "prompts": args.prompts, "categories": args.categories,
               "limit_per_category": args.limit}
