@@ -265,7 +265,7 @@ def served_main(parser, args, plan) -> int:
     tiny = registry.pair(run.pair).random_weights  # the tiny pair: saved once, float32
     try:
         settings = (gguf_settings if engine == "llamacpp" else local_settings)(registry, run)
-        tokenizer = tokenizer_of(settings, tiny)
+        tokenizer = tokenizer_of(settings, tiny, registry.model(registry.pair(run.pair).target))
         placement = placement_for(settings, tiny)
         encoded = [(p, ids) for p in plan.prompts
                    if len(ids := encode_prompt(tokenizer, p.text)) + run.max_new_tokens <= placement.max_model_len]
@@ -298,14 +298,16 @@ def served_main(parser, args, plan) -> int:
     return 0
 
 
-def tokenizer_of(settings, tiny: bool):
+def tokenizer_of(settings, tiny: bool, target_spec=None):
+    """The tokenizer our engine encodes the prompts with: the tiny pair's, else the one in the target's
+    checkpoint on this disk (a hub cache, a local folder, or a model pack's converted checkpoint: the
+    llama.cpp settings name the hub id, which an offline machine cannot reach)."""
     if tiny:
         from playground.models.tiny import byte_tokenizer
         return byte_tokenizer()
     from transformers import AutoTokenizer
-    if settings.target_ref.hf_id:
+    if target_spec is None:
         return AutoTokenizer.from_pretrained(settings.target_ref.hf_id)
-    from pathlib import Path  # a model known only by its GGUF file (a model pack): its own tokenizer
+    from playground.measure.bench.served.checkpoints import cached_checkpoint
 
-    gguf = Path(settings.target_ref.gguf)
-    return AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    return AutoTokenizer.from_pretrained(str(cached_checkpoint(target_spec)))
