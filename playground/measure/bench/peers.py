@@ -90,6 +90,7 @@ def served_rows(name: str, report: dict, ours: dict) -> list[dict]:
     """A server's plain deployment and each speculative one."""
     if report.get("models", {}).get("same_weights_as_ours") is False:
         ours = {}  # other weights (vLLM's wider tiny pair): nothing to hold its text to
+    rows = []
     for i, run in enumerate(report["runs"]):
         records, s = run["prompts"], run["summary"]
         if i == 0:
@@ -166,6 +167,9 @@ def peers_main(argv: list[str], run_bench) -> int:
     if "ours" not in reports:
         print("peers: our own run failed; no table", file=sys.stderr)
         return 1
+    if json_path:  # the parts first: minutes of measurement are kept whatever the table does
+        write_json({"schema": SCHEMA, "command": "python -m playground.bench " + " ".join(argv),
+                    "left_out": missing, "reports": reports}, json_path)
     rows = peer_rows(reports)
     print("Peers: the same prompts, one command; greedy = ours plain compares token ids (loops) or text (servers)")
     print(format_peers(rows, missing))
