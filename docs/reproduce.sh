@@ -98,6 +98,12 @@ if python -m playground.serve setup llamacpp; then
   python -m playground.bench --categories translation,summarization,qa,math_reasoning,rag,coding,writing --limit 1 \
       --temperature 0 --max-new-tokens 96 --repeats 1 --drafters all --reference llama.cpp \
       --json out/board.json --csv out/board.csv --png assets/board_map.png
+  # Every peer in one table: ours with llama.cpp's, ORT GenAI's and OpenVINO GenAI's loops beside, then
+  # llama-server and vLLM plain and speculative (about 22 min; a peer not installed is left out, saying how)
+  python -m playground.serve setup llama-server && python -m playground.serve setup vllm \
+    && pip install -q "openvino-genai==2026.4.1" \
+    && python -m playground.bench --peers --categories coding --limit 4 --temperature 0 --max-new-tokens 96 \
+      --repeats 1 --warmup 1 --json out/peers-coding.json
 fi
 # Table 5 - the GPU oracle and the app's CUDA paths (one CUDA GPU, no network, no model files;
 # about 12 min on an H200; skipped without a GPU)

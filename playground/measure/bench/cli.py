@@ -128,8 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "decoding of the target's GGUF file (needs llama-cpp-python, an optional extra); "
                              "onnxruntime-genai: its own loop, plain and speculative (its draft at gamma), on "
                              "the onnxruntime runner's builds of the same checkpoints (greedy); openvino: OpenVINO "
-                             "GenAI's LLMPipeline on the target's GGUF file, plain and (when it reads the draft's "
-                             "file) speculative (greedy; pip install openvino-genai)")
+                             "GenAI's LLMPipeline on the models' GGUF files (written once as its IR in the cache), "
+                             "plain and speculative (greedy; pip install openvino-genai)")
     served = p.add_argument_group("served engines (docs/benchmarks.md, 'Served engines')")
     served.add_argument("--served", metavar="vllm|llamacpp|URL[,URL]",
                         help="time a server instead of our engine: 'vllm' starts plain and speculative servers "

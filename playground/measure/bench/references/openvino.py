@@ -1,5 +1,5 @@
-"""What an OpenVINO user would run instead: OpenVINO GenAI's LLMPipeline on the target's GGUF file,
-plainly and, where OpenVINO can read the draft, with its own speculative decoding.
+"""What an OpenVINO user would run instead: OpenVINO GenAI's LLMPipeline on the pair's GGUF files,
+plainly and with its own speculative decoding.
 
 `python -m playground.bench --reference openvino` times, beside our runs, `openvino_genai.LLMPipeline`
 on the GGUF file the target was loaded from (`model.gguf_file`, models/gguf_file.py: the file the
