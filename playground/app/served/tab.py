@@ -21,11 +21,11 @@ from functools import partial
 
 import gradio as gr
 
-from playground.app.served import figures
+from playground.app.served import figures, openvino_race
 from playground.app.served.sessions import SessionServers
 from playground.app.shared import controls
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import Stop, check_prompt, fail, model_job, outputs, status_html
+from playground.app.shared.flow import Stop, check_prompt, fail, load_pair, model_job, outputs, status_html
 from playground.app.shared.form import Form
 from playground.config import MODEL, PROMPT_LOOKUP, RunConfig
 from playground import export
@@ -39,8 +39,8 @@ from playground.measure.bench.served.deploy import gguf_settings, llamacpp_args,
 
 TITLE = "Served"
 METHODS = {"draft_model": MODEL, "ngram": PROMPT_LOOKUP}  # the served method -> the run's drafter
-VLLM, LLAMACPP = "vLLM", "llama.cpp"
-ENGINES = (VLLM, LLAMACPP)
+VLLM, LLAMACPP, OPENVINO = "vLLM", "llama.cpp", "OpenVINO GenAI"
+ENGINES = (VLLM, LLAMACPP, OPENVINO)  # OpenVINO runs in this process (openvino_race.py): races only
 LEVELS = "1,2,4,8,16"
 REDRAW_S = 0.2
 
@@ -96,7 +96,8 @@ def build(ctx: AppContext) -> dict:
     servers = SessionServers()
     gr.Markdown("Deploy the pair on **vLLM** (from its own venv: `python -m playground.serve setup vllm`) "
                 "or **llama.cpp**'s llama-server on the pair's GGUF files (`python -m playground.serve setup "
-                "llama-server`), from the Export tab's command, "
+                "llama-server`), from the Export tab's command, or race **OpenVINO GenAI**'s own loop on "
+                "them in this process (`pip install openvino-genai`; greedy, no concurrency sweep), "
                 "plainly and with speculative decoding, race the two on one prompt, then sweep simultaneous "
                 "requests: at high batch the target is compute-bound and the extra verified tokens cost "
                 "throughput. Leave the URLs empty to start servers here (127.0.0.1), or attach to running "
@@ -235,6 +236,9 @@ def race_job(ctx: AppContext, servers: SessionServers, view: ServedView, form: S
     its own clock; acceptance from the speculative server's counters."""
     try:
         run, _ = form.parse()
+        if form.engine == OPENVINO:
+            yield from openvino_job(ctx, view, form, run)
+            return
         plain, spec = yield from clients(ctx, servers, form, run, view.status)
         before = counters(spec)
         times, texts, finals = yield from streaming(view, prompt_of(ctx, form, run), run,
@@ -248,6 +252,23 @@ def race_job(ctx: AppContext, servers: SessionServers, view: ServedView, form: S
         yield frame
     except (ValueError, ServedError, RuntimeError) as e:
         yield from fail(view.status, str(e))
+
+
+def openvino_job(ctx: AppContext, view: ServedView, form: ServedForm, run: RunConfig):
+    """The race on OpenVINO GenAI's own loop: the pair loaded here, plain then with its draft."""
+    from playground.models.text import encode_prompt
+
+    openvino_race.check(form, run)
+    pair = yield from load_pair(ctx, run, view.status)
+    ids = encode_prompt(pair.tokenizer, form.prompt)
+    yield {view.status: status_html("OpenVINO GenAI: plain, then with its draft (the first race also writes "
+                                    "each model's IR into the cache)…")}
+    times, tokens, spent = openvino_race.race(pair, ids, run)
+    texts = {name: pair.tokenizer.decode(ids_, skip_special_tokens=True) for name, ids_ in tokens.items()}
+    frame = race_frame(view, texts, times, "Done.")
+    frame[view.acceptance] = figures.acceptance_by_position([], spent.alpha)
+    frame[view.summary] = race_summary(times, spent)
+    yield frame
 
 
 def streaming(view: ServedView, prompt: str, run: RunConfig, clients: dict):
@@ -292,6 +313,9 @@ def sweep_job(ctx: AppContext, servers: SessionServers, view: ServedView, form: 
     """Sweep simultaneous requests on both deployments: throughput and latency per level."""
     try:
         run, levels = form.parse()
+        if form.engine == OPENVINO:
+            raise ValueError("engine: OpenVINO GenAI runs in this process, one request at a time; the "
+                             "concurrency sweep needs a server (vLLM or llama.cpp)")
         if not levels:
             raise ValueError(f"simultaneous requests must be comma-separated integers in [1, 256], e.g. {LEVELS}")
         plain, spec = yield from clients(ctx, servers, form, run, view.status)

@@ -136,10 +136,12 @@ def generation_config(pipe, config, eos_token_ids, gamma: int | None):
     return gen
 
 
-def decode(target, prompt_ids, config, eos_token_ids, draft=None,
-           tokenizers=(None, None)) -> tuple[list[int], float, float | None, dict]:
+def decode(target, prompt_ids, config, eos_token_ids, draft=None, tokenizers=(None, None),
+           on_token=None) -> tuple[list[int], float, float | None, dict]:
     """(new tokens, wall seconds, seconds to the first token, speculative stats) of its own loop on
-    one prompt, prefill included; with `draft`, its speculative decoding at γ = config.gamma."""
+    one prompt, prefill included; with `draft`, its speculative decoding at γ = config.gamma.
+    `on_token(token_ids)`, when given, is called as its streamer receives tokens (the Served tab's
+    race); returning True from it cancels the generation."""
     import numpy as np
     import openvino as ov
 
@@ -150,8 +152,9 @@ def decode(target, prompt_ids, config, eos_token_ids, draft=None,
     pipe = pipeline_for(target, draft, tokenizers)
     gen = generation_config(pipe, config, tuple(eos_token_ids), config.gamma if draft is not None else None)
     ids = ov.Tensor(np.asarray([list(prompt_ids)], dtype=np.int64))
+    streamer = None if on_token is None else token_streamer(on_token)
     started = clock(target.device)
-    result = pipe.generate(ids, gen)
+    result = pipe.generate(ids, gen, streamer)
     seconds = clock(target.device) - started
     tokens = [int(t) for t in result.tokens[0]][: config.max_new_tokens]
     eos = frozenset(eos_token_ids)
@@ -160,6 +163,22 @@ def decode(target, prompt_ids, config, eos_token_ids, draft=None,
     ttft = result.perf_metrics.get_ttft().mean  # ms from the call's start to the first token
     first = ttft / 1000 if tokens and ttft > 0 else None
     return tokens, seconds, first, stats_of(result) if draft is not None else {}
+
+
+def token_streamer(on_token):
+    """An openvino_genai streamer that hands each token (or a speculative round's tokens) to on_token."""
+    import openvino_genai as ov_genai
+
+    class Tokens(ov_genai.StreamerBase):
+        def write(self, token):
+            ids = [int(t) for t in token] if isinstance(token, (list, tuple)) else [int(token)]
+            stop = on_token(ids)
+            return ov_genai.StreamingStatus.CANCEL if stop else ov_genai.StreamingStatus.RUNNING
+
+        def end(self):
+            pass
+
+    return Tokens()
 
 
 def stats_of(result) -> dict:
