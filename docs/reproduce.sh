@@ -101,7 +101,7 @@ if python -m playground.serve setup llamacpp; then
   # Every peer in one table: ours with llama.cpp's, ORT GenAI's and OpenVINO GenAI's loops beside, then
   # llama-server and vLLM plain and speculative (about 22 min; a peer not installed is left out, saying how)
   python -m playground.serve setup llama-server && python -m playground.serve setup vllm \
-    && pip install -q "openvino-genai==2026.4.1" \
+    && python -m playground.serve setup openvino --pair default \
     && python -m playground.bench --peers --categories coding --limit 4 --temperature 0 --max-new-tokens 96 \
       --repeats 1 --warmup 1 --json out/peers-coding.json
 fi

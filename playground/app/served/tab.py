@@ -97,7 +97,7 @@ def build(ctx: AppContext) -> dict:
     gr.Markdown("Deploy the pair on **vLLM** (from its own venv: `python -m playground.serve setup vllm`) "
                 "or **llama.cpp**'s llama-server on the pair's GGUF files (`python -m playground.serve setup "
                 "llama-server`), from the Export tab's command, or race **OpenVINO GenAI**'s own loop on "
-                "them in this process (`pip install openvino-genai`; greedy, no concurrency sweep), "
+                "them in this process (`python -m playground.serve setup openvino`; greedy, no concurrency sweep), "
                 "plainly and with speculative decoding, race the two on one prompt, then sweep simultaneous "
                 "requests: at high batch the target is compute-bound and the extra verified tokens cost "
                 "throughput. Leave the URLs empty to start servers here (127.0.0.1), or attach to running "

@@ -129,7 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "onnxruntime-genai: its own loop, plain and speculative (its draft at gamma), on "
                              "the onnxruntime runner's builds of the same checkpoints (greedy); openvino: OpenVINO "
                              "GenAI's LLMPipeline on the models' GGUF files (written once as its IR in the cache), "
-                             "plain and speculative (greedy; pip install openvino-genai)")
+                             "plain and speculative (greedy; python -m playground.serve setup openvino)")
     served = p.add_argument_group("served engines (docs/benchmarks.md, 'Served engines')")
     served.add_argument("--served", metavar="vllm|llamacpp|URL[,URL]",
                         help="time a server instead of our engine: 'vllm' starts plain and speculative servers "

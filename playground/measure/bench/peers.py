@@ -24,7 +24,7 @@ from pathlib import Path
 # (part, extra flags, is it here?, how to get it): each part is one benchmark run
 LOOPS = {"llama.cpp": ("llama_cpp", "python -m playground.serve setup llamacpp"),
          "onnxruntime-genai": ("onnxruntime_genai", "pip install onnxruntime-genai"),
-         "openvino": ("openvino_genai", "pip install openvino-genai")}
+         "openvino": ("openvino_genai", "python -m playground.serve setup openvino")}
 
 
 def parts() -> tuple[list[tuple[str, list[str]]], list[str]]:

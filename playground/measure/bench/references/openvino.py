@@ -37,7 +37,7 @@ from pathlib import Path
 from playground.measure.bench.references import loops, openvino_files
 from playground.measure.bench.references.llamacpp import gguf_path
 
-INSTALL = "pip install openvino-genai (README, '--reference')"
+INSTALL = "python -m playground.serve setup openvino (it runs pip install openvino-genai; README, '--reference')"
 
 
 def check_installed() -> None:
