@@ -57,12 +57,15 @@ def test_the_table_puts_every_row_over_our_plain_run_and_holds_text_to_ours():
 
 @pytest.mark.served
 def test_every_installed_peer_runs_on_the_same_prompts_in_one_table(tmp_path):
+    _, missing = peers.parts()
+    if missing:  # the README's test command, with no optional engine: CI's second pass has them all
+        pytest.skip("needs every peer: " + "; ".join(missing))
     out, printed = tmp_path / "peers.json", io.StringIO()
     with redirect_stdout(printed):
         assert cli.main(RUN + ["--peers", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     print(printed.getvalue()[printed.getvalue().index("Peers:"):])
-    assert report["left_out"] == []  # CI's second pass has every peer
+    assert report["left_out"] == []
     rows = {r["engine"]: r for r in report["rows"]}
     expected = ["ours plain (runner eager)", "ours speculative (model, γ 4)", "llama.cpp's own loop, plain",
                 "OpenVINO GenAI, plain", "OpenVINO GenAI, speculative", "llama.cpp's server, plain",
