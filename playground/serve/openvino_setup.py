@@ -25,28 +25,17 @@ def install(python: str = sys.executable, say=print) -> None:
     importlib.invalidate_caches()
 
 
-def write_pair_irs(pair: str, say=print) -> None:
-    """Each model of the pair as OpenVINO IR in the cache, from the GGUF file it loads from."""
-    import os
-    from pathlib import Path
-
-    from playground.config import RunConfig
-    from playground.measure.bench.references import openvino_files
-    from playground.measure.bench.served.deploy import gguf_settings
-    from playground.models.registry import load_registry
-
-    registry = load_registry()
-    if registry.pair(pair).random_weights:
-        raise RuntimeError(f"setup openvino: pair {pair!r} has random weights, written when it loads: its IR is "
-                           "made on first use")
-    settings = gguf_settings(registry, RunConfig(pair=pair))
-    for role, ref in (("target", settings.target_ref), ("draft", settings.draft_ref)):
-        folder = openvino_files.ir_folder(Path(ref.gguf), {"INFERENCE_NUM_THREADS": os.cpu_count() or 1})
-        say(f"[setup openvino] {role} {ref.name}: {folder}")
+def write_pair_irs(pair: str, python: str = sys.executable) -> None:
+    """The pair's IR folders, written by the measurement layer in a fresh process (one that imports the
+    openvino-genai just installed; this layer imports nothing above the standard library)."""
+    done = subprocess.run([python, "-m", "playground.measure.bench.references.openvino_files", "--pair", pair],
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"setup openvino: writing pair {pair!r}'s IR failed (exit {done.returncode}; above)")
 
 
 def setup_openvino(pair: str | None = None, say=print) -> None:
     install(say=say)
     if pair:
-        write_pair_irs(pair, say)
+        write_pair_irs(pair)
     say("[setup openvino] ready")

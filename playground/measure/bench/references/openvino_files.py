@@ -147,3 +147,30 @@ def write_tokenizer(folder: Path, tokenizer, path: Path) -> None:
     encoder, decoder = convert_tokenizer(tokenizer, with_detokenizer=True)
     ov.save_model(encoder, str(folder / "openvino_tokenizer.xml"))
     ov.save_model(decoder, str(folder / "openvino_detokenizer.xml"))
+
+
+def write_pair_irs(pair: str, say=print) -> None:
+    """Each model of a registry pair as IR in the cache, from the GGUF file it loads from
+    (`python -m playground.serve setup openvino --pair NAME` runs this module)."""
+    import os
+
+    from playground.config import RunConfig
+    from playground.measure.bench.served.deploy import gguf_settings
+    from playground.models.registry import load_registry
+
+    registry = load_registry()
+    if registry.pair(pair).random_weights:
+        raise SystemExit(f"pair {pair!r} has random weights, written when it loads: its IR is made on first use")
+    settings = gguf_settings(registry, RunConfig(pair=pair))
+    for role, ref in (("target", settings.target_ref), ("draft", settings.draft_ref)):
+        folder = ir_folder(Path(ref.gguf), {"INFERENCE_NUM_THREADS": os.cpu_count() or 1})
+        say(f"[setup openvino] {role} {ref.name}: {folder}")
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m playground.measure.bench.references.openvino_files",
+                                     description="write a pair's OpenVINO IR into the cache")
+    parser.add_argument("--pair", required=True)
+    write_pair_irs(parser.parse_args().pair)
