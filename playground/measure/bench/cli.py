@@ -17,7 +17,7 @@ from pathlib import Path
 
 from playground.config import (KNOBS, MODEL, MODEL_QUANTIZATIONS, TREE, KnobError, RunConfig, check_value, group,
                                parse_text)
-from playground.measure.bench import board_cli, sweep
+from playground.measure.bench import board_cli, peers, sweep
 from playground.measure.bench.console import format_report
 from playground.measure.bench.prompts import DEFAULT_PROMPTS, read_jsonl, select
 from playground.measure.bench.sweep import SWEEPABLE, Grid, Plan, SettingError, parse_axes
@@ -140,10 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="speculative deployments beside the plain one (draft_model, ngram)")
     served.add_argument("--concurrency", metavar="N1,N2,...",
                         help="also time N simultaneous requests per deployment, e.g. 1,2,4,8")
-    served.add_argument("--peers", action="store_true",
-                        help="every peer installed here on the same prompts, in one table: ours plain and "
-                             "speculative with llama.cpp's, ONNX Runtime GenAI's and OpenVINO GenAI's loops "
-                             "beside, then llama.cpp's server and vLLM plain and speculative (greedy)")
+    peers.add_flag(served)
     out = p.add_argument_group("outputs (each written atomically at the end)")
     for name, what in (("json", "everything"), ("csv", "one row per prompt, category and setting"),
                        ("html", "self-contained plotly report"),
@@ -234,12 +231,7 @@ def check_reference(args) -> None:
     for name in ("llama.cpp", "onnxruntime-genai", "openvino"):
         if name in args.reference and args.served:
             raise SettingError("--reference", f"{name} is timed beside our engine, not with --served")
-    if getattr(args, "peers", False):
-        if args.reference or args.served or args.drafters is not None or args.sweep:
-            raise SettingError("--peers", "it chooses its own --reference and --served runs, one setting: drop "
-                                          "--reference, --served, --drafters and --sweep")
-        if (args.temperature or 0) != 0:
-            raise SettingError("--peers", "the peers are timed greedy: add --temperature 0")
+    peers.check(args)
     if "onnxruntime-genai" in args.reference and (args.temperature or 0) != 0:
         raise SettingError("--reference", "onnxruntime-genai is timed greedy: add --temperature 0")
     if "openvino" in args.reference and (args.temperature or 0) != 0:
@@ -355,8 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"argument {error.flag}: {error}")
     quiet_transformers()
     if args.peers:
-        from playground.measure.bench.peers import peers_main
-        return peers_main(argv, main)
+        return peers.peers_main(argv, main)
     if args.served:
         from playground.measure.bench.served.bench import served_main
         return served_main(parser, args, plan)

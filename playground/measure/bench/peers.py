@@ -21,7 +21,28 @@ import sys
 import tempfile
 from pathlib import Path
 
-# (part, extra flags, is it here?, how to get it): each part is one benchmark run
+def add_flag(group) -> None:
+    """--peers, in the CLI's served-engines group."""
+    group.add_argument("--peers", action="store_true",
+                       help="every peer installed here on the same prompts, in one table: ours plain and "
+                            "speculative with llama.cpp's, ONNX Runtime GenAI's and OpenVINO GenAI's loops "
+                            "beside, then llama.cpp's server and vLLM plain and speculative (greedy)")
+
+
+def check(args) -> None:
+    """--peers sets its own --reference and --served runs, for one greedy setting."""
+    from playground.measure.bench.sweep import SettingError
+
+    if not getattr(args, "peers", False):
+        return
+    if args.reference or args.served or args.drafters is not None or args.sweep:
+        raise SettingError("--peers", "it chooses its own --reference and --served runs, one setting: drop "
+                                      "--reference, --served, --drafters and --sweep")
+    if (args.temperature or 0) != 0:
+        raise SettingError("--peers", "the peers are timed greedy: add --temperature 0")
+
+
+# each loop timed beside ours: its module, and how to get it
 LOOPS = {"llama.cpp": ("llama_cpp", "python -m playground.serve setup llamacpp"),
          "onnxruntime-genai": ("onnxruntime_genai", "pip install onnxruntime-genai"),
          "openvino": ("openvino_genai", "python -m playground.serve setup openvino")}
