@@ -9,7 +9,6 @@ import gradio as gr
 import pytest
 
 from playground.app.served import tab
-from playground.app.shared.context import build_context
 from playground.serve import vllm_venv
 from playground.measure.bench.served import launch
 
@@ -20,15 +19,6 @@ pytestmark = [
 ]
 SESSION = "test-session"
 
-
-@pytest.fixture(scope="module")
-def served_tab():
-    ctx = build_context(None)
-    ctx.default_pair = "tiny"
-    with gr.Blocks():
-        handles = tab.build(ctx)
-    yield ctx, handles
-    handles["servers"].stop_session(SESSION)
 
 
 def form(**changes) -> tab.ServedForm:

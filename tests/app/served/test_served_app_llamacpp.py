@@ -7,7 +7,6 @@ import gradio as gr
 import pytest
 
 from playground.app.served import tab
-from playground.app.shared.context import build_context
 from playground.measure.bench.served import launch
 
 pytestmark = pytest.mark.served
@@ -16,15 +15,6 @@ needs_server = pytest.mark.skipif(launch.llama_server_binary() is None,
                                   "`python -m playground.serve setup llama-server`")
 SESSION = "test-llamacpp-session"
 
-
-@pytest.fixture(scope="module")
-def served_tab():
-    ctx = build_context(None)
-    ctx.default_pair = "tiny"
-    with gr.Blocks():
-        handles = tab.build(ctx)
-    yield ctx, handles
-    handles["servers"].stop_session(SESSION)
 
 
 def form(session=SESSION, **changes) -> tab.ServedForm:

@@ -10,18 +10,9 @@ import gradio as gr
 import pytest
 
 from playground.app.served import tab
-from playground.app.shared.context import build_context
 
 SESSION = "test-openvino-session"
 
-
-@pytest.fixture(scope="module")
-def served_tab():
-    ctx = build_context(None)
-    ctx.default_pair = "tiny"
-    with gr.Blocks():
-        handles = tab.build(ctx)
-    return ctx, handles
 
 
 def form(**changes) -> tab.ServedForm:
