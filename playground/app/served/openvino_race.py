@@ -29,30 +29,28 @@ def check(form, run) -> None:
     check_installed()
 
 
-def timed_decode(pair, ids, run, draft, stopped):
+def timed_decode(pair, ids, run, draft):
     """(token times from the call's start, token ids, its speculative stats) of one OpenVINO run."""
     from playground.engine.factory import Models
     from playground.engine.generate import SpecConfig
     from playground.measure.bench.references import openvino
 
     models = Models.of(pair)
-    tokenizers = (models.target_tokenizer, models.draft_tokenizer or models.target_tokenizer)
     config = SpecConfig(gamma=run.gamma, max_new_tokens=run.max_new_tokens, temperature=0.0)
     times, began = [], time.perf_counter()
 
     def on_token(token_ids):
         times.extend([time.perf_counter() - began] * len(token_ids))
-        return stopped()
 
-    tokens, _, _, stats = openvino.decode(pair.target.model, ids, config, pair.eos, draft, tokenizers, on_token)
+    tokens, _, _, stats = openvino.decode(pair.target.model, ids, config, pair.eos, draft,
+                                          (models.target_tokenizer, models.draft_tokenizer), on_token)
     return times[: len(tokens)], tokens, stats
 
 
-def race(pair, prompt_ids, run, stopped=lambda: False):
+def race(pair, prompt_ids, run):
     """Both runs, plain then speculative: ({name: token times}, {name: token ids}, its counters)."""
     times, tokens = {}, {}
-    times["plain"], tokens["plain"], _ = timed_decode(pair, prompt_ids, run, None, stopped)
-    times["speculative"], tokens["speculative"], stats = timed_decode(pair, prompt_ids, run, pair.draft.model,
-                                                                      stopped)
+    times["plain"], tokens["plain"], _ = timed_decode(pair, prompt_ids, run, None)
+    times["speculative"], tokens["speculative"], stats = timed_decode(pair, prompt_ids, run, pair.draft.model)
     counters = SpecCounters(draft_tokens=stats.get("draft_tokens", 0), accepted_tokens=stats.get("accepted_tokens", 0))
     return times, tokens, counters

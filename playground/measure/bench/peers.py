@@ -21,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+
 def add_flag(group) -> None:
     """--peers, in the CLI's served-engines group."""
     group.add_argument("--peers", action="store_true",
@@ -81,7 +82,7 @@ def same_text(records: list[dict], ours: dict, key: str) -> str:
     """'k/n': prompts whose greedy text equals our plain run's ('—' where a report has no text)."""
     pairs = [(r.get(key), ours.get(r["id"])) for r in records]
     if any(a is None or b is None for a, b in pairs):
-        return "other weights" if not ours else "—"
+        return "—"
     return f"{sum(a == b for a, b in pairs)}/{len(pairs)}"
 
 
@@ -109,19 +110,20 @@ def local_rows(report: dict) -> list[dict]:
 
 def served_rows(name: str, report: dict, ours: dict) -> list[dict]:
     """A server's plain deployment and each speculative one."""
-    if report.get("models", {}).get("same_weights_as_ours") is False:
-        ours = {}  # other weights (vLLM's wider tiny pair): nothing to hold its text to
+    # other weights (vLLM's wider tiny pair): nothing to hold its text to
+    other = report.get("models", {}).get("same_weights_as_ours") is False
+    identical = lambda records, key: "other weights" if other else same_text(records, ours, key)
     rows = []
     for i, run in enumerate(report["runs"]):
         records, s = run["prompts"], run["summary"]
         if i == 0:
             rows.append({"engine": f"{name}, plain", "tok_s": s["baseline_tok_s"],
                          "decode_tok_s": decode_rate(records, "baseline"),
-                         "acceptance": None, "identical": same_text(records, ours, "baseline_text"),
+                         "acceptance": None, "identical": identical(records, "baseline_text"),
                          "memory_mb": None})
         rows.append({"engine": f"{name}, {run['settings']['deployment']}", "tok_s": s["speculative_tok_s"],
                      "decode_tok_s": decode_rate(records, "speculative"), "acceptance": s.get("alpha"),
-                     "identical": same_text(records, ours, "text"), "memory_mb": None,
+                     "identical": identical(records, "text"), "memory_mb": None,
                      "speedup_over_own_plain": s.get("speedup")})
     return rows
 
@@ -188,14 +190,14 @@ def peers_main(argv: list[str], run_bench) -> int:
     if "ours" not in reports:
         print("peers: our own run failed; no table", file=sys.stderr)
         return 1
-    if json_path:  # the parts first: minutes of measurement are kept whatever the table does
-        write_json({"schema": SCHEMA, "command": "python -m playground.bench " + " ".join(argv),
-                    "left_out": missing, "reports": reports}, json_path)
-    rows = peer_rows(reports)
+    document = {"schema": SCHEMA, "command": "python -m playground.bench " + " ".join(argv), "left_out": missing,
+                "reports": reports}
+    try:
+        document["rows"] = rows = peer_rows(reports)
+    finally:  # the parts are written whatever the table does: minutes of measurement are kept
+        if json_path:
+            write_json(document, json_path)
+            print(f"wrote {json_path}", file=sys.stderr)
     print("Peers: the same prompts, one command; greedy = ours plain compares token ids (loops) or text (servers)")
     print(format_peers(rows, missing))
-    if json_path:
-        write_json({"schema": SCHEMA, "command": "python -m playground.bench " + " ".join(argv), "rows": rows,
-                    "left_out": missing, "reports": reports}, json_path)
-        print(f"wrote {json_path}", file=sys.stderr)
     return 0

@@ -135,7 +135,7 @@ class Setup:
         if self.openvino:
             methods["openvino"] = lambda ids: openvino_run(self, ids, config)
             drafts = self.drafter != PROMPT_LOOKUP and self.draft is not None
-            tokenizers = (self.target_tokenizer, self.draft_tokenizer or self.target_tokenizer)
+            tokenizers = (self.target_tokenizer, self.draft_tokenizer)
             if drafts and reference_openvino.speculative_problem(self.target, self.draft, tokenizers) is None:
                 methods["openvino_speculative"] = lambda ids: openvino_run(self, ids, config, self.draft)
         return methods
@@ -173,8 +173,7 @@ def ortgenai_run(setup: Setup, ids, config, draft=None) -> Run:
 
 def openvino_run(setup: Setup, ids, config, draft=None) -> Run:
     tokens, seconds, first, stats = reference_openvino.decode(setup.target, ids, config, setup.eos, draft,
-                                                              (setup.target_tokenizer,
-                                                               setup.draft_tokenizer or setup.target_tokenizer))
+                                                              (setup.target_tokenizer, setup.draft_tokenizer))
     return Run(tokens, seconds, first_seconds=first, first_tokens=1, stats=stats)
 
 

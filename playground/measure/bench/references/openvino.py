@@ -79,7 +79,8 @@ REFUSED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target -> {i
 
 def pipeline_for(target, draft=None, tokenizers=(None, None)):
     """OpenVINO GenAI's LLMPipeline over the target's IR (with the draft's as its draft model), made once
-    per target and draft; `tokenizers` (target's, draft's) stand in where a file's own cannot encode."""
+    per target and draft; `tokenizers` (target's, draft's: None when it shares the target's) stand in where
+    a file's own cannot encode."""
     import openvino_genai as ov_genai
 
     mine = PIPELINES.setdefault(target, {})
@@ -92,10 +93,12 @@ def pipeline_for(target, draft=None, tokenizers=(None, None)):
         extra = {}
         if draft is not None:
             draft_path = model_file(draft, "draft")
-            folder = openvino_files.ir_folder(draft_path, properties(draft_path), tokenizers[1])
-            extra["draft_model"] = ov_genai.draft_model(str(folder), "CPU", **properties(draft_path))
-        folder = openvino_files.ir_folder(path, properties(path), tokenizers[0])
-        mine[key] = ov_genai.LLMPipeline(str(folder), "CPU", scheduler_config=scheduler, **extra, **properties(path))
+            draft_props = properties(draft_path)
+            folder = openvino_files.ir_folder(draft_path, draft_props, tokenizers[1] or tokenizers[0])
+            extra["draft_model"] = ov_genai.draft_model(str(folder), "CPU", **draft_props)
+        props = properties(path)
+        folder = openvino_files.ir_folder(path, props, tokenizers[0])
+        mine[key] = ov_genai.LLMPipeline(str(folder), "CPU", scheduler_config=scheduler, **extra, **props)
     return mine[key]
 
 
@@ -141,7 +144,7 @@ def decode(target, prompt_ids, config, eos_token_ids, draft=None, tokenizers=(No
     """(new tokens, wall seconds, seconds to the first token, speculative stats) of its own loop on
     one prompt, prefill included; with `draft`, its speculative decoding at γ = config.gamma.
     `on_token(token_ids)`, when given, is called as its streamer receives tokens (the Served tab's
-    race); returning True from it cancels the generation."""
+    race)."""
     import numpy as np
     import openvino as ov
 
@@ -171,9 +174,8 @@ def token_streamer(on_token):
 
     class Tokens(ov_genai.StreamerBase):
         def write(self, token):
-            ids = [int(t) for t in token] if isinstance(token, (list, tuple)) else [int(token)]
-            stop = on_token(ids)
-            return ov_genai.StreamingStatus.CANCEL if stop else ov_genai.StreamingStatus.RUNNING
+            on_token([int(t) for t in token] if isinstance(token, (list, tuple)) else [int(token)])
+            return ov_genai.StreamingStatus.RUNNING
 
         def end(self):
             pass

@@ -265,7 +265,7 @@ def served_main(parser, args, plan) -> int:
     tiny = registry.pair(run.pair).random_weights  # the tiny pair: saved once, float32
     try:
         settings = (gguf_settings if engine == "llamacpp" else local_settings)(registry, run)
-        tokenizer = tokenizer_of(settings, tiny, registry.model(registry.pair(run.pair).target))
+        tokenizer = tokenizer_of(tiny, registry.model(registry.pair(run.pair).target))
         placement = placement_for(settings, tiny)
         encoded = [(p, ids) for p in plan.prompts
                    if len(ids := encode_prompt(tokenizer, p.text)) + run.max_new_tokens <= placement.max_model_len]
@@ -298,7 +298,7 @@ def served_main(parser, args, plan) -> int:
     return 0
 
 
-def tokenizer_of(settings, tiny: bool, target_spec=None):
+def tokenizer_of(tiny: bool, target_spec):
     """The tokenizer our engine encodes the prompts with: the tiny pair's, else the one in the target's
     checkpoint on this disk (a hub cache, a local folder, or a model pack's converted checkpoint: the
     llama.cpp settings name the hub id, which an offline machine cannot reach)."""
@@ -306,8 +306,7 @@ def tokenizer_of(settings, tiny: bool, target_spec=None):
         from playground.models.tiny import byte_tokenizer
         return byte_tokenizer()
     from transformers import AutoTokenizer
-    if target_spec is None:
-        return AutoTokenizer.from_pretrained(settings.target_ref.hf_id)
+
     from playground.measure.bench.served.checkpoints import cached_checkpoint
 
     return AutoTokenizer.from_pretrained(str(cached_checkpoint(target_spec)))
