@@ -3,13 +3,19 @@
 Counted from the tensors themselves (each storage once, so tied embeddings count once), not from
 the process's resident size, which the allocator's free lists and other loaded models blur. A
 drafter that holds memory says so with `resident_bytes()`; one that has none (prompt lookup) adds 0.
-What a runner keeps outside torch (llama.cpp's KV memory, ONNX Runtime's buffers and weights) is
-not seen here, so a report names its runner beside these numbers.
+The weights a runner loads outside torch are added to its model's (ONNX Runtime's sessions hold a
+copy of the built model; llama.cpp maps its GGUF file), beside the torch weights that stay loaded;
+their KV memory is not seen here.
 """
 
 from __future__ import annotations
 
+import sys
+
 import torch
+
+# runners that load weights outside torch: each says how much it holds for a model (held_bytes)
+OUTSIDE_TORCH = ("playground.engine.runners.onnx_build", "playground.engine.runners.llamacpp")
 
 
 def tensor_bytes(tensors) -> int:
@@ -23,8 +29,14 @@ def tensor_bytes(tensors) -> int:
 
 
 def model_bytes(model) -> int:
-    """A model's parameters and buffers (a quantized linear's packed weights are buffers)."""
-    return tensor_bytes([*model.parameters(), *model.buffers()])
+    """A model's parameters and buffers (a quantized linear's packed weights are buffers), and the
+    weights a runner loaded for it outside torch."""
+    return tensor_bytes([*model.parameters(), *model.buffers()]) + runner_bytes(model)
+
+
+def runner_bytes(model) -> int:
+    """Weights the runners loaded for `model` outside torch (none where no such runner was imported)."""
+    return sum(sys.modules[name].held_bytes(model) for name in OUTSIDE_TORCH if name in sys.modules)
 
 
 def cache_bytes(cache) -> int:

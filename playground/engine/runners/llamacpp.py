@@ -62,6 +62,7 @@ class Weights:
         self.handle = L.llama_model_load_from_file(os.fsencode(path), params)
         if not self.handle:
             raise ValueError(f"llama.cpp could not load {path}")
+        self.bytes = os.path.getsize(path)  # mapped, and every page read by a forward
         self.vocab = L.llama_vocab_n_tokens(L.llama_model_get_vocab(self.handle))
         # an all-float32 file (the tiny pair's) keeps its cache in float32 and attends without flash
         # attention (which rounds through float16 on a CPU), so llama.cpp computes what PyTorch
@@ -80,6 +81,12 @@ def float32_file(path) -> bool:
 
 WEIGHTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> Weights, freed with the model
 LOCK = threading.Lock()
+
+
+def held_bytes(model) -> int:
+    """What llama.cpp holds for the model outside torch: its GGUF file, once loaded."""
+    weights = WEIGHTS.get(model)
+    return weights.bytes if weights is not None else 0
 
 
 def weights_of(model) -> Weights:

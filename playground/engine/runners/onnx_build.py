@@ -74,6 +74,10 @@ class Built:
         self.present_names = [pattern % i for i in range(layers) for pattern in (out_keys, out_values)]
         self.kv_heads, self.head_size = decoder["num_key_value_heads"], decoder["head_size"]
 
+    def weight_bytes(self) -> int:
+        """The graph and its external weights, as a session loads them."""
+        return sum(f.stat().st_size for f in self.folder.iterdir() if f.name.startswith("model.onnx"))
+
     def session(self, threads: int):
         if threads not in self.sessions:
             O = ort()
@@ -119,6 +123,11 @@ def built_model(model, rows: int | None = None) -> Built:
         if rows not in mine:
             mine[rows] = build(checkpoint_of(model), precision_of(model), rows)
         return mine[rows]
+
+
+def held_bytes(model) -> int:
+    """What ONNX Runtime holds for the model outside torch: each open session's copy of its build's weights."""
+    return sum(built.weight_bytes() * len(built.sessions) for built in BUILDS.get(model, {}).values())
 
 
 def is_built(model, rows: int | None = None) -> bool:

@@ -111,10 +111,15 @@ def reset_peak_memory(device) -> None:
 
 def peak_memory(device) -> dict:
     """Peak resident memory of this process so far, and on CUDA the peak allocated since the last reset."""
-    facts = {"rss_bytes": psutil.Process().memory_info().rss, "peak_rss_bytes": peak_rss_bytes()}
+    facts = {"rss_bytes": resident_bytes(), "peak_rss_bytes": peak_rss_bytes()}
     if torch.device(device).type == "cuda":
         facts["cuda_max_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
     return facts
+
+
+def resident_bytes() -> int:
+    """This process's resident set size now."""
+    return psutil.Process().memory_info().rss
 
 
 def peak_rss_bytes() -> int | None:

@@ -104,7 +104,8 @@ def local_rows(report: dict) -> list[dict]:
         if f"{key}_tok_s" in s:
             rows.append({"engine": engine, "tok_s": s[f"{key}_tok_s"], "decode_tok_s": s.get(f"{key}_decode_tok_s"),
                          "acceptance": s.get(f"{key}_acceptance"),
-                         "identical": f"{s.get(f'{key}_identical_prompts', 0)}/{n}", "memory_mb": None})
+                         "identical": f"{s.get(f'{key}_identical_prompts', 0)}/{n}",
+                         "memory_mb": s.get(f"{key}_memory_mb")})
     return rows
 
 
@@ -113,6 +114,8 @@ def served_rows(name: str, report: dict, ours: dict) -> list[dict]:
     # other weights (vLLM's wider tiny pair): nothing to hold its text to
     other = report.get("models", {}).get("same_weights_as_ours") is False
     identical = lambda records, key: "other weights" if other else same_text(records, ours, key)
+    held = [d.get("resident_mb") for d in report.get("served", {}).get("deployments", [])]
+    held_by = lambda i: held[i] if i < len(held) else None
     rows = []
     for i, run in enumerate(report["runs"]):
         records, s = run["prompts"], run["summary"]
@@ -120,10 +123,10 @@ def served_rows(name: str, report: dict, ours: dict) -> list[dict]:
             rows.append({"engine": f"{name}, plain", "tok_s": s["baseline_tok_s"],
                          "decode_tok_s": decode_rate(records, "baseline"),
                          "acceptance": None, "identical": identical(records, "baseline_text"),
-                         "memory_mb": None})
+                         "memory_mb": held_by(0)})
         rows.append({"engine": f"{name}, {run['settings']['deployment']}", "tok_s": s["speculative_tok_s"],
                      "decode_tok_s": decode_rate(records, "speculative"), "acceptance": s.get("alpha"),
-                     "identical": identical(records, "text"), "memory_mb": None,
+                     "identical": identical(records, "text"), "memory_mb": held_by(i + 1),
                      "speedup_over_own_plain": s.get("speedup")})
     return rows
 
@@ -142,16 +145,21 @@ def peer_rows(reports: dict) -> list[dict]:
     return sorted(rows, key=lambda r: -r["tok_s"])
 
 
+MEMORY_NOTE = ("memory MB: ours, the weights each run holds, in torch and in its runner, with the drafter's "
+               "(engine/memory.py); a loop, the resident memory its first call added to the process (its "
+               "model loaded); a server, its processes' proportional set size after its run.")
+
+
 def format_peers(rows: list[dict], missing: list[str]) -> str:
     """The peer table as Markdown (it goes into docs/benchmarks.md as printed)."""
     fmt = lambda v, spec: "—" if v is None else format(v, spec)
-    lines = ["| engine | tok/s | decode tok/s | × ours plain | acceptance | greedy = ours plain | weights MB |",
+    lines = ["| engine | tok/s | decode tok/s | × ours plain | acceptance | greedy = ours plain | memory MB |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['engine']} | {r['tok_s']:.2f} | {fmt(r['decode_tok_s'], '.2f')} | "
                      f"{fmt(r['over_ours_plain'], '.2f')}× | {fmt(r['acceptance'], '.2f')} | {r['identical']} | "
                      f"{fmt(r['memory_mb'], '.0f')} |")
-    lines += [f"left out: {line}" for line in missing]
+    lines += ["", MEMORY_NOTE] + [f"left out: {line}" for line in missing]
     return "\n".join(lines)
 
 

@@ -126,6 +126,15 @@ def test_greedy_tree_on_llamacpp_equals_eager_plain_decoding(gguf_pair):
     assert any(e.n_accepted for e in events)
 
 
+def test_memory_counts_the_gguf_file_llamacpp_maps(gguf_pair):
+    from playground.engine.memory import model_bytes, tensor_bytes
+
+    target = gguf_pair[0]
+    CachedModel(target, runner="llamacpp").logits_for(PROMPT, 1)
+    in_torch = tensor_bytes([*target.parameters(), *target.buffers()])
+    assert model_bytes(target) == in_torch + target.gguf_file().stat().st_size > 1.5 * in_torch
+
+
 def test_a_tree_mask_becomes_parents_and_anything_else_is_refused():
     context = 3
     allowed = attention_mask(TREE, context, context)  # a cache of 3 committed entries, then the nodes

@@ -87,6 +87,17 @@ def test_a_draft_vocabulary_is_cut_into_the_built_head(built_pair):
     assert json.loads((ort.runner.built.folder / onnx_build.MARKER).read_text())["rows"] == 200
 
 
+def test_memory_counts_each_sessions_copy_of_the_built_weights(built_pair):
+    from playground.engine.memory import model_bytes, tensor_bytes
+
+    target = built_pair[0]
+    CachedModel(target, runner="onnxruntime")  # opens the session, which loads its own copy
+    built = onnx_build.built_model(target)
+    in_torch = tensor_bytes([*target.parameters(), *target.buffers()])
+    assert built.sessions and built.weight_bytes() > in_torch / 2  # a float32 build: about the model's size
+    assert model_bytes(target) == in_torch + built.weight_bytes() * len(built.sessions)
+
+
 def test_a_tree_is_refused_naming_the_runner(built_pair):
     ort = CachedModel(built_pair[0], runner="onnxruntime")
     with pytest.raises(ValueError, match="runner onnxruntime verifies chains only"):

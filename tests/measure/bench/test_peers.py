@@ -34,12 +34,15 @@ def served_report(plain_rate: float, spec_rate: float, text: str) -> dict:
               "baseline_text": "same", "text": text}
     summary = {"baseline_tok_s": plain_rate, "speculative_tok_s": spec_rate, "alpha": 0.5,
                "speedup": spec_rate / plain_rate}
-    return {"runs": [{"settings": {"deployment": "draft_model"}, "summary": summary, "prompts": [record]}]}
+    return {"runs": [{"settings": {"deployment": "draft_model"}, "summary": summary, "prompts": [record]}],
+            "served": {"deployments": [{"name": "plain", "resident_mb": 700.0},
+                                       {"name": "draft_model", "resident_mb": 1100.0}]}}
 
 
 def test_the_table_puts_every_row_over_our_plain_run_and_holds_text_to_ours():
     summary = {"prompts": 1, "baseline_tok_s": 4.0, "speculative_tok_s": 5.0, "alpha": 0.8, "identical_prompts": 1,
-               "llamacpp_tok_s": 8.0, "llamacpp_identical_prompts": 0}
+               "llamacpp_tok_s": 8.0, "llamacpp_identical_prompts": 0, "llamacpp_memory_mb": 900.0,
+               "baseline_memory_mb": 600.0, "speculative_memory_mb": 800.0}
     ours = {"runs": [{"settings": {"drafter": "model", "gamma": 3, "runner": "auto"}, "runner": "eager",
                       "summary": summary, "prompts": [{"id": 1, "baseline_text": "same"}]}]}
     rows = peers.peer_rows({"ours": ours, "vllm": served_report(2.0, 3.0, "different")})
@@ -51,8 +54,12 @@ def test_the_table_puts_every_row_over_our_plain_run_and_holds_text_to_ours():
     assert by["vLLM, plain"]["identical"] == "1/1" and by["vLLM, draft_model"]["identical"] == "0/1"
     assert by["vLLM, draft_model"]["speedup_over_own_plain"] == 1.5
     assert by["vLLM, plain"]["decode_tok_s"] == pytest.approx(9 / (5 - 0.5))  # after the first token
+    memory = {name: by[name]["memory_mb"] for name in ("ours plain (runner eager)", "ours speculative (model, γ 3)",
+                                                       "llama.cpp's own loop, plain", "vLLM, plain", "vLLM, draft_model")}
+    assert list(memory.values()) == [600.0, 800.0, 900.0, 700.0, 1100.0]
     table = peers.format_peers(rows, ["vLLM: no venv (python -m playground.serve setup vllm)"])
     assert "| ours speculative (model, γ 3) | 5.00 |" in table and "left out: vLLM: no venv" in table
+    assert "| vLLM, draft_model | 3.00 | 3.18 | 0.75× | 0.50 | 0/1 | 1100 |" in table and peers.MEMORY_NOTE in table
 
 
 @pytest.mark.served
@@ -75,6 +82,7 @@ def test_every_installed_peer_runs_on_the_same_prompts_in_one_table(tmp_path):
     for name in expected[1:]:  # float32 everywhere: every engine's greedy output is our plain run's
         assert rows[name]["identical"] == ("other weights" if name.startswith("vLLM") else "2/2"), (name, rows[name])
         assert rows[name]["tok_s"] > 0
+        assert rows[name]["memory_mb"] > 0, name  # each loop's first call and each server's processes hold some
     for name in ("OpenVINO GenAI, speculative", "llama.cpp's server, draft_model", "vLLM, draft_model"):
         assert 0 < rows[name]["acceptance"] <= 1
     assert set(report["reports"]) == {"ours", "llama-server", "vllm"}

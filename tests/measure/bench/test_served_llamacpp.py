@@ -73,7 +73,7 @@ def running(args, name):
         yield server
     finally:
         server.stop()
-    assert not server.alive() and gone([server.process.pid])
+    assert not server.alive() and gone([server.process.pid]) and server.resident_bytes() is None
     assert server not in launch.LIVE and launch.group_members(server.process.pid) == []
 
 
@@ -127,6 +127,16 @@ def test_the_openai_stream_agrees_and_its_timings_are_parsed_and_consistent(plai
     assert by_spec.timings["predicted_n"] == NEW
     assert from_llamacpp_timings(by_plain.timings).draft_tokens == 0  # no draft: no draft_n at all
     assert "draft_n" not in by_plain.timings
+
+
+def test_a_server_holds_at_least_the_gguf_files_it_read(pair, plain, speculative):
+    """Its processes' resident memory (what --peers reports) after a completion has read every weight:
+    llama.cpp maps each file, so the pages read count for the server that mapped them."""
+    _, target, draft = pair
+    for server in (plain, speculative):
+        native(server)
+    assert plain.resident_bytes() >= target.stat().st_size
+    assert speculative.resident_bytes() >= target.stat().st_size + draft.stat().st_size
 
 
 @pytest.mark.parametrize("knobs", [dict(drafter="prompt_lookup"), dict(drafter="suffix"),

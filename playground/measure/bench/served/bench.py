@@ -153,7 +153,9 @@ def measure_deployment(dep: Deployment, encoded, run, repeats: int, warmup: int,
             f"{timed[-1]['tokens'] / timed[-1]['seconds']:.2f} tok/s")
     curve = concurrency_curve(client, [ids for _, ids in encoded], levels, run,
                               lambda text: say(f"{dep.name}: {text}"))
-    return {"deployment": dep.describe(), "timed": timed, "concurrency": curve}
+    held = dep.server.resident_bytes() if dep.server is not None else None  # an attached URL's is not ours to read
+    return {"deployment": {**dep.describe(), "resident_mb": held / 2**20 if held is not None else None},
+            "timed": timed, "concurrency": curve}
 
 
 def measured_deployments(engine: str, urls: list[str], settings, methods, placement, measure, say,
