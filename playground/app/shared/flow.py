@@ -167,14 +167,18 @@ def load_pair(ctx, settings: RunConfig, status, prompt: tuple[str, str] | None =
 
 def compiling(pair, settings: RunConfig, status, prompt: tuple[str, str] | None = None):
     """Right after the pair loads, compile the step shapes the settings' run will meet (runner
-    compiled), with progress in the status box as loading shows it: the first run then neither
+    compiled), or build the onnxruntime models and measure auto's runner (runner onnxruntime or auto),
+    with progress in the status box as loading shows it: the first run then neither
     waits for a compile in mid-race nor carries one. Once per pair and shape for the session; a
     shape already compiled is skipped, so this yields nothing the second time."""
     from playground.engine.runners.warmup import warm_up
+    from playground.measure.bench.machine import spare_a_core
 
     length = prompt_length(pair, settings, prompt)
-    for event in warm_up(pair.target.model, pair.draft.model, settings, length):
-        yield {status: status_html(compile_message(event), (event.index - (not event.done)) / event.total)}
+    with spare_a_core():  # the threads the page's runs use: auto's runner is measured for those
+        for event in warm_up(pair.target.model, pair.draft.model, settings, length):
+            share = (event.index - (not event.done)) / event.total if hasattr(event, "index") else float(event.done)
+            yield {status: status_html(compile_message(event), share)}
 
 
 def prompt_length(pair, settings: RunConfig, prompt: tuple[str, str] | None) -> int | None:
@@ -191,7 +195,14 @@ def prompt_length(pair, settings: RunConfig, prompt: tuple[str, str] | None) -> 
 
 
 def compile_message(event) -> str:
-    """What the page says of one step of a warm-up (runners/warmup.Compiling or Building)."""
+    """What the page says of one step of a warm-up (runners/warmup.Compiling, Building or Choosing)."""
+    if hasattr(event, "choice"):  # auto's runner, measured
+        if not event.done:
+            return (f"Timing the {event.model}'s plain step on PyTorch (eager) and on ONNX Runtime, so auto "
+                    "runs it on the faster: once per machine, a few seconds…")
+        ms = event.choice["step_ms"]
+        return (f"auto runs the {event.model} on {event.choice['runner']} here: a plain step took "
+                f"{ms['onnxruntime']:.0f} ms on onnxruntime, {ms['eager']:.0f} ms on eager (kept for this machine).")
     if not hasattr(event, "rows"):  # an onnxruntime build
         if not event.done:
             return (f"Building the {event.model}'s ONNX model for runner onnxruntime ({event.index} of "

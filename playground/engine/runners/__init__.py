@@ -56,10 +56,12 @@ class Runner(Protocol):
 CHAINS_ONLY = (ONNXRUNTIME,)  # runners whose attention takes no tree mask
 
 
-def resolve(name: str, device, tree: bool = False, model=None) -> str:
+def resolve(name: str, device, tree: bool = False, model=None, rows: int | None = None) -> str:
     """The runner a name stands for on this device: auto is what measured fastest there, or eager
     where that runner cannot serve the run (a tree on a chains-only runner; a model the onnxruntime
-    runner has no checkpoint to build from, or onnxruntime not installed)."""
+    runner has no checkpoint to build from, or onnxruntime not installed). For a model onnxruntime
+    serves, the faster of its plain step and eager's as measured on this machine (runners/auto.py;
+    `rows`: the draft vocabulary its head is cut to), else the table's AUTO_RUNNER."""
     if name not in RUNNERS:
         raise ValueError(f"runner must be one of: {', '.join(RUNNERS)}, got {name!r}")
     if name != "auto":
@@ -68,9 +70,13 @@ def resolve(name: str, device, tree: bool = False, model=None) -> str:
     if kind in CHAINS_ONLY and tree:
         return EAGER
     if kind == ONNXRUNTIME and model is not None:
+        from playground.engine.runners.auto import recorded
         from playground.engine.runners.onnx_build import serves
 
-        return ONNXRUNTIME if serves(model) else EAGER
+        if not serves(model):
+            return EAGER
+        measured = recorded(model, rows)
+        return measured["runner"] if measured else ONNXRUNTIME
     return kind
 
 
@@ -86,7 +92,7 @@ def compile_seconds(*models) -> float:
 def make_runner(model, name: str = "auto", head=None, tree: bool = False) -> Runner:
     """A fresh runner (its own cache) for `model`; `head` maps hidden states to logits when the
     caller trims the output layer (None: the model's own head); `tree`: the run feeds token trees."""
-    kind = resolve(name, model.device, tree, model)
+    kind = resolve(name, model.device, tree, model, getattr(head, "rows", None))
     if kind == EAGER:
         from playground.engine.runners.eager import EagerRunner
 

@@ -130,6 +130,13 @@ def held_bytes(model) -> int:
     return sum(built.weight_bytes() * len(built.sessions) for built in BUILDS.get(model, {}).values())
 
 
+def release(model) -> None:
+    """Close the model's sessions (auto chose eager for it): their weights are not held for nothing.
+    A later run on onnxruntime by name opens them again from the cached build."""
+    with LOCK:
+        BUILDS.pop(model, None)
+
+
 def is_built(model, rows: int | None = None) -> bool:
     """Has this process the model's build already (no build, no cache lookup left to do)?"""
     return rows in BUILDS.get(model, {})

@@ -105,11 +105,26 @@ class Building:
         return self.seconds is not None
 
 
-def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None) -> Iterator[Compiling | Building]:
+@dataclass(frozen=True)
+class Choosing:
+    """auto's runner for one model, measured on this machine (runners/auto.py): yielded before (choice
+    None), then with the choice: the runner and each candidate's plain step in milliseconds."""
+
+    model: str  # "target" or "draft"
+    choice: dict | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.choice is not None
+
+
+def warm_up(target, draft, run: RunConfig,
+            prompt_tokens: int | None = None) -> Iterator[Compiling | Building | Choosing]:
     """Prepare what this run's runner needs before its first step, yielding progress: the compiled
     runner's step shapes on both models (nothing when every shape is compiled already), or the
-    onnxruntime runner's builds (minutes the first time, then read from the cache). Nothing for the
-    other runners. `prompt_tokens`: the prompt's length, if known (see run_capacities)."""
+    onnxruntime runner's builds (minutes the first time, then read from the cache) and, under auto,
+    its choice between onnxruntime and eager, measured once. Nothing for the other runners.
+    `prompt_tokens`: the prompt's length, if known (see run_capacities)."""
     if resolve(run.runner, target.device) != COMPILED:
         yield from build_models(target, draft, run)  # nothing unless the run is on onnxruntime
         return
@@ -120,21 +135,30 @@ def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None) -> 
             yield from warm_model(models[name], rows, heads[name], run_capacities(run, prompt_tokens), name)
 
 
-def build_models(target, draft, run: RunConfig) -> Iterator[Building]:
+def build_models(target, draft, run: RunConfig) -> Iterator[Building | Choosing]:
     """The onnxruntime builds of the target and (when it drafts on that runner too) the draft, with the
-    draft's head cut to the run's draft vocabulary as its drafter will ask; nothing when the run's
-    target does not run on onnxruntime."""
+    draft's head cut to the run's draft vocabulary as its drafter will ask; then, under auto, each
+    model's runner measured on this machine where nothing is recorded yet (runners/auto.py), so the
+    run's first step already runs on it. Nothing for a model that does not run on onnxruntime."""
+    from playground.engine.runners.auto import record, recorded
     from playground.engine.runners.onnx_build import built_model, is_built
 
-    if resolve(run.runner, target.device, run.speculation == TREE, target) != ONNXRUNTIME:
-        return
-    todo = [(TARGET, target, None)]
-    if run.drafter == MODEL and draft is not None and resolve(run.runner, draft.device, False, draft) == ONNXRUNTIME:
-        todo.append((DRAFT, draft, run.draft_vocab or None))
-    todo = [item for item in todo if not is_built(item[1], item[2])]
-    for index, (name, model, rows) in enumerate(todo, 1):
-        yield Building(name, index, len(todo))
-        yield Building(name, index, len(todo), built_model(model, rows).seconds)
+    todo = []
+    if resolve(run.runner, target.device, run.speculation == TREE, target) == ONNXRUNTIME:
+        todo.append((TARGET, target, None))
+    rows = run.draft_vocab or None
+    if run.drafter == MODEL and draft is not None and \
+            resolve(run.runner, draft.device, False, draft, rows) == ONNXRUNTIME:
+        todo.append((DRAFT, draft, rows))
+    builds = [item for item in todo if not is_built(item[1], item[2])]
+    for index, (name, model, head_rows) in enumerate(builds, 1):
+        yield Building(name, index, len(builds))
+        yield Building(name, index, len(builds), built_model(model, head_rows).seconds)
+    if run.runner == "auto":
+        for name, model, head_rows in todo:
+            if recorded(model, head_rows) is None:
+                yield Choosing(name)
+                yield Choosing(name, record(model, head_rows))
 
 
 def warm_model(model, rows: tuple[int, ...], head_rows: int | None, caps: tuple[int, ...],

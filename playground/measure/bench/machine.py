@@ -87,15 +87,10 @@ def package_version(name: str) -> str | None:
 
 
 def cpu_model() -> str:
-    """The CPU's marketing name (/proc/cpuinfo on Linux; platform's guess elsewhere)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as info:
-            for line in info:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+    """The CPU's marketing name (the one auto's runner choice is recorded under)."""
+    from playground.engine.runners.auto import cpu_name
+
+    return cpu_name()
 
 
 def device_name(device: torch.device) -> str:

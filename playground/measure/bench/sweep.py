@@ -235,9 +235,8 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report, stopped: Callable[[],
         compiled_before = compile_seconds(setup.target, setup.draft)
         built = 0.0
         for event in build_models(setup.target, setup.draft, cell):  # onnxruntime's, before any timing
-            built += event.seconds or 0.0
-            progress(Progress(done, plan.total_runs, f"{'built' if event.done else 'building'} the {event.model}'s "
-                              f"ONNX model, {name}", cell))
+            built += getattr(event, "seconds", None) or 0.0
+            progress(Progress(done, plan.total_runs, build_text(event, name), cell))
         if fitting and plan.warmup:
             warm_up(setup, fitting[0][1], config, plan.warmup)
             done += 1
@@ -268,6 +267,17 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report, stopped: Callable[[],
         del pair, setup
         progress(Progress(done, plan.total_runs, name, cell, run=runs[-1]))
     return runs
+
+
+def build_text(event, name: str) -> str:
+    """A build or auto's runner choice (runners/warmup.Building, Choosing), as the progress bar says it."""
+    if hasattr(event, "choice"):
+        if not event.done:
+            return f"timing the {event.model}'s plain step on eager and onnxruntime for auto, {name}"
+        ms = event.choice["step_ms"]
+        return (f"auto: the {event.model} on {event.choice['runner']} (a step {ms['onnxruntime']:.0f} ms on "
+                f"onnxruntime, {ms['eager']:.0f} ms on eager), {name}")
+    return f"{'built' if event.done else 'building'} the {event.model}'s ONNX model, {name}"
 
 
 def cell_name(plan: Plan, cell: RunConfig) -> str:
