@@ -42,7 +42,8 @@ QUANTIZATIONS = ("default", *MODEL_QUANTIZATIONS)  # default: what models.yaml s
 # compiled per fixed shape (CUDA graphs on a GPU); llama.cpp's kernels on the model's GGUF file (an optional
 # extra); ONNX Runtime's kernels on a model built once from the checkpoint. auto is what measured fastest on
 # the device: on a CPU onnxruntime for an int4 model (plain 1.43x eager's, speculation 1.2x eager's best, in one
-# run on a 2-core Xeon: docs/benchmarks.md, "ONNX Runtime's kernels"), eager where it cannot serve the run (a
+# run on a 2-core Xeon: docs/benchmarks.md, "ONNX Runtime's kernels") until the machine's own measurement says
+# which of it and eager is faster there (engine/runners/auto.py), eager where it cannot serve the run (a
 # tree, a bf16 or float32 model, a model built in process); eager on CUDA until a compiled run measures faster
 RUNNERS = ("auto", "eager", "static", "compiled", "llamacpp", "onnxruntime")
 AUTO_RUNNER = {"cpu": "onnxruntime", "cuda": "eager"}
