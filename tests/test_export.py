@@ -194,7 +194,7 @@ def test_a_trimmed_draft_vocabulary_is_said_not_to_carry_over(registry):
 # -- the drafters past the draft model and prompt lookup ------------------------------------------------
 
 # drafter: (vLLM's method, llama.cpp's --spec-type, transformers' generate() argument), as read in each
-# tool's source (playground/export.py's CHECKED): the same thing, or the nearest the tool has
+# tool's source (playground/export/settings.py's CHECKED): the same thing, or the nearest the tool has
 EXPORTED = {
     MODEL: ("draft_model", "draft-simple", "assistant_model=draft"),
     PROMPT_LOOKUP: ("ngram", "ngram-simple", "prompt_lookup_num_tokens="),

@@ -405,11 +405,27 @@ def test_measure_now_adds_a_point_for_this_session_and_the_curve_uses_it(views):
     assert list(measured_tree.y) == [pytest.approx(point.tree_tokens_per_call)]
     assert len(ctx.measurements.get("me")) == 1 and ctx.measurements.get("someone else") == []
     redraw = tab_theory.redraw_handler(ctx, view)
-    elsewhere = redraw("tiny", MODEL, 0.0, SimpleNamespace(session_hash="someone else"))
+    elsewhere = redraw("tiny", MODEL, 0.0, "", SimpleNamespace(session_hash="someone else"))
     assert view.status not in elsewhere  # a redraw leaves the status as it is
     assert "No measurement yet" in elsewhere[view.explain] and "illustration" in elsewhere[view.plot].data[0].name
-    other_t = redraw("tiny", MODEL, 0.7, request)
+    other_t = redraw("tiny", MODEL, 0.7, "", request)
     assert "No measurement yet" in other_t[view.explain]  # α depends on the temperature: points are not mixed
+
+
+def test_a_point_measured_with_another_draft_model_is_drawn_for_that_draft_only(views):
+    """The draft model is a knob here too (issue 27): the tiny target drafting for itself keeps every
+    token (greedy α = 1), and its point is not pooled with the pair's own draft's."""
+    ctx, view = build_context(), views.theory
+    request = SimpleNamespace(session_hash="drafts")
+    form = tab_theory.MeasureForm("def fib(n):", "tiny", MODEL, 0.0, 3, 16, "tiny-target", session="drafts")
+    outputs = list(tab_theory.handle(ctx, view, form))
+    assert "Measured at γ = 3" in status_of(outputs[-1])
+    (point,) = ctx.measurements.get("drafts")
+    assert point.draft == "tiny-target" and point.alpha == 1.0
+    redraw = tab_theory.redraw_handler(ctx, view)
+    assert "No measurement yet" in redraw("tiny", MODEL, 0.0, "", request)[view.explain]
+    drawn = redraw("tiny", MODEL, 0.0, "tiny-target", request)
+    assert "drafted by tiny-target" in drawn[view.explain] and len(drawn[view.table]) == 1
 
 
 @pytest.mark.parametrize(
@@ -422,6 +438,7 @@ def test_measure_now_adds_a_point_for_this_session_and_the_curve_uses_it(views):
         ),
         (("hi", "tiny", MODEL, 0.0, 99, 24), "gamma must be an integer in [1, 64], got 99"),
         (("hi", "nope", MODEL, 0.0, 4, 24), "unknown pair 'nope'"),
+        (("hi", "tiny", MODEL, 0.0, 4, 24, "nope"), "draft must be a model in"),
     ],
 )
 def test_measure_bad_input_is_a_message_naming_the_field(ctx, views, args, message):
@@ -709,6 +726,25 @@ def test_sweep_compares_drafts_and_each_row_builds_the_drafter_it_names(ctx, swe
     assert all(row[COLUMNS.index("identical")] for row in table)  # greedy: lossless for every draft
     assert "draft model, draft_vocab=100 ngram_max=2, T = 0" in {t.name for t in speedup.data}
     assert fastest["draft_vocab"] in (100, 120) and fastest["ngram_max"] in (2, 3)
+
+
+def test_sweep_rows_per_draft_model_each_run_on_the_draft_it_names(ctx, sweep_view):
+    """Draft models as rows (issue 27): the pair's own draft and the tiny target drafting for itself,
+    each loaded once (the draft varies slowest); a drafter without a model is one row, not one per
+    draft; the target as its own draft agrees with itself every time (greedy α = 1)."""
+    plan = sweep_form.plan_of(plan_args(drafters=(MODEL, PROMPT_LOOKUP), gammas="2",
+                                        draft_models=("", "tiny-target")))
+    assert [(c.draft, c.drafter) for c in plan.cells] == [("", MODEL), ("", PROMPT_LOOKUP), ("tiny-target", MODEL)]
+    final = last_of(run_sweep(ctx, sweep_view, "tiny", "2", [MODEL, PROMPT_LOOKUP], "0", ["Code"], [], 1, 12, 1, 0,
+                              "", ["", "tiny-target"], session="draft-models"))
+    table = final[sweep_view.table]
+    assert [(row[0], row[1]) for row in table] == [(MODEL, "draft=the pair's"), (PROMPT_LOOKUP, "draft=the pair's"),
+                                                   (MODEL, "draft=tiny-target")]
+    alphas = [row[COLUMNS.index("alpha")] for row in table]
+    assert alphas[2] == 1.0 and alphas[0] < 1.0
+    assert all(row[COLUMNS.index("identical")] for row in table)
+    raises_in_page(run_sweep(ctx, sweep_view, "tiny", "2", [MODEL], "0", ["Code"], [], 1, 12, 1, 0, "", ["nope"]),
+                   "draft models: unknown model 'nope'")
 
 
 def test_the_sweeps_fastest_row_becomes_the_export_tabs_settings():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from playground.config import DRAFTER_LABELS, DRAFTERS, KNOBS, MODEL, TREE
+from playground.config import DRAFTER_LABELS, DRAFTERS, HYBRID, KNOBS, MODEL, TREE
 from playground.measure.bench import sweep
 from playground.app.shared.flow import read_settings, whole
 from playground.app.shared.form import Form
@@ -41,12 +41,17 @@ class SweepForm(Form):
     repeats: int = 1
     seed: int = 0
     drafts: str = ""
+    draft_models: tuple = ()  # models.yaml names, each drafting in rows of its own ("": the pair's own draft)
 
 
 def planned(registry, form: SweepForm) -> sweep.Plan:
     """The form as a plan over the chosen pair (its name resolved, None: the registry's default) and
     the draft knobs it suggests; ValueError names the page's field."""
     spec = registry.pair(form.pair)
+    unknown = [name for name in form.draft_models or () if name and name not in registry.models]
+    if unknown:
+        raise ValueError(f"draft models: unknown model {', '.join(map(repr, unknown))}; choose from models.yaml's "
+                         f"models: {', '.join(registry.models)}")
     return plan_of(replace(form, pair=spec.name), spec.suggested())
 
 
@@ -56,7 +61,10 @@ def plan_of(form: SweepForm, suggested: dict | None = None, builtin: dict[str, s
     ValueError names the page's field."""
     try:
         drafts = sweep.parse_axes((form.drafts or "").split(), allowed=DRAFT_AXIS, flag="draft settings")
-        axes = {"drafter": row_kinds(form.drafters), "temperature": sweep.axis("temperature", form.temperatures,
+        models = list(dict.fromkeys(form.draft_models or ()))
+        # the draft first: its cells run one after another, so each draft model loads once
+        axes = {**({"draft": models} if models and models != [""] else {}),
+                "drafter": row_kinds(form.drafters), "temperature": sweep.axis("temperature", form.temperatures,
                                                                                "temperatures"),
                 "gamma": sweep.axis("gamma", form.gammas, "γ values"), **drafts}
         prompts = choose_prompts(form.examples, form.categories, form.per_category, builtin)
@@ -64,10 +72,16 @@ def plan_of(form: SweepForm, suggested: dict | None = None, builtin: dict[str, s
                               **{k: v for k, v in (suggested or {}).items() if k in DRAFT_AXIS}})
         repeats = whole("repeats", form.repeats, 1, MAX_REPEATS)
         # the one rule between a row's values the fields above cannot check alone: n-gram max >= min
-        return sweep.make_plan(sweep.Grid(base, axes), prompts, max_runs=MAX_RUNS, flag="draft settings",
+        plan = sweep.make_plan(sweep.Grid(base, axes), prompts, max_runs=MAX_RUNS, flag="draft settings",
                                repeats=repeats, command="the app's Sweep tab")
+        return replace(plan, cells=[c for c in plan.cells if drafts_with_model(c) or c.draft == plan.cells[0].draft])
     except sweep.SettingError as error:
         raise ValueError(f"{error.flag}: {error}") from None
+
+
+def drafts_with_model(cell) -> bool:
+    """Does the cell's drafter run the draft model (a drafter that does not is one row, not one per draft)?"""
+    return cell.drafter in (MODEL, HYBRID)
 
 
 def row_kinds(drafters) -> list[str]:

@@ -1,6 +1,6 @@
-"""The Sweep tab: a grid of γ × drafter × temperature × draft settings on a few prompts, measured by
-the benchmark's sweep (measure/bench/sweep.py), with a progress bar and Stop; a results table and plots that
-fill in cell by cell; the report to download as CSV and JSON in the benchmark's schema (so
+"""The Sweep tab: a grid of γ × drafter × temperature × draft settings × draft models on a few prompts,
+measured by the benchmark's sweep (measure/bench/sweep.py), with a progress bar and Stop; a results table
+and plots that fill in cell by cell; the report to download as CSV and JSON in the benchmark's schema (so
 `python -m playground.measure.bench.charts` draws it too); the fastest row's settings handed to the Export
 tab (wired in app/demo.py). The fields are a SweepForm, which becomes a plan in form.py.
 
@@ -94,6 +94,11 @@ def build(ctx: AppContext) -> dict:
                 info="each combination is a row, as the benchmark's --sweep writes them: e.g. "
                      "draft_vocab=0,65536 ngram_max=2,3 (one of: " + ", ".join(DRAFT_AXIS) + ")",
             )
+            draft_models = gr.Dropdown(
+                ctx.draft_choices(), value=[""], multiselect=True, label="draft models", elem_id="sw-draft-models",
+                info="each drafts in rows of its own (the draft model, hybrid and tree rows); one with another "
+                     "tokenizer drafts across tokenizers",
+            )
             examples, categories, per_category = prompt_controls("sw")
         with gr.Column(scale=2):
             pair = controls.pair_control(ctx, "sw-pair")
@@ -115,7 +120,7 @@ def build(ctx: AppContext) -> dict:
 
     view = SweepView(table, speedup_plot, alpha_plot, files, status, gr.State(None))
     form = SweepForm(pair, gammas, drafters, temperatures, examples, categories, per_category, tokens,
-                     repeats, seed, drafts)
+                     repeats, seed, drafts, draft_models)
     model_job(run, partial(handle, ctx, view), form, outputs(view), status, "sweep",
               Stop(stop, "sweep_stop", "Stopped. The rows measured so far stay in the table."))
     return {"fastest": view.fastest, "view": view}
@@ -162,9 +167,12 @@ def sweeping(ctx: AppContext, view: SweepView, form: SweepForm, plan: sweep.Plan
         done = f"Measured {len(rows)} of {len(plan.cells)} settings."
         return {**figures(view, rows), view.status: status_html(done, step.done / step.total)}
 
+    def pair_of(cell):  # another draft model: the pair loaded with it (the cache keeps one pair at a time)
+        return loaded if cell.draft == plan.grid.base.draft else ctx.cache.get(cell.pair, **cell.loading())
+
     def work(report) -> dict:
         with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
-            return sweep.run(plan, lambda cell: loaded, config_of(plan), report)
+            return sweep.run(plan, pair_of, config_of(plan), report)
 
     return (yield from streamed(work, show))
 
@@ -180,9 +188,13 @@ def row_of(plan: sweep.Plan, cell, run: dict) -> dict:
     """One table row from a cell's run: its kind, draft settings, T and γ, then the bench's summary;
     with a theory point per prompt and the cell's run configuration (for the Export tab)."""
     kind, gamma = sweep.kind_of(cell), sweep.gamma_of(cell)
-    points = [point_from_record(r, pair=plan.pair, drafter=kind, temperature=cell.temperature, gamma=gamma,
-                                source="sweep", prompt=prompt_name(r["id"], r["category"])) for r in run["prompts"]]
-    return {"drafter": kind, "draft": " ".join(f"{k}={getattr(cell, k)}" for k in plan.grid.axes if k in DRAFT_AXIS),
+    points = [point_from_record(r, pair=plan.pair, drafter=kind, draft=cell.draft, temperature=cell.temperature,
+                                gamma=gamma, source="sweep", prompt=prompt_name(r["id"], r["category"]))
+              for r in run["prompts"]]
+    shown = {k: getattr(cell, k) for k in plan.grid.axes if k in DRAFT_AXIS or k == "draft"}
+    if "draft" in shown:
+        shown["draft"] = shown["draft"] or "the pair's"
+    return {"drafter": kind, "draft": " ".join(f"{k}={v}" for k, v in shown.items()),
             "temperature": cell.temperature, "gamma": gamma,
             **{column: run["summary"][key] for column, _, key in SUMMARY_COLUMNS},
             "points": points, "run": asdict(cell)}

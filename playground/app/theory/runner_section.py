@@ -73,7 +73,7 @@ def build(ctx: AppContext, pair: str):
 
 def wire(ctx: AppContext, view: RunnerView, runners, button, chosen: list, gamma) -> None:
     """Redraw on the tab's pair, temperature and γ; measure on the button."""
-    pair, _, temperature = chosen
+    pair, _, temperature, _ = chosen
     redraw = redraw_handler(ctx, view)
     for control in (pair, temperature, gamma):
         control.change(redraw, [pair, temperature, gamma], figures(view), queue=False, api_visibility="private")

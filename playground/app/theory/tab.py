@@ -3,7 +3,7 @@ measured points on top, the recommended γ, and a button to measure α and c now
 of the pair through each runner chosen, side by side, with the formula's speedup per runner.
 
 Points come from ctx.measurements (this session's runs: the sweep, this tab's button, and the
-race once it records its runs there), filtered to the pair, drafter and temperature chosen here.
+race once it records its runs there), filtered to the pair, drafter, draft model and temperature chosen here.
 """
 
 from __future__ import annotations
@@ -46,13 +46,14 @@ class MeasureForm(Form):
     temperature: float
     gamma: int
     tokens: int  # new tokens per timed run, capped by the page (MAX_MEASURE_TOKENS)
+    draft: str = ""  # a models.yaml name drafting instead of the pair's own ("": the pair's)
 
     def parse(self) -> RunConfig:
         """The run's settings, checked before anything loads (ValueError names the field)."""
         check_prompt(self.prompt)
         tokens = whole("new tokens per run", self.tokens, 1, MAX_MEASURE_TOKENS)
         return read_settings({"pair": self.pair, "drafter": self.drafter, "temperature": self.temperature,
-                              "gamma": self.gamma, "max_new_tokens": tokens})
+                              "gamma": self.gamma, "max_new_tokens": tokens, "draft": self.draft or ""})
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,8 @@ def build(ctx: AppContext) -> dict:
     with gr.Row():
         pair = controls.pair_control(ctx, "th-pair")
         drafter = controls.control("drafter", elem_id="th-drafter")
+        draft = gr.Dropdown(ctx.draft_choices(), value="", label=KNOBS["draft"].label, info=KNOBS["draft"].help,
+                            elem_id="th-draft")
         temperature = controls.control("temperature", spec.temperature, elem_id="th-temperature")
     with gr.Row():
         prompt = gr.Textbox(
@@ -119,7 +122,7 @@ def build(ctx: AppContext) -> dict:
     tree_plot = gr.Plot(theory_plots.tree_length_figure([], None), show_label=False, elem_id="th-tree")
     runner_view, runners, runners_button = runner_section.build(ctx, spec.name)
 
-    chosen = [pair, drafter, temperature]
+    chosen = [pair, drafter, temperature, draft]
     view = TheoryView(plot, explain, table, tree_plot, status)
     figures = [view.plot, view.explain, view.table, view.tree]  # what a redraw changes (not the status)
     redraw = redraw_handler(ctx, view)
@@ -127,7 +130,7 @@ def build(ctx: AppContext) -> dict:
     for control in chosen:
         control.change(redraw, chosen, figures, queue=False, api_visibility="private")
     runner_section.wire(ctx, runner_view, runners, runners_button, chosen, gamma)
-    form = MeasureForm(prompt, pair, drafter, temperature, gamma, tokens)
+    form = MeasureForm(prompt, pair, drafter, temperature, gamma, tokens, draft)
     model_job(measure, partial(handle, ctx, view), form, outputs(view), status, "measure",
               Stop(stop, "measure_stop"))
     clear.click(clear_handler(ctx, view), chosen, figures, queue=False, api_visibility="private")
@@ -139,11 +142,12 @@ def build(ctx: AppContext) -> dict:
     return {"view": view, "runners": runner_view}
 
 
-def draw(ctx: AppContext, view: TheoryView, session, pair: str, drafter: str, temperature: float) -> dict:
-    """Figure, explanation and table from this session's points of the chosen pair, drafter, T,
-    and the pair's target's measured v(k) when this app run has measured it (ctx.costs)."""
-    points, pooled = pooled_for(ctx.measurements.get(session), pair, drafter, temperature)
-    what = f"{pair}, {drafter}, temperature {float(temperature):g}"
+def draw(ctx: AppContext, view: TheoryView, session, pair: str, drafter: str, temperature: float,
+         draft: str = "") -> dict:
+    """Figure, explanation and table from this session's points of the chosen pair, drafter, draft model,
+    T, and the pair's target's measured v(k) when this app run has measured it (ctx.costs)."""
+    points, pooled = pooled_for(ctx.measurements.get(session), pair, drafter, temperature, draft)
+    what = f"{pair}{f' drafted by {draft}' if draft else ''}, {drafter}, temperature {float(temperature):g}"
     curve = ctx.costs.target_curve(ctx.registry.pair(pair).target) if pair in ctx.registry.pairs else None
     return {
         view.plot: theory_plots.theory_figure(points, pooled, theory.recommended(pooled, curve), curve),
@@ -154,16 +158,16 @@ def draw(ctx: AppContext, view: TheoryView, session, pair: str, drafter: str, te
 
 
 def redraw_handler(ctx: AppContext, view: TheoryView):
-    def redraw(pair: str, drafter: str, temperature: float, request: gr.Request = None) -> dict:
-        return draw(ctx, view, session_of(request), pair, drafter, temperature)
+    def redraw(pair: str, drafter: str, temperature: float, draft: str = "", request: gr.Request = None) -> dict:
+        return draw(ctx, view, session_of(request), pair, drafter, temperature, draft)
 
     return redraw
 
 
 def clear_handler(ctx: AppContext, view: TheoryView):
-    def clear(pair: str, drafter: str, temperature: float, request: gr.Request = None) -> dict:
+    def clear(pair: str, drafter: str, temperature: float, draft: str = "", request: gr.Request = None) -> dict:
         ctx.measurements.clear(session_of(request))
-        return draw(ctx, view, session_of(request), pair, drafter, temperature)
+        return draw(ctx, view, session_of(request), pair, drafter, temperature, draft)
 
     return clear
 
@@ -180,7 +184,7 @@ def handle(ctx: AppContext, view: TheoryView, form: MeasureForm) -> Iterator[dic
         f"Measured at γ = {point.gamma}: speedup {point.speedup:.2f}×, α = {point.alpha:.2f}, "
         f"c = {point.c:.2f}, verification cost {point.verify_cost:.2f}×."
     )
-    yield {**draw(ctx, view, form.session, settings.pair, settings.drafter, settings.temperature),
+    yield {**draw(ctx, view, form.session, settings.pair, settings.drafter, settings.temperature, settings.draft),
            view.status: status_html(done)}
 
 

@@ -49,7 +49,8 @@ def format_report(report: dict) -> str:
     lines.append("speedup: median over prompts of spec tok/s / AR tok/s; tok/s include prefill; dec spd: the "
                  "same over decoding only (after each run's first token), all prompts pooled; verify: one "
                  "verification forward / one decoding step; α by position: the first three drafts' acceptance; "
-                 "MB: the target's weights and what the drafter holds (a runner's own buffers not counted)")
+                 "MB: the target's weights (in torch and in its runner) and what the drafter holds (a runner's "
+                 "KV buffers not counted)")
     if any("compile_s" in run["summary"] for run in report["runs"]):
         lines.append("compile s: seconds the compiled runner's first call of each step shape took in this "
                      "setting's warm-up (compiling, capturing on a GPU), kept out of every tok/s")

@@ -47,6 +47,7 @@ class Point:
     tree_node_calls: int = 0
     rank_hits: tuple = ()  # acceptance by child rank (events.acceptance_by_rank)
     rank_trials: tuple = ()
+    draft: str = ""  # the draft model, when not the pair's own (RunConfig.draft; "": the pair's)
 
     @property
     def tally(self) -> Tally:
@@ -82,7 +83,7 @@ class Point:
 
 def point_from_record(
     record: dict, *, pair: str, drafter: str, temperature: float, gamma: int, source: str, prompt: str = "",
-    tree_shape: tuple = (),
+    tree_shape: tuple = (), draft: str = "",
 ) -> Point:
     """A point from one bench record (bench.measure.measure_prompt's fields, tree_fields too when
     the record has them)."""
@@ -99,6 +100,7 @@ def point_from_record(
         all_calls=record["target_calls"],
         pair=pair,
         drafter=drafter,
+        draft=draft,
         temperature=float(temperature),
         gamma=int(gamma),
         speedup=record["speedup"],
@@ -117,6 +119,7 @@ def point_from_events(
     gamma: int,
     source: str,
     prompt: str = "",
+    draft: str = "",
 ) -> Point:
     """A point from two event lists (e.g. a finished race: RaceFrame.baseline/speculative.events)."""
     a, s = summarize(baseline), summarize(speculative)
@@ -124,6 +127,7 @@ def point_from_events(
         **tally_fields(tally(speculative, baseline)),  # decoding calls only
         pair=pair,
         drafter=drafter,
+        draft=draft,
         temperature=float(temperature),
         gamma=int(gamma),
         speedup=s.tok_s / a.tok_s if a.tok_s else 0.0,
@@ -152,6 +156,7 @@ def point_from_race(frame, prompt: str = "") -> Point | None:
         frame.speculative.events,
         pair=settings.pair,
         drafter=settings.drafter,
+        draft=settings.draft,
         temperature=settings.temperature,
         gamma=settings.gamma,
         source="race",

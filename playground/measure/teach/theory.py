@@ -40,6 +40,7 @@ def measure_point(
         record,
         pair=settings.pair,
         drafter=settings.drafter,
+        draft=settings.draft,
         temperature=settings.temperature,
         gamma=settings.gamma,
         source=source,
@@ -48,18 +49,18 @@ def measure_point(
     )
 
 
-def matching(points: list[Point], pair: str, drafter: str, temperature: float) -> list[Point]:
-    """The points of this pair, drafter and temperature: α depends on all three, c on the first two."""
-    return [
-        p for p in points if p.pair == pair and p.drafter == drafter and p.temperature == float(temperature)
-    ]
+def matching(points: list[Point], pair: str, drafter: str, temperature: float, draft: str = "") -> list[Point]:
+    """The points of this pair, drafter, draft model and temperature: α depends on all four, c on all
+    but the temperature."""
+    return [p for p in points if p.pair == pair and p.drafter == drafter and p.draft == (draft or "")
+            and p.temperature == float(temperature)]
 
 
 def pooled_for(
-    points: list[Point], pair: str, drafter: str, temperature: float
+    points: list[Point], pair: str, drafter: str, temperature: float, draft: str = ""
 ) -> tuple[list[Point], Pooled | None]:
     """The matching points and their pooled α, c and v (None without a measured draft)."""
-    chosen = matching(points, pair, drafter, temperature)
+    chosen = matching(points, pair, drafter, temperature, draft)
     return chosen, pool(chosen)
 
 

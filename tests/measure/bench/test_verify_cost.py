@@ -168,5 +168,5 @@ def test_measure_now_also_measures_the_targets_curve_and_draws_it():
     curve = ctx.costs.target_curve(ctx.registry.pair("tiny").target)
     assert curve is not None and len(curve.v) == 9 and "Measured at γ = 3" in status
     assert "v(k)" in explain and any(t.type == "bar" for t in figure.data)
-    again = redraw_handler(ctx, view)("tiny", "model", 0.0, request)
+    again = redraw_handler(ctx, view)("tiny", "model", 0.0, "", request)
     assert any(t.type == "bar" for t in again[view.plot].data)  # cached: drawn without measuring again
