@@ -29,8 +29,9 @@ def check(form, run) -> None:
     check_installed()
 
 
-def timed_decode(pair, ids, run, draft):
-    """(token times from the call's start, token ids, its speculative stats) of one OpenVINO run."""
+def timed_decode(pair, ids, run, draft, stopped=lambda: False):
+    """(token times from the call's start, token ids, its speculative stats) of one OpenVINO run;
+    `stopped()`, asked at every token its streamer hands on, ends the run there."""
     from playground.engine.factory import Models
     from playground.engine.generate import SpecConfig
     from playground.measure.bench.references import openvino
@@ -41,16 +42,19 @@ def timed_decode(pair, ids, run, draft):
 
     def on_token(token_ids):
         times.extend([time.perf_counter() - began] * len(token_ids))
+        return stopped()
 
     tokens, _, _, stats = openvino.decode(pair.target.model, ids, config, pair.eos, draft,
                                           (models.target_tokenizer, models.draft_tokenizer), on_token)
     return times[: len(tokens)], tokens, stats
 
 
-def race(pair, prompt_ids, run):
-    """Both runs, plain then speculative: ({name: token times}, {name: token ids}, its counters)."""
+def race(pair, prompt_ids, run, stopped=lambda: False):
+    """Both runs, plain then speculative: ({name: token times}, {name: token ids}, its counters).
+    `stopped()` true ends the run at the next token and skips what is left."""
     times, tokens = {}, {}
-    times["plain"], tokens["plain"], _ = timed_decode(pair, prompt_ids, run, None)
-    times["speculative"], tokens["speculative"], stats = timed_decode(pair, prompt_ids, run, pair.draft.model)
+    times["plain"], tokens["plain"], _ = timed_decode(pair, prompt_ids, run, None, stopped)
+    times["speculative"], tokens["speculative"], stats = ([], [], {}) if stopped() else \
+        timed_decode(pair, prompt_ids, run, pair.draft.model, stopped)
     counters = SpecCounters(draft_tokens=stats.get("draft_tokens", 0), accepted_tokens=stats.get("accepted_tokens", 0))
     return times, tokens, counters

@@ -138,7 +138,7 @@ def build(ctx: AppContext) -> dict:
         return status_html(f"Stopped {n} server(s).")
 
     model_job(race, partial(race_job, ctx, servers, view), form, outputs(view), view.status, "served_race",
-              Stop(stop))
+              Stop(stop, flags=ctx.stops))  # the flag reaches OpenVINO's loop, which no frame interrupts
     model_job(sweep, partial(sweep_job, ctx, servers, view), form, outputs(view), view.status, "served_sweep",
               Stop(stop, "served_stop"))
     shut.click(shut_handler, None, view.status, queue=False, api_name="served_stop_servers")
@@ -263,7 +263,11 @@ def openvino_job(ctx: AppContext, view: ServedView, form: ServedForm, run: RunCo
     ids = encode_prompt(pair.tokenizer, form.prompt)
     yield {view.status: status_html("OpenVINO GenAI: plain, then with its draft (the first race also writes "
                                     "each model's IR into the cache)…")}
-    times, tokens, spent = openvino_race.race(pair, ids, run)
+    with ctx.stops.held(form.session) as flag:
+        times, tokens, spent = openvino_race.race(pair, ids, run, flag.is_set)
+    if flag.is_set():
+        yield {view.status: status_html("Stopped.")}
+        return
     texts = {name: pair.tokenizer.decode(ids_, skip_special_tokens=True) for name, ids_ in tokens.items()}
     frame = race_frame(view, texts, times, "Done.")
     frame[view.acceptance] = figures.acceptance_by_position([], spent.alpha)

@@ -68,3 +68,32 @@ def test_without_openvino_genai_the_race_says_what_to_install(served_tab, monkey
     monkeypatch.setitem(sys.modules, "openvino_genai", None)  # as when it is not installed
     ctx, handles = served_tab
     assert "pip install openvino-genai" in error_of(tab.race_job(ctx, handles["servers"], handles["view"], form()))
+
+
+@pytest.mark.openvino
+def test_stop_ends_openvinos_loop_at_the_next_token(served_tab, monkeypatch):
+    """Its generate() runs without a frame to cancel between; the session's Stop flag reaches its
+    streamer instead, which ends the run at the token after the press, and the draft's run is skipped."""
+    from playground.app.served import openvino_race
+
+    pytest.importorskip("openvino_genai")
+    ctx, handles = served_tab
+    race, seen = openvino_race.race, {}
+
+    def pressed_mid_run(pair, ids, run, stopped):
+        asked = []
+
+        def stop_pressed_at_the_third_token():
+            asked.append(True)
+            if len(asked) == 3:
+                ctx.stops.press(SESSION)  # what the Stop button does
+            return stopped()
+
+        seen["race"] = race(pair, ids, run, stop_pressed_at_the_third_token)
+        return seen["race"]
+
+    monkeypatch.setattr(openvino_race, "race", pressed_mid_run)
+    final = list(tab.race_job(ctx, handles["servers"], handles["view"], form(new=64)))[-1]
+    assert "Stopped." in final[handles["view"].status]
+    _, tokens, _ = seen["race"]
+    assert len(tokens["plain"]) in (3, 4) and tokens["speculative"] == []  # its pipeline may hold one more

@@ -144,7 +144,7 @@ def decode(target, prompt_ids, config, eos_token_ids, draft=None, tokenizers=(No
     """(new tokens, wall seconds, seconds to the first token, speculative stats) of its own loop on
     one prompt, prefill included; with `draft`, its speculative decoding at γ = config.gamma.
     `on_token(token_ids)`, when given, is called as its streamer receives tokens (the Served tab's
-    race)."""
+    race); a true return stops the generation there (the page's Stop)."""
     import numpy as np
     import openvino as ov
 
@@ -169,13 +169,14 @@ def decode(target, prompt_ids, config, eos_token_ids, draft=None, tokenizers=(No
 
 
 def token_streamer(on_token):
-    """An openvino_genai streamer that hands each token (or a speculative round's tokens) to on_token."""
+    """An openvino_genai streamer that hands each token (or a speculative round's tokens) to on_token,
+    and stops the generation when on_token returns true."""
     import openvino_genai as ov_genai
 
     class Tokens(ov_genai.StreamerBase):
         def write(self, token):
-            on_token([int(t) for t in token] if isinstance(token, (list, tuple)) else [int(token)])
-            return ov_genai.StreamingStatus.RUNNING
+            stop = on_token([int(t) for t in token] if isinstance(token, (list, tuple)) else [int(token)])
+            return ov_genai.StreamingStatus.STOP if stop else ov_genai.StreamingStatus.RUNNING
 
         def end(self):
             pass
