@@ -1,4 +1,4 @@
-"""The Theory tab's runner section: c and v(k) of the chosen pair through each runner chosen,
+"""The Theory tab's runner section: c and v(k) of the chosen pair (and draft model) through each runner chosen,
 measured on this machine (a few forwards of each model, cached per pair and runner for the app run
 in ctx.costs, which the Lesson and the race's tree forecast read too), drawn side by side with the
 formula's speedup per runner at this session's α.
@@ -35,11 +35,12 @@ class RunnersForm(Form):
     runners: list  # the runners to measure, by name
     temperature: float
     gamma: int
+    draft: str = ""  # the tab's draft model ("": the pair's own)
 
     def parse(self) -> tuple[list[str], RunConfig]:
         """(the chosen runners, the run's settings), checked before anything loads."""
         return check_runners(self.runners), read_settings({"pair": self.pair, "temperature": self.temperature,
-                                                           "gamma": self.gamma})
+                                                           "gamma": self.gamma, "draft": self.draft or ""})
 
 
 @dataclass(frozen=True)
@@ -72,12 +73,12 @@ def build(ctx: AppContext, pair: str):
 
 
 def wire(ctx: AppContext, view: RunnerView, runners, button, chosen: list, gamma) -> None:
-    """Redraw on the tab's pair, temperature and γ; measure on the button."""
-    pair, _, temperature, _ = chosen
+    """Redraw on the tab's pair, temperature, γ and draft model; measure on the button."""
+    pair, _, temperature, draft = chosen
     redraw = redraw_handler(ctx, view)
-    for control in (pair, temperature, gamma):
-        control.change(redraw, [pair, temperature, gamma], figures(view), queue=False, api_visibility="private")
-    form = RunnersForm(pair, runners, temperature, gamma)
+    for control in (pair, temperature, gamma, draft):
+        control.change(redraw, inputs(chosen, gamma), figures(view), queue=False, api_visibility="private")
+    form = RunnersForm(pair, runners, temperature, gamma, draft)
     model_job(button, partial(handle, ctx, view), form, outputs(view), view.status, "measure_runners")
 
 
@@ -85,22 +86,29 @@ def figures(view: RunnerView) -> list:
     return [view.v, view.speedup, view.explain]
 
 
-def draw(ctx: AppContext, view: RunnerView, session, pair: str, temperature: float, gamma) -> dict:
-    """The section from this app run's costs of the pair per runner and this session's α (draft model)."""
+def inputs(chosen: list, gamma) -> list:
+    """What a redraw reads, in redraw's order: the tab's pair, temperature, γ and draft model."""
+    pair, _, temperature, draft = chosen
+    return [pair, temperature, gamma, draft]
+
+
+def draw(ctx: AppContext, view: RunnerView, session, pair: str, temperature: float, gamma, draft: str = "") -> dict:
+    """The section from this app run's costs of the pair (with `draft`, else its own draft) per runner and
+    this session's α of that draft model."""
     costs = {}
     if pair in ctx.registry.pairs:
         spec = ctx.registry.pair(pair)
-        costs = ctx.costs.known(spec.target, spec.draft)
-    _, pooled = pooled_for(ctx.measurements.get(session), pair, MODEL, temperature)
+        costs = ctx.costs.known(spec.target, draft or spec.draft)
+    _, pooled = pooled_for(ctx.measurements.get(session), pair, MODEL, temperature, draft)
     alpha = None if pooled is None else pooled.alpha
     gamma = int(gamma) if isinstance(gamma, (int, float)) and not isinstance(gamma, bool) else KNOBS["gamma"].default
     return {view.v: runner_views.v_figure(costs), view.speedup: runner_views.speedup_figure(costs, alpha, gamma),
-            view.explain: runner_views.runners_html(costs, alpha, gamma, pair)}
+            view.explain: runner_views.runners_html(costs, alpha, gamma, f"{pair} drafted by {draft}" if draft else pair)}
 
 
 def redraw_handler(ctx: AppContext, view: RunnerView):
-    def redraw(pair: str, temperature: float, gamma, request: gr.Request = None) -> dict:
-        return draw(ctx, view, session_of(request), pair, temperature, gamma)
+    def redraw(pair: str, temperature: float, gamma, draft: str = "", request: gr.Request = None) -> dict:
+        return draw(ctx, view, session_of(request), pair, temperature, gamma, draft)
 
     return redraw
 
@@ -123,7 +131,7 @@ def handle(ctx: AppContext, view: RunnerView, form: RunnersForm) -> Iterator[dic
     done = "Measured " + ", ".join(r for r in chosen if r not in failed) if len(failed) < len(chosen) else ""
     note = "; ".join(f"{r}: {why}" for r, why in failed.items())
     message = ". ".join(m for m in (done, f"Not measured: {note}" if note else "") if m) + "."
-    yield {**draw(ctx, view, form.session, settings.pair, settings.temperature, settings.gamma),
+    yield {**draw(ctx, view, form.session, settings.pair, settings.temperature, settings.gamma, settings.draft),
            view.status: status_html(message, error=bool(failed) and not done)}
 
 

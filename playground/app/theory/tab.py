@@ -137,7 +137,7 @@ def build(ctx: AppContext) -> dict:
     tab = gr.context.Context.block  # the enclosing gr.Tab: redraw when it is opened (points may be new)
     if isinstance(tab, gr.Tab):
         tab.select(redraw, chosen, figures, queue=False, api_visibility="private")
-        tab.select(runner_section.redraw_handler(ctx, runner_view), [pair, temperature, gamma],
+        tab.select(runner_section.redraw_handler(ctx, runner_view), runner_section.inputs(chosen, gamma),
                    runner_section.figures(runner_view), queue=False, api_visibility="private")
     return {"view": view, "runners": runner_view}
 

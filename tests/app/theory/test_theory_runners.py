@@ -49,7 +49,7 @@ def test_with_alpha_measured_the_speedup_per_runner_is_the_formulas(tab_view):
     (ctx, main), (_, view) = tab_view(tab_theory), tab_view(tab_theory, "runners")
     list(tab_theory.handle(ctx, main, tab_theory.MeasureForm("def f(n):", "tiny", MODEL, 0.0, 3, 16,
                                                           session=REQUEST.session_hash)))
-    drawn = runner_section.redraw_handler(ctx, view)("tiny", 0.0, 3, REQUEST)
+    drawn = runner_section.redraw_handler(ctx, view)("tiny", 0.0, 3, "", REQUEST)
     spec = ctx.registry.pair("tiny")
     costs = ctx.costs.known(spec.target, spec.draft)
     alpha = ctx.measurements.get("learner")[-1].alpha
@@ -77,3 +77,23 @@ def test_the_reading_of_a_curve_names_what_bounds_the_step():
     assert "launch-bound" in runner_views.reading("eager", gpu) and "memory-bound" in runner_views.reading("eager", gpu)
     said = runner_views.reading("eager", cpu)
     assert "launch-bound" not in said and "jump at k = 5" in said
+
+
+def test_the_sections_costs_follow_the_tabs_draft_model(tab_view):
+    """With the tiny target as its own draft, c is its own step over its own step: exactly 1, read from
+    the one curve this app run keeps per model; the pair's own draft's row is not shown for it."""
+    ctx, view = tab_view(tab_theory, "runners")
+    form = runner_section.RunnersForm("tiny", ["eager"], 0.0, 3, "tiny-target", session=REQUEST.session_hash)
+    last = list(runner_section.handle(ctx, view, form))[-1]
+    assert "Measured eager." in last[view.status]
+    assert ctx.costs.known("tiny-target", "tiny-target")["eager"].c == 1.0
+    assert "drafted by tiny-target" in last[view.explain] and c_of_eager(last[view.explain]) == "1.00"
+    drawn = runner_section.redraw_handler(ctx, view)("tiny", 0.0, 3, "tiny-target", REQUEST)
+    assert c_of_eager(drawn[view.explain]) == "1.00"
+
+
+def c_of_eager(page: str) -> str:
+    """The c cell of the eager row of the section's table."""
+    import re
+
+    return re.search(r'<td>eager</td>(?:<td class="v">[^<]*</td>){2}<td class="v">([^<]*)</td>', page).group(1)
