@@ -29,7 +29,9 @@ CONTEXT = 64  # tokens the cache holds when the steps are timed: a short prompt'
 WARM, TIMED = 2, 9  # steps of each runner left out, then timed (alternating, so drifts hit both)
 CANDIDATES = ("eager", "onnxruntime")
 
-SEEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {key: choice}: the file read once
+# model -> {(rows, threads): its choice, or None}: the file read once per model and thread count, since
+# resolve() asks at every runner made and a key hashes the checkpoint's small files (10 ms for Qwen's tokenizer)
+SEEN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def cpu_name() -> str:
@@ -72,14 +74,11 @@ def recorded(model, rows: int | None = None) -> dict | None:
     """The choice measured for this model at the threads torch runs on now, or None."""
     import torch
 
-    key = key_of(model, rows, torch.get_num_threads())
+    threads = torch.get_num_threads()
     mine = SEEN.setdefault(model, {})
-    if key not in mine:
-        found = read_all().get(key)
-        if found is None:
-            return None
-        mine[key] = found
-    return mine[key]
+    if (rows, threads) not in mine:
+        mine[(rows, threads)] = read_all().get(key_of(model, rows, threads))
+    return mine[(rows, threads)]
 
 
 def record(model, rows: int | None = None) -> dict:
@@ -92,9 +91,9 @@ def record(model, rows: int | None = None) -> dict:
     step_ms = time_steps(model, rows)
     choice = {"runner": min(step_ms, key=step_ms.get), "step_ms": step_ms,
               "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
-    key = key_of(model, rows, torch.get_num_threads())
-    write_all({**read_all(), key: choice})
-    SEEN.setdefault(model, {})[key] = choice
+    threads = torch.get_num_threads()
+    write_all({**read_all(), key_of(model, rows, threads): choice})
+    SEEN.setdefault(model, {})[(rows, threads)] = choice
     if choice["runner"] != "onnxruntime":
         from playground.engine.runners.onnx_build import release
 
