@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -292,3 +293,20 @@ def cache_dir() -> Path:
         return Path(os.environ["PLAYGROUND_CACHE"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base).expanduser() / "speculative-playground"
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """A file in the cache written whole (the models' manifests, auto's runner choices): a temp file
+    beside `path`, flushed, then renamed; a crash leaves the old file or none, never half."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+    try:
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+

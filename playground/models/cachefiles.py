@@ -15,8 +15,9 @@ import hashlib
 import json
 import os
 import shutil
-import threading
 from pathlib import Path
+
+from playground.config import write_text_atomic  # noqa: F401 (its callers import it from here too)
 
 CHUNK = 8 << 20
 MANIFEST = ".manifest.json"  # inside a checkpoint folder: every other file's size and sha256
@@ -28,21 +29,6 @@ def sha256_of(path: Path) -> str:
         while chunk := f.read(CHUNK):
             h.update(chunk)
     return h.hexdigest()
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Temp file beside `path`, flushed, then renamed: a crash leaves the old file or none, never half."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
-    try:
-        with open(tmp, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def record(path: Path, sha256: str | None = None) -> dict:

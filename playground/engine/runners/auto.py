@@ -16,14 +16,12 @@ run uses, auto keeps the table's choice (config.AUTO_RUNNER).
 from __future__ import annotations
 
 import json
-import os
 import platform
-import tempfile
 import time
 import weakref
 from statistics import median
 
-from playground.config import cache_dir
+from playground.config import cache_dir, write_text_atomic
 
 CONTEXT = 64  # tokens the cache holds when the steps are timed: a short prompt's
 WARM, TIMED = 2, 9  # steps of each runner left out, then timed (alternating, so drifts hit both)
@@ -105,14 +103,7 @@ def write_all(choices: dict) -> None:
     """The file replaced whole: a reader never sees half of it."""
     path = choice_file()
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".runner-choice-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(choices, f, indent=1)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_text_atomic(path, json.dumps(choices, indent=1) + "\n")
 
 
 def time_steps(model, rows: int | None = None) -> dict[str, float]:

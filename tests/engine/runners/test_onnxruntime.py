@@ -6,6 +6,7 @@ the builder cannot export refused with its reason."""
 
 import copy
 import json
+import os
 
 import pytest
 import torch
@@ -229,7 +230,10 @@ def test_an_unreadable_record_is_measured_again_and_a_failed_write_leaves_the_fi
     choice = auto.record(int4_target)
     assert json.loads(path.read_text()) == {auto.key_of(int4_target, None, torch.get_num_threads()): choice}
     before = path.read_text()
-    monkeypatch.setattr(json, "dump", lambda *a, **k: (_ for _ in ()).throw(OSError("disk full")))
+    def full_disk(fd):  # the temp file is written, then its flush to disk fails
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
     with pytest.raises(OSError, match="disk full"):
         auto.write_all({"other": {}})
     assert path.read_text() == before and [p.name for p in path.parent.iterdir()] == [path.name]
