@@ -32,7 +32,8 @@ DRAFTER_LABELS = {MODEL: "draft model", PROMPT_LOOKUP: "prompt lookup", SUFFIX: 
                   RECYCLING: "token recycling", SELF: "the target itself, layers skipped",
                   HYBRID: "suffixes, else the draft model"}  # as the page shows them
 MODEL_FREE = (PROMPT_LOOKUP, SUFFIX, RECYCLING)  # no forward at all: their bookkeeping is their c
-TREE_DRAFTERS = (MODEL, SUFFIX, RECYCLING)  # the drafters with several candidates a position
+TREE_DRAFTERS = (MODEL, SUFFIX, RECYCLING, HYBRID, SELF)  # the drafters with several candidates a position
+DRAFT_MODEL_DRAFTERS = (MODEL, HYBRID)  # the drafters that run the draft model (the hybrid where suffixes miss)
 # drafters whose memory grows over a session's runs (they hold no model, so keeping them keeps no weights alive)
 LEARNING = (SUFFIX, RECYCLING)
 CHAIN, TREE = "chain", "tree"  # the draft model proposes one chain, or a token tree (several candidates a position)

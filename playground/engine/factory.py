@@ -29,7 +29,8 @@ class Models:
 
 def spec_config(run: RunConfig, **engine_only) -> SpecConfig:
     """The engine's SpecConfig (the run's decoding knobs), plus engine-only options (detail, stop_strings)."""
-    return SpecConfig(**{k.name: getattr(run, k.name) for k in group("decoding")}, runner=run.runner, **engine_only)
+    return SpecConfig(**{k.name: getattr(run, k.name) for k in group("decoding")}, runner=run.runner,
+                      tree=run.speculation == TREE, **engine_only)
 
 
 def make_drafter(run: RunConfig, models: Models):
@@ -40,13 +41,20 @@ def make_drafter(run: RunConfig, models: Models):
     if run.drafter == SELF:
         from playground.engine.self_draft import SelfDrafter
 
-        return SelfDrafter(models.target, run.kept_layers or None, runner=run.runner, seed=run.seed)
+        return SelfDrafter(models.target, run.kept_layers or None, runner=run.runner, seed=run.seed,
+                           speculation=run.speculation, tree=tree_shape(run))
     if run.drafter == HYBRID:
         from playground.engine.hybrid import HybridDrafter
 
-        return HybridDrafter(model_free_drafter(replace(run, drafter=SUFFIX, speculation=CHAIN), models.target),
-                             draft_model_drafter(replace(run, speculation=CHAIN), models))
+        return HybridDrafter(model_free_drafter(replace(run, drafter=SUFFIX), models.target),
+                             draft_model_drafter(run, models))
     return draft_model_drafter(run, models)
+
+
+def tree_shape(run: RunConfig) -> dict:
+    """A run's tree knobs as a tree drafter takes them."""
+    return {"budget": run.tree_budget, "depth": run.tree_depth, "branching": run.tree_branching,
+            "width": run.tree_width}
 
 
 def drafter_settings(run: RunConfig) -> tuple:
@@ -79,8 +87,7 @@ def draft_model_drafter(run: RunConfig, models: Models):
     if run.speculation == TREE:
         from playground.engine.tree_drafter import TreeDrafter
 
-        return TreeDrafter(models.draft, run.tree_budget, run.tree_depth, run.tree_branching,
-                           draft_vocab=vocab, width=run.tree_width, runner=run.runner)
+        return TreeDrafter(models.draft, draft_vocab=vocab, runner=run.runner, **tree_shape(run))
     from playground.engine.drafters import ModelDrafter
 
     return ModelDrafter(models.draft, draft_vocab=vocab, runner=run.runner)

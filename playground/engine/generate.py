@@ -45,6 +45,9 @@ class SpecConfig:
     seed: int = KNOBS["seed"].default  # seeds the run's own generators; nothing global is reseeded
     max_new_tokens: int = KNOBS["max_new_tokens"].default
     runner: str = KNOBS["runner"].default  # how the target's forwards run; a drafter has its own
+    # the run verifies token trees: its target runs where trees can (auto passes over a chains-only
+    # runner), and so does its baseline, given the same config, so both run on one runner
+    tree: bool = False
     stop_strings: tuple[str, ...] = ()
     detail: int = 0  # record the top-`detail` tokens of p, q and the residual in each event
     sampling: Sampling = field(init=False, repr=False, compare=False)
@@ -76,7 +79,8 @@ class Decoding:
 
 def start(target, drafter: Drafter | None, config: SpecConfig, eos_token_ids=()) -> Decoding:
     """The decoding state of one run: the target's cache (run by the config's runner) and fresh generators."""
-    lm = CachedModel(target, runner=config.runner, tree=drafter is not None and drafter.speculation == TREE)
+    lm = CachedModel(target, runner=config.runner,
+                     tree=config.tree or (drafter is not None and drafter.speculation == TREE))
     vocab = min(lm.vocab_size, drafter.vocab_size or lm.vocab_size) if drafter else lm.vocab_size
     return Decoding(lm, drafter, config, Generators(config.seed), vocab, frozenset(eos_token_ids))
 

@@ -18,7 +18,8 @@ keeps the first layer (it turns embeddings into what every later layer expects; 
 reads its cache's length off layer 0's entries).
 
 Verification is untouched: q is the view's processed distribution, exactly as a draft model's
-(the chain ModelDrafter drives the view), so Algorithm 1 keeps the output exact.
+(the chain ModelDrafter, or the TreeDrafter for a token tree, drives the view), so Algorithm 1, or
+SpecInfer's tree verification, keeps the output exact.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.config import CHAIN, KnobError, check_int
-from playground.engine.drafters import Draft, ModelDrafter
+from playground.config import CHAIN, KNOBS, TREE, KnobError, check_int, check_value
+from playground.engine.drafters import Draft, ModelDrafter, TreeDraft
 from playground.engine.memory import cache_bytes
 from playground.engine.runners import COMPILED, EAGER, LLAMACPP, ONNXRUNTIME, STATIC, resolve
 
@@ -207,19 +208,21 @@ def self_draft_runner(name: str, device) -> str:
 
 
 class SelfDrafter:
-    """The target drafting for itself through a layer-skipping view (chain; q the view's processed
-    distribution). `layers` are the layers that ran, chosen per prompt when `search` is on."""
+    """The target drafting for itself through a layer-skipping view (a chain or a token tree; q the
+    view's processed distribution). `layers` are the layers that ran, chosen per prompt when `search` is on."""
 
     name = "self draft"
-    speculation = CHAIN
 
     def __init__(self, target, kept_layers: int | None = None, layers: tuple[int, ...] | None = None,
                  search: bool = True, runner: str = "auto", draft_vocab: int | None = None,
-                 budget: int = SEARCH_BUDGET, window: int = SCORE_WINDOW, seed: int = 0):
+                 budget: int = SEARCH_BUDGET, window: int = SCORE_WINDOW, seed: int = 0,
+                 speculation: str = CHAIN, tree: dict | None = None):
         """kept_layers: how many layers draft (default: half, as SWIFT skips about half); layers: the
         set to start from (default the early-exit set); search: look for a better set of the same
         size at each prompt's first proposal; budget: sets scored per search; window: prompt
-        positions each is scored on; seed: the random sets drawn."""
+        positions each is scored on; seed: the random sets drawn; speculation: chain or tree, and
+        tree: the TreeDrafter's shape (budget, depth, branching, width; the knobs' defaults)."""
+        check_value(KNOBS["speculation"], speculation)
         total = num_layers(target)
         if layers is not None:
             layers = check_layers(layers, total)
@@ -234,6 +237,8 @@ class SelfDrafter:
         self.total_layers = total
         self.runner, self.draft_vocab = self_draft_runner(runner, target.device), draft_vocab
         self.start = layers or early_exit_layers(total, kept_layers)
+        self.speculation, self.tree = speculation, dict(tree or {})
+        self.depth = self.tree.get("depth", KNOBS["tree_depth"].default) if speculation == TREE else None
         self.vocab_size = target.config.get_text_config().vocab_size
         self.device = target.device
         self.searched: Search | None = None  # the last prompt's search, for whoever shows it
@@ -241,17 +246,23 @@ class SelfDrafter:
         self.use(self.start)
 
     def use(self, layers: tuple[int, ...]) -> None:
-        """Draft with `layers` from now on: a view and a chain drafter (its own cache) over it."""
-        self.layers = layers
-        self.drafter = ModelDrafter(view_of(self.target, layers), self.vocab_size,
-                                    draft_vocab=self.draft_vocab, runner=self.runner)
+        """Draft with `layers` from now on: a view and a chain or tree drafter (its own cache) over it."""
+        from playground.engine.tree_drafter import TreeDrafter
+
+        self.layers, view = layers, view_of(self.target, layers)
+        if self.speculation == TREE:
+            self.drafter = TreeDrafter(view, vocab_size=self.vocab_size, draft_vocab=self.draft_vocab,
+                                       runner=self.runner, **self.tree)
+        else:
+            self.drafter = ModelDrafter(view, self.vocab_size, draft_vocab=self.draft_vocab, runner=self.runner)
 
     def begin(self, ids: list[int]) -> None:
         # searched in the first proposal, timed as drafting; one kept layer leaves one set: layer 0
         self.pending = list(ids) if self.search and len(self.start) > 1 else None
         self.drafter.begin(ids)
 
-    def propose(self, ids, k, sampling, generator, min_confidence=0.0, stop_tokens=frozenset()) -> Draft:
+    def propose(self, ids, k, sampling, generator, min_confidence=0.0,
+                stop_tokens=frozenset()) -> Draft | TreeDraft:
         if self.pending is not None:
             self.select_layers(self.pending)
         return self.drafter.propose(ids, k, sampling, generator, min_confidence, stop_tokens)

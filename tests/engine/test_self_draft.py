@@ -180,3 +180,49 @@ def test_two_token_joint_check_catches_the_naive_residual(small_vocab_pair, monk
     monkeypatch.setattr(sampling, "residual_distribution", lambda p, q: p)
     fit = goodness_of_fit(joint_counts(target), processed_joint(target, PROMPT_IDS, 8))
     assert fit.p_value < 1e-4, fit
+
+
+# -- as a token tree --------------------------------------------------------------------------------
+
+TREE_SHAPE = dict(budget=6, depth=2, branching=2)
+
+
+def test_a_self_tree_keeps_greedy_identity_and_drafts_with_the_view(pair, reference):
+    target, _, _ = pair
+    ids, expected = reference
+    drafter = SelfDrafter(target, 2, search=True, runner="eager", speculation="tree",
+                          tree=dict(budget=8, depth=4, branching=2))
+    events = run(target, ids, drafter)
+    assert output_tokens(events) == expected
+    assert drafter.depth == 4 and events[1].tree is not None and summarize(events).target_calls < TOKENS
+    assert drafter.drafter.lm.model is view_of(target, drafter.layers)  # the tree grows on the searched view
+    with pytest.raises(ValueError, match="^speculation must be one of"):
+        SelfDrafter(target, 2, speculation="forest")
+
+
+def tree_joint_counts(target, draws=JOINT_DRAWS):
+    counts = np.zeros(8 * 8)
+    for seed in range(draws):
+        config = SpecConfig(gamma=2, temperature=1.0, seed=seed, max_new_tokens=3, runner="eager", **KNOBS)
+        drafter = SelfDrafter(target, 1, runner="eager", speculation="tree", tree=TREE_SHAPE)
+        out = output_tokens(generate(target, PROMPT_IDS, config, drafter))
+        counts[out[0] * 8 + out[1]] += 1
+    return counts
+
+
+def test_two_token_joint_of_a_self_tree_follows_target(small_vocab_pair):
+    target, _ = small_vocab_pair
+    fit = goodness_of_fit(tree_joint_counts(target), processed_joint(target, PROMPT_IDS, 8))
+    assert fit.p_value > 1e-4, fit
+
+
+def test_two_token_joint_check_of_a_self_tree_catches_a_shared_q_rule(small_vocab_pair, monkeypatch):
+    """Wrong on purpose: every child tried against one q uniform over the siblings, not the q they
+    were drawn from (SpecInfer's rule needs the drawing q)."""
+    from playground.engine import tree as tree_math
+    from test_suffix import shared_q_try_children
+
+    target, _ = small_vocab_pair
+    monkeypatch.setattr(tree_math, "try_children", shared_q_try_children)
+    fit = goodness_of_fit(tree_joint_counts(target), processed_joint(target, PROMPT_IDS, 8))
+    assert fit.p_value < 1e-4, fit

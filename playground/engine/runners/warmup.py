@@ -29,7 +29,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from playground.config import MODEL, TREE, RunConfig
+from playground.config import DRAFT_MODEL_DRAFTERS, TREE, RunConfig
 from playground.engine.kvcache import CachedModel
 from playground.engine.runners import COMPILED, ONNXRUNTIME, resolve
 from playground.engine.runners.compiled import bucket, step_key, steps_of
@@ -66,7 +66,7 @@ def run_shapes(run: RunConfig) -> dict[str, tuple[int, ...]]:
     else:
         verify = (max(run.gamma, run.gamma_max) if run.adaptive else run.gamma) + 1
         draft = (1, 2)
-    shapes = {TARGET: (1, bucket(verify)), DRAFT: draft if run.drafter == MODEL else ()}
+    shapes = {TARGET: (1, bucket(verify)), DRAFT: draft if run.drafter in DRAFT_MODEL_DRAFTERS else ()}
     return {name: tuple(sorted({b for b in rows if b is not None})) for name, rows in shapes.items()}
 
 
@@ -147,8 +147,8 @@ def build_models(target, draft, run: RunConfig) -> Iterator[Building | Choosing]
     if resolve(run.runner, target.device, run.speculation == TREE, target) == ONNXRUNTIME:
         todo.append((TARGET, target, None))
     rows = run.draft_vocab or None
-    if run.drafter == MODEL and draft is not None and \
-            resolve(run.runner, draft.device, False, draft, rows) == ONNXRUNTIME:
+    if run.drafter in DRAFT_MODEL_DRAFTERS and draft is not None and \
+            resolve(run.runner, draft.device, run.speculation == TREE, draft, rows) == ONNXRUNTIME:
         todo.append((DRAFT, draft, rows))
     builds = [item for item in todo if not is_built(item[1], item[2])]
     for index, (name, model, head_rows) in enumerate(builds, 1):
