@@ -192,8 +192,9 @@ def measuring(ctx, view: BoardView, form: BoardForm, plan: sweep.Plan, names: li
             shown[view.table] = table(board_table.leaderboard({"runs": kept + measured}))
         return shown
 
-    def pair_of(cell):
-        return loaded if not cell.draft else ctx.cache.get(cell.pair, **cell.loading())
+    def pair_of(cell):  # another draft model or quantization: the pair loaded with it
+        return loaded if board.loaded_as(cell) == board.loaded_as(plan.grid.base) else \
+            ctx.cache.get(cell.pair, **cell.loading())
 
     def curve_of(pair, runner: str) -> tuple[float, ...]:
         return ctx.costs.measure(pair.target, runner, board.PROBE_GAMMA + 1).v

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from playground.config import DRAFTER_LABELS, DRAFTERS, HYBRID, KNOBS, MODEL, TREE
+from playground.config import DRAFT_MODEL_DRAFTERS, DRAFTER_LABELS, DRAFTERS, KNOBS, MODEL, TREE
 from playground.measure.bench import sweep
 from playground.app.shared.flow import read_settings, whole
 from playground.app.shared.form import Form
@@ -81,7 +81,7 @@ def plan_of(form: SweepForm, suggested: dict | None = None, builtin: dict[str, s
 
 def drafts_with_model(cell) -> bool:
     """Does the cell's drafter run the draft model (a drafter that does not is one row, not one per draft)?"""
-    return cell.drafter in (MODEL, HYBRID)
+    return cell.drafter in DRAFT_MODEL_DRAFTERS
 
 
 def row_kinds(drafters) -> list[str]:

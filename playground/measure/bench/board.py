@@ -7,7 +7,9 @@ Entries, as `--drafters` and the page write them:
   model:NAME         any model of models.yaml drafting over its whole vocabulary (NAME the pair's
                      own draft: its full vocabulary; another tokenizer: drafted across tokenizers)
   prompt_lookup, suffix, recycling, self, hybrid   the drafters with no second model, or a view
-  tree, suffix-tree, recycling-tree                 the draft model's, suffixes', recycled tokens' trees
+  tree, suffix-tree, recycling-tree, hybrid-tree, self-tree   each drafter's token tree
+  model@Q, model:NAME@Q                             a draft model in another quantization Q (`all` adds the
+                                                    pair's draft in each of WORTH_TRYING's on this device)
 
 Each entry at its best γ for this machine, in two rounds. The probe drafts PROBE_GAMMA tokens (a
 tree PROBE_GAMMA levels). Greedy, a shorter chain is the longer one's prefix, so the probe's
@@ -22,13 +24,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from playground.config import CHAIN, DRAFTERS, MODEL, TREE, TREE_DRAFTERS, RunConfig
+from playground.config import AUTO_QUANTIZATION, CHAIN, DRAFTERS, MODEL, MODEL_QUANTIZATIONS, TREE, TREE_DRAFTERS, \
+    RunConfig
 from playground.measure.bench.sweep import Grid, Plan, Progress, SettingError, measure
 
 PROBE_GAMMA = 4  # the probe's γ: the best γ is chosen among 1..PROBE_GAMMA
 ALL = "all"
 TREE_SUFFIX = "-tree"
 MIN_SECONDS_PER_RUN = 2.0  # a run's floor in the estimate: loading its inputs, the first call
+QUANTIZED = "@"
+# A draft's quantizations worth trying beside its own, per device. On a CPU int8 (PyTorch's kernels)
+# keeps more of bf16's acceptance than int4 at a higher step cost, so which pays is the board's
+# question; bf16 costs several times int4's step there (Table 4). On a GPU a small draft's step is
+# launch-bound, so full precision costs little more than nf4 and keeps every token it would propose.
+WORTH_TRYING = {"cpu": ("int8-cpu",), "cuda": ("none", "nf4")}
 
 
 @dataclass(frozen=True)
@@ -53,11 +62,22 @@ def draft_models(registry, spec) -> list[str]:
             and (name == spec.draft or not m.needs_hub)]
 
 
+def other_quantizations(registry, spec) -> list[str]:
+    """The pair's draft's quantizations worth trying beside its own on the device it loads on."""
+    from playground.models.loading import resolve_device  # torch: not at import
+
+    draft = registry.model(spec.draft)
+    device = resolve_device(draft.device, draft.name)
+    own = AUTO_QUANTIZATION[device] if draft.quantization == "auto" else draft.quantization
+    return [q for q in WORTH_TRYING.get(device, ()) if q != own]
+
+
 def available(registry, spec) -> list[str]:
     """What `all` means for this pair: every entry that can draft for its target here."""
     models = [f"{MODEL}:{name}" for name in draft_models(registry, spec)
               if name != spec.draft or spec.draft_vocab]  # the pair's own draft again: its full vocabulary
-    return [MODEL, *models, *(d for d in DRAFTERS if d != MODEL), TREE,
+    quantized = [f"{MODEL}{QUANTIZED}{q}" for q in other_quantizations(registry, spec)]
+    return [MODEL, *quantized, *models, *(d for d in DRAFTERS if d != MODEL), TREE,
             *(f"{d}{TREE_SUFFIX}" for d in TREE_DRAFTERS if d != MODEL)]
 
 
@@ -77,13 +97,23 @@ def names_of(text, registry, spec) -> list[str]:
 def entry(name: str, base: RunConfig, registry, spec) -> Entry:
     """One entry's run over the base (the pair, length, temperature, runner): the probe's γ."""
     probe = replace(base, gamma=PROBE_GAMMA, speculation=CHAIN, tree_depth=PROBE_GAMMA, adaptive=False)
-    kind, _, draft = name.partition(":")
+    name_only, _, quantization = name.partition(QUANTIZED)
+    kind, _, draft = name_only.partition(":")
     tree = kind == TREE or kind.endswith(TREE_SUFFIX)
     drafter = MODEL if kind == TREE else kind.removesuffix(TREE_SUFFIX) if tree else kind
     if drafter not in DRAFTERS or (tree and drafter not in TREE_DRAFTERS) or (draft and drafter != MODEL):
         raise SettingError("--drafters", f"unknown drafter {name!r}; the board knows {ALL}, "
                                          f"{', '.join(available(registry, spec))}, and {MODEL}:NAME for any "
-                                         "model of models.yaml")
+                                         f"model of models.yaml, either as {MODEL}{QUANTIZED}Q or "
+                                         f"{MODEL}:NAME{QUANTIZED}Q in a quantization Q")
+    if quantization:
+        if drafter != MODEL:
+            raise SettingError("--drafters", f"{name}: only a draft model has a quantization ({MODEL}{QUANTIZED}Q "
+                                             f"or {MODEL}:NAME{QUANTIZED}Q)")
+        if quantization not in MODEL_QUANTIZATIONS:
+            raise SettingError("--drafters", f"{name}: the quantization must be one of "
+                                             f"{', '.join(MODEL_QUANTIZATIONS)}, got {quantization!r}")
+        probe = replace(probe, draft_quantization=quantization)
     if draft:
         try:
             registry.model(draft)
@@ -96,11 +126,16 @@ def entry(name: str, base: RunConfig, registry, spec) -> Entry:
 
 
 def entries(names: list[str], base: RunConfig, registry, spec) -> list[Entry]:
-    """The entries in measuring order: the pair's own draft's first, then each other draft model's,
-    so each pair is loaded once (the cache holds one at a time)."""
+    """The entries in measuring order: the pair's own draft's first, then each other draft model or
+    quantization's, so each pair is loaded once (the cache holds one at a time)."""
     made = [entry(name, base, registry, spec) for name in names]
-    drafts = list(dict.fromkeys(["", *(e.cell.draft for e in made)]))
-    return sorted(made, key=lambda e: drafts.index(e.cell.draft))
+    loads = list(dict.fromkeys([loaded_as(base), *(loaded_as(e.cell) for e in made)]))
+    return sorted(made, key=lambda e: loads.index(loaded_as(e.cell)))
+
+
+def loaded_as(cell: RunConfig) -> tuple[str, str]:
+    """What a cell's pair is loaded with beyond the pair itself: its draft model and that model's quantization."""
+    return cell.draft, cell.draft_quantization
 
 
 def plan_of(entries_: list[Entry], base: RunConfig, prompts, **options) -> Plan:
@@ -109,9 +144,10 @@ def plan_of(entries_: list[Entry], base: RunConfig, prompts, **options) -> Plan:
         raise SettingError("prompts", "choose at least one prompt")
     if not entries_:
         raise SettingError("--drafters", "choose at least one drafter")
-    drafts = list(dict.fromkeys(e.cell.draft for e in entries_))
-    return Plan(Grid(base, {"draft": drafts} if len(drafts) > 1 else {}), [e.cell for e in entries_],
-                list(prompts), **options)
+    axes = {knob: list(dict.fromkeys(getattr(e.cell, knob) for e in entries_))
+            for knob in ("draft", "draft_quantization")}
+    return Plan(Grid(base, {k: values for k, values in axes.items() if len(values) > 1}),
+                [e.cell for e in entries_], list(prompts), **options)
 
 
 # -- the best γ ----------------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ def add_flags(parser) -> None:
                        help="measure every way of drafting for the pair's target side by side, each at its best "
                             f"γ (a probe at γ {board.PROBE_GAMMA}, then the formula's best γ for the measured "
                             "v(k)): 'all', or some of model, model:NAME (any model of models.yaml), "
-                            "prompt_lookup, suffix, recycling, self, hybrid, tree, suffix-tree, recycling-tree")
+                            "model@Q or model:NAME@Q (a draft in quantization Q), prompt_lookup, suffix, "
+                            "recycling, self, hybrid, tree, suffix-tree, recycling-tree, hybrid-tree, self-tree")
     group.add_argument("--budget-minutes", type=float, metavar="MIN",
                        help="with --drafters: refuse to start when the board's least estimate is longer")
 
@@ -30,7 +31,7 @@ def make_plan(args, registry, spec, prompts, base) -> sweep.Plan:
     if args.sweep:
         raise SettingError("--drafters", "the board chooses its drafters and γ itself: drop --sweep")
     if args.tree:
-        raise SettingError("--tree", "the board has tree entries of its own (tree, suffix-tree, recycling-tree)")
+        raise SettingError("--tree", "the board has tree entries of its own (tree, suffix-tree, recycling-tree, hybrid-tree, self-tree)")
     if args.budget_minutes is not None and args.budget_minutes <= 0:
         raise SettingError("--budget-minutes", f"expected a positive number of minutes, got {args.budget_minutes}")
     entries = board.entries(board.names_of(args.drafters, registry, spec), base, registry, spec)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from playground.config import DRAFTER_LABELS, TREE
+from playground.measure.bench.board import QUANTIZED
 from playground.engine.sampling import expected_speedup, expected_tokens_per_call, verify_cost
 
 REFERENCES = {"llamacpp": "llama.cpp's own loop", "ortgenai": "onnxruntime-genai's own loop"}
@@ -100,8 +101,11 @@ def label(run: dict) -> str:
     what = DRAFTER_LABELS.get(s["drafter"], s["drafter"])
     if s.get("speculation") == TREE:
         what += ", a tree"
+    name, _, quantization = name.partition(QUANTIZED)
     if ":" in name:
         what += f" ({name.split(':', 1)[1]}{', whole vocabulary' if not s.get('draft_vocab') else ''})"
+    if quantization:
+        what += f", {quantization}"
     return what
 
 

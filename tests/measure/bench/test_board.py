@@ -21,9 +21,12 @@ PROMPTS = [Prompt("p1", EXAMPLE, "def fib(n): return n if n < 2 else fib(n - 1) 
 
 
 def test_all_is_every_drafter_the_target_can_use_here():
-    assert board.available(REGISTRY, TINY) == ["model", "prompt_lookup", "suffix", "recycling", "self", "hybrid",
-                                               "tree", "suffix-tree", "recycling-tree"]
+    # on this CPU the tiny float32 draft is also tried in int8, as the default pair's int4 draft is
+    assert board.available(REGISTRY, TINY) == ["model", "model@int8-cpu", "prompt_lookup", "suffix", "recycling",
+                                               "self", "hybrid", "tree", "suffix-tree", "recycling-tree",
+                                               "hybrid-tree", "self-tree"]
     default = board.available(REGISTRY, DEFAULT)
+    assert default[:2] == ["model", "model@int8-cpu"]
     # the pair's draft over its whole vocabulary, and the two packs with other tokenizers; not the
     # hub-only models, not another pair's target, not a random-weight model
     assert [n for n in default if n.startswith("model:")] == [
@@ -44,10 +47,35 @@ def test_an_entry_is_the_run_it_names_at_the_probes_gamma():
     assert names == ["suffix", "model", "model:gemma-3-270m"]
 
 
+def test_a_quantized_entry_loads_its_draft_in_that_quantization():
+    base = RunConfig(pair="default", gamma=3, draft_vocab=65536)
+    own = board.entry("model@int8-cpu", base, REGISTRY, DEFAULT).cell
+    full = board.entry("model:qwen2.5-coder-0.5b-instruct@none", base, REGISTRY, DEFAULT).cell
+    other = board.entry("model:gemma-3-270m@int8-cpu", base, REGISTRY, DEFAULT).cell
+    assert (own.draft, own.draft_vocab, own.draft_quantization) == ("", 65536, "int8-cpu")
+    assert (full.draft, full.draft_vocab, full.draft_quantization) == ("", 0, "none")
+    assert (other.draft, other.draft_quantization) == ("gemma-3-270m", "int8-cpu")
+    assert own.loading()["draft_quantization"] == "int8-cpu"  # what the cache loads the pair with
+    made = board.entries(["model@int8-cpu", "suffix", "tree@int8-cpu", "model"], base, REGISTRY, DEFAULT)
+    assert [e.name for e in made] == ["suffix", "model", "model@int8-cpu", "tree@int8-cpu"]  # one load each
+    plan = board.plan_of(made, base, PROMPTS)
+    assert plan.grid.axes == {"draft_quantization": ["default", "int8-cpu"]}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("model@int3", "the quantization must be one of auto, none, nf4, int8, int8-cpu, int4-cpu, got 'int3'"),
+    ("suffix@int8-cpu", "only a draft model has a quantization"),
+])
+def test_a_bad_quantized_entry_names_the_flag(text, message):
+    with pytest.raises(sweep.SettingError, match=message) as error:
+        board.entry(text, RunConfig(pair="default"), REGISTRY, DEFAULT)
+    assert error.value.flag == "--drafters"
+
+
 @pytest.mark.parametrize("text, message", [
     ("", "choose at least one drafter"),
     ("medusa", "unknown drafter 'medusa'"),
-    ("self-tree", "unknown drafter 'self-tree'"),
+    ("prompt_lookup-tree", "unknown drafter 'prompt_lookup-tree'"),
     ("suffix:gemma-3-270m", "unknown drafter"),
     ("model:no-such-model", "unknown model 'no-such-model'"),
     ("model:qwen2.5-coder-1.5b-instruct", "that is the target"),
@@ -105,6 +133,20 @@ def test_a_steep_verification_cost_remeasures_each_chain_at_a_shorter_gamma(load
     final = {r["board"]["entry"]: r for r in board_table.final_runs(report)}
     assert final["model"]["board"]["round"] == 2 and final["tree"]["board"]["round"] == 1
     assert all(r["summary"]["identical"] for r in report["runs"])  # greedy: every drafter lossless
+
+
+def test_a_quantized_entry_is_measured_on_a_draft_in_that_quantization():
+    cache = PairCache(REGISTRY)
+    base = RunConfig(pair="tiny", max_new_tokens=12, temperature=0.0)
+    entries = board.entries(["model@int8-cpu", "model"], base, REGISTRY, TINY)
+    plan = board.plan_of(entries, base, PROMPTS, repeats=1, warmup=0)
+    report = sweep.run(plan, lambda cell: cache.get(cell.pair, **cell.loading()), {},
+                       runs_of=lambda p, pair_of, progress: board.rounds(
+                           p, pair_of, progress, [e.name for e in entries], lambda pair, runner: (1.0,) * 5))
+    drafts = {r["board"]["entry"]: r["draft"]["quantization"] for r in report["runs"]}
+    assert drafts == {"model": "none", "model@int8-cpu": "int8-cpu"}
+    labels = {r["board"]["entry"]: board_table.label(r) for r in report["runs"]}
+    assert labels["model@int8-cpu"].endswith(", int8-cpu") and "int8" not in labels["model"]
 
 
 def test_stop_ends_the_board_within_one_engine_step(loaded):
