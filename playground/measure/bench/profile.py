@@ -26,7 +26,7 @@ def options(argv=None) -> argparse.Namespace:
     p.add_argument("--target-quantization", choices=QUANTIZATIONS, default=None)
     p.add_argument("--draft-quantization", choices=QUANTIZATIONS, default=None)
     p.add_argument("--tree", action="store_true", help="also profile a token tree from the same draft")
-    from playground.measure.bench.cli import add_knob_flags  # knobs as the benchmark names them (defaults, ranges, help)
+    from playground.measure.bench.flags import add_knob_flags  # knobs as the benchmark names them (defaults, ranges, help)
 
     add_knob_flags(p, ("gamma", "draft_vocab", "tree_budget", "tree_depth", "tree_branching", "tree_width"))
     return p.parse_args(argv)
@@ -72,7 +72,7 @@ def main(argv=None) -> int:
     from playground.models.loading import PairCache
     from playground.models.registry import load_registry
     from playground.models.text import encode_prompt
-    from playground.measure.bench.cli import take_suggestions
+    from playground.measure.bench.flags import take_suggestions
 
     registry = load_registry()
     try:

@@ -23,7 +23,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--slow-draws", type=int, default=400, help="slow draws (0 skips the slow mode)")
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
-    from playground.measure.bench.cli import add_knob_flags  # as the benchmark names them (choices, help)
+    from playground.measure.bench.flags import add_knob_flags  # as the benchmark names them (choices, help)
 
     add_knob_flags(parser, ("target_quantization", "draft_quantization"))
     return parser.parse_args(argv)
