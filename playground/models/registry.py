@@ -72,6 +72,10 @@ class PairSpec:
     gamma: int = KNOBS["gamma"].default  # suggested knobs (those marked pair_default in config.py)
     temperature: float = KNOBS["temperature"].default
     draft_vocab: int = KNOBS["draft_vocab"].default
+    # The acceptance rate its draft reaches on typical prompts, measured once: with it the pair's γ
+    # follows this machine's runner (measure/bench/follow.py: the formula's best γ at the measured c
+    # and v(k)); `gamma` above is what runs where nothing is measured. None: γ stays fixed.
+    alpha: float | None = None
     needs_hub: bool = False  # derived: either model can only come from the hub
     random_weights: bool = False  # derived: either model has random weights (tiny)
 
@@ -196,7 +200,7 @@ def check_pack_name(check: Checker, where: str, name: str) -> None:
 def parse_pair(check: Checker, name, entry, models: dict[str, ModelSpec]) -> PairSpec:
     where = f"pairs.{name}"
     check.mapping(where, entry, required=("target", "draft", "description"),
-                  optional=(*PAIR_KNOBS, "needs_hub", "random_weights"))
+                  optional=(*PAIR_KNOBS, "alpha", "needs_hub", "random_weights"))
     target, draft = (check.string(f"{where}.{role}", entry[role]) for role in ("target", "draft"))
     for role, model in (("target", target), ("draft", draft)):
         if model not in models:
@@ -211,6 +215,7 @@ def parse_pair(check: Checker, name, entry, models: dict[str, ModelSpec]) -> Pai
         draft=draft,
         description=description.strip(),
         **{n: check.knob(f"{where}.{n}", KNOBS[n], entry[n]) for n in PAIR_KNOBS if n in entry},
+        alpha=check.fraction(f"{where}.alpha", entry["alpha"]) if "alpha" in entry else None,
         needs_hub=models[target].needs_hub or models[draft].needs_hub,
         random_weights=models[target].random_weights or models[draft].random_weights,
     )
@@ -276,6 +281,12 @@ class Checker:
             kind = "an integer" if k.kind is int else "a number"
             self.fail(where, f"{kind} in [{k.low}, {k.high}]" if not k.choices else f"one of {k.choices}", value)
         return value
+
+    def fraction(self, where, value) -> float:
+        """A rate strictly between 0 and 1 (an acceptance rate of 0 or 1 leaves no γ to choose)."""
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
+            self.fail(where, "a number between 0 and 1 (both excluded)", value)
+        return float(value)
 
     def number(self, where, value, low, high) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:

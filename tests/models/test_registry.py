@@ -118,6 +118,8 @@ def test_unknown_pair_names_the_file_and_lists_known_pairs(tmp_path):
     (edited("    temperature: 0.7", "    temperature: 3"), "pairs.small.temperature", "in [0.0, 2.0]"),
     (edited("    temperature: 0.7", "    temprature: 0.7"), "pairs.small.temprature", "no such field"),
     (edited("    draft_vocab: 1000", "    draft_vocab: -1"), "pairs.small.draft_vocab", "an integer in [0, "),
+    (edited("    gamma: 6", "    gamma: 6\n    alpha: 1"), "pairs.small.alpha", "a number between 0 and 1"),
+    (edited("    gamma: 6", "    gamma: 6\n    alpha: high"), "pairs.small.alpha", "a number between 0 and 1"),
     (edited("    description: a pair", "    description: [a, pair]"), "pairs.small.description",
      "a non-empty string"),
     (edited("    description: a pair", "    description: |\n      two\n      lines"),

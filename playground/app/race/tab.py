@@ -133,7 +133,7 @@ def racing(ctx: AppContext, view: RaceView, pair, settings: RunConfig, form: Rac
     """The race's frames, checking the session's stop flag (Stop raises it) after each engine step."""
     with ctx.stops.held(form.session) as flag:
         settings, tree = yield from tree_check(ctx, pair, settings, view.status, prompt=form.prompts)
-        drafter = ctx.drafter_for(form.session, pair, settings)
+        drafter, frame = ctx.drafter_for(form.session, pair, settings), None
         for frame in race_frames(pair, form.prompt, form.system, settings, every=ctx.frame_every,
                                  stopped=flag.is_set, drafter=drafter):
             if flag.is_set():  # stopped: a cut-short race is neither shown as finished nor measured,
@@ -143,6 +143,19 @@ def racing(ctx: AppContext, view: RaceView, pair, settings: RunConfig, form: Rac
             if (point := point_from_race(frame, form.prompt[:40])) is not None:
                 ctx.measurements.add(form.session, point)
             yield shown(view, frame, pair, tree)
+        if frame is not None and frame.done and (note := followed_note(ctx, settings)) is not None:
+            yield {view.status: status_html(f"{status_line(frame)} {note}{random_weights_note(pair)}")}
+
+
+def followed_note(ctx: AppContext, settings: RunConfig) -> str | None:
+    """After a race at another γ than the one the pair follows on this machine: which, and why."""
+    from playground.measure.bench.follow import follows
+
+    spec = ctx.registry.pair(settings.pair or ctx.default_pair)
+    followed = ctx.followed.get(spec.name)
+    if followed is None or followed.gamma == settings.gamma or not follows(spec, settings):
+        return None
+    return f"This race ran at γ {settings.gamma}; {followed.line()}. Set γ to {followed.gamma} to race it."
 
 
 def tree_check(ctx: AppContext, pair, settings: RunConfig, status, prompt: tuple[str, str] | None = None):

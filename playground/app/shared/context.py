@@ -88,6 +88,8 @@ class AppContext:
     boards: BoardRuns = field(default_factory=BoardRuns)  # each session's finished drafts-board entries
     # c and v(k) per (model, runner), measured once per app run: the Theory, Lesson and race tabs read them
     costs: RunnerCosts = field(default_factory=RunnerCosts)
+    # each pair's γ as followed on this machine (measure/bench/follow.py), once a load measured it: pair -> Followed
+    followed: dict = field(default_factory=dict)
     loader: Loader | None = None  # the latest pair load; still running after a Stop until finished
     stops: StopFlags = field(default_factory=StopFlags)  # Stop pressed, per session
     wait_report_s: float = 1.0  # how often a job waiting for an earlier load says so
@@ -107,6 +109,15 @@ class AppContext:
         if settings.drafter not in LEARNING:
             return make()
         return self.learning.get(session, factory.drafter_settings(settings), make)
+
+    def suggested(self, pair: str | None, draft: str = "") -> dict:
+        """The knobs a pair suggests (models.yaml), its γ as followed on this machine once measured."""
+        spec = self.registry.pair(pair or self.default_pair)
+        knobs = spec.suggested(draft)
+        followed = self.followed.get(spec.name)
+        if followed is not None and draft in ("", spec.draft):
+            knobs["gamma"] = followed.gamma
+        return knobs
 
     def draft_choices(self) -> list[tuple[str, str]]:
         """(label, name) for the draft dropdown: the pair's own draft, then every model of the registry."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from playground.config import DRAFTER_LABELS, HYBRID, KNOBS, MODEL, PROMPT_LOOKUP, SELF, TREE, RunConfig
+from playground.config import DRAFT_MODEL_DRAFTERS, DRAFTER_LABELS, KNOBS, PROMPT_LOOKUP, SELF, TREE, RunConfig
 from playground.models.registry import PAIR_KNOBS
 from playground.app.shared.context import AppContext
 
@@ -118,7 +118,7 @@ CONDITIONAL = (
     ("speculation", (TREE,), ("tree_budget", "tree_depth", "tree_branching", "tree_width")),
     ("drafter", (PROMPT_LOOKUP,), ("ngram_min", "ngram_max")),
     ("drafter", (SELF,), ("kept_layers",)),
-    ("drafter", (MODEL, HYBRID), ("draft",)),
+    ("drafter", DRAFT_MODEL_DRAFTERS, ("draft",)),
     ("adaptive", (True,), ("gamma_min", "gamma_max")),
 )
 DECIDERS = tuple(dict.fromkeys(d for d, _, _ in CONDITIONAL))
@@ -172,16 +172,15 @@ def slider(field: str, low, high, value, step=1, **kwargs) -> gr.Slider:
 
 def pair_defaults(ctx: AppContext, name: str, draft: str = ""):
     """When the pair or the draft changes: the pair's description, and the knobs it suggests (γ,
-    temperature, ...; its draft vocabulary only for its own draft)."""
-    spec = ctx.registry.pair(name)
-    return gr.update(info=spec.description), *spec.suggested(draft).values()
+    temperature, ...; its draft vocabulary only for its own draft; γ as followed here once measured)."""
+    return gr.update(info=ctx.registry.pair(name).description), *ctx.suggested(name, draft).values()
 
 
 def shown_default(ctx: AppContext, name: str, pair: str | None = None):
     """The value a knob's control shows until the user moves it: the pair's suggestion where
     models.yaml makes one (follow_pair sets it), else the knob's own default."""
     if name in PAIR_KNOBS:
-        return ctx.registry.pair(pair or ctx.default_pair).suggested()[name]
+        return ctx.suggested(pair)[name]
     return KNOBS[name].default
 
 

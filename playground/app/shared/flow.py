@@ -162,7 +162,30 @@ def load_pair(ctx, settings: RunConfig, status, prompt: tuple[str, str] | None =
         yield from fail(status, f"Could not load pair {settings.pair!r}: {e}")
     yield from guarded(status, compiling(pair, settings, status, prompt),
                        f"Could not compile the steps of {settings.pair or 'the default pair'}")
+    yield from following(ctx, pair, settings, status)
     return pair
+
+
+def following(ctx, pair, settings: RunConfig, status):
+    """Once per app run and pair: the pair's γ followed on this machine (measure/bench/follow.py: its
+    α from models.yaml, c and v(k) measured now at the page's threads), said in the status box; from
+    then on the page suggests that γ for the pair. Nothing for a pair without α, another draft or a
+    drafter with no model; a failed measurement leaves the suggestion as it was and the run goes on."""
+    from playground.measure.bench.follow import follows, measure
+    from playground.measure.bench.machine import spare_a_core
+
+    spec = ctx.registry.pair(settings.pair or ctx.default_pair)
+    if spec.name in ctx.followed or not follows(spec, settings):
+        return
+    yield {status: status_html("Measuring the draft's cost c and the target's v(k) on this machine, so the "
+                               "pair's γ follows it (once, a few seconds)…")}
+    try:
+        with spare_a_core():
+            followed = ctx.followed[spec.name] = measure(pair, spec, settings)
+    except Exception:  # the run does not need it: say nothing more than the log does
+        log.exception("following the γ of %s failed", spec.name)
+        return
+    yield {status: status_html(f"{followed.line()}.")}  # it begins with γ, which has no capital here
 
 
 def compiling(pair, settings: RunConfig, status, prompt: tuple[str, str] | None = None):

@@ -44,11 +44,12 @@ def forward_seconds(k: int, prefix: list[int], lm, clock) -> float:
 
 
 def measure_curve(model, max_k: int = MAX_K, repeats: int = REPEATS, prefix_tokens: int = PREFIX_TOKENS,
-                  key: tuple = (), clock=None, runner: str = "auto") -> VerifyCurve:
+                  key: tuple = (), clock=None, runner: str = "auto", head_rows: int | None = None) -> VerifyCurve:
     """Time one forward over k = 1..max_k tokens after a cached prefix; median of `repeats` rounds
     (after one untimed round: first calls pick kernels, grow the cache and compile a compiled
     runner's shapes). clock(device) -> seconds defaults to the engine's (synchronised on CUDA);
-    tests pass a fake one. runner: how the forwards run (engine/runners)."""
+    tests pass a fake one. runner: how the forwards run (engine/runners); head_rows: a draft's
+    head cut to its draft vocabulary, as its drafter runs it."""
     from playground.engine.generate import clock as engine_clock
     from playground.engine.kvcache import CachedModel
 
@@ -56,7 +57,7 @@ def measure_curve(model, max_k: int = MAX_K, repeats: int = REPEATS, prefix_toke
     if max_k < 1 or repeats < 1 or prefix_tokens < 1:
         raise ValueError(f"max_k, repeats and prefix_tokens must be at least 1, got {max_k}, {repeats}, "
                          f"{prefix_tokens}")
-    lm = CachedModel(model, runner=runner)
+    lm = CachedModel(model, head_rows=head_rows, runner=runner)
     limit = getattr(model.config.get_text_config(), "max_position_embeddings", None) or prefix_tokens + max_k
     prefix_tokens = max(1, min(prefix_tokens, limit - max_k))
     prefix = [i % 1000 + 10 for i in range(prefix_tokens)]

@@ -1,0 +1,90 @@
+"""The pair's γ, following this machine: the formula's best γ at the acceptance rate models.yaml
+states for the pair (`alpha`) and the draft cost c and verification cost v(k) measured now, through
+the runners the run resolves to.
+
+A fixed γ is tuned on one CPU and runner: verifying 4 rows cost 1.6 plain steps on ONNX Runtime on
+a Xeon with AMX, 2.6 on 2 AVX2 cores, and under 1.2 on a GPU, so the γ that wins on one loses on
+another (docs/benchmarks.md). α is a fact of the two models and the prompts, c and v(k) of the
+machine and runner; the formula joins them. The benchmark's default γ and the page's suggestion
+follow it; models.yaml's `gamma` runs where nothing is measured (a pair with no `alpha`, another
+draft model, a drafter with no model).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from playground.config import MODEL, RunConfig
+
+MAX_GAMMA = 6  # the longest chain considered: v(k) measured to 7 rows (past it no CPU measured here pays)
+REPEATS = 3  # timed rounds of the curve (a few seconds on a CPU, once per pair and runner)
+
+
+@dataclass(frozen=True)
+class Followed:
+    """The γ a pair's α calls for on this machine, and what it was chosen from."""
+
+    gamma: int
+    alpha: float  # the pair's, from models.yaml
+    c: float  # a draft step over a plain target step, both as the run runs them
+    v: tuple[float, ...]  # the target's v(1..MAX_GAMMA + 1) through its runner
+    runner: str  # the target's runner, resolved
+    fixed: int  # models.yaml's γ, what runs where nothing is measured
+    forecast: float  # the formula's speedup at gamma (1.0 or less: no γ pays here)
+
+    def line(self) -> str:
+        """One sentence: the γ, and why."""
+        shown = ", ".join(f"v({k}) {x:.2f}" for k, x in enumerate(self.v[1:self.gamma + 2], 2))
+        why = (f"α {self.alpha:.2f} (models.yaml), c {self.c:.2f} and {shown} through {self.runner} here")
+        if self.forecast <= 1.0:
+            return (f"γ {self.gamma} suits this pair here, though the formula expects no gain at any γ: {why} "
+                    f"(forecast {self.forecast:.2f}×)")
+        return f"γ {self.gamma} suits this pair here: {why}, a forecast {self.forecast:.2f}× over plain decoding"
+
+
+def follows(spec, run: RunConfig) -> bool:
+    """Whether the pair's α speaks for this run: the pair's own draft model drafting a chain."""
+    return spec.alpha is not None and run.drafter == MODEL and run.draft in ("", spec.draft)
+
+
+def chosen(alpha: float, c: float, v, fixed: int, runner: str) -> Followed:
+    """The best γ (1..MAX_GAMMA) for alpha at c and v; γ 1, the least, where none pays."""
+    from playground.engine.sampling import best_gamma, expected_speedup  # torch: not at import
+
+    gamma = max(1, best_gamma(alpha, c, MAX_GAMMA, v))
+    return Followed(gamma, alpha, c, tuple(v), runner, fixed, expected_speedup(alpha, gamma, c, v))
+
+
+def measure(pair, spec, run: RunConfig) -> Followed:
+    """c and v(k) of a loaded pair measured now through the runners `run` resolves to, and the γ they
+    and the pair's α call for. The draft is timed with its head cut as its drafter runs it."""
+    from playground.engine.runners import resolve
+    from playground.measure.bench.verify_cost import measure_curve
+
+    rows = run.draft_vocab or None
+    target_runner = resolve(run.runner, pair.target.device, False, pair.target.model)
+    draft_runner = resolve(run.runner, pair.draft.device, False, pair.draft.model, rows)
+    target = measure_curve(pair.target.model, MAX_GAMMA + 1, REPEATS, runner=target_runner)
+    draft = measure_curve(pair.draft.model, 1, REPEATS, runner=draft_runner, head_rows=rows)
+    return chosen(spec.alpha, draft.step_s / target.step_s, target.v, spec.gamma, target_runner)
+
+
+def followed_plan(plan, pair, spec, say=print):
+    """The benchmark's plan with the pair's γ (taken because --gamma was not given) followed on this
+    machine: the runners chosen first (builds, auto's timing: say() hears each), then c and v(k)
+    measured, and every cell at the γ they call for. (plan, Followed), or (plan, None) unchanged where
+    the pair's α does not speak for the run or γ is swept."""
+    from dataclasses import replace
+
+    from playground.engine.runners.warmup import build_models
+    from playground.measure.bench.sweep import build_text
+
+    base = plan.grid.base
+    if "gamma" in plan.grid.axes or not follows(spec, base):
+        return plan, None
+    for event in build_models(pair.target.model, pair.draft.model, base):  # auto's choice decides the runner
+        say(build_text(event, "the pair's γ"))
+    followed = measure(pair, spec, base)
+    say(followed.line())
+    grid = replace(plan.grid, base=replace(base, gamma=followed.gamma))
+    return replace(plan, grid=grid, cells=[replace(c, gamma=followed.gamma) for c in plan.cells]), followed

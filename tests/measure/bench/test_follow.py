@@ -1,0 +1,76 @@
+"""The pair's γ following the machine (measure/bench/follow.py): the formula's best γ at the pair's
+α and the measured c and v(k); the benchmark takes it where --gamma is not given, and the page
+suggests it once a load measured it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from playground.config import RunConfig
+from playground.engine.sampling import best_gamma, expected_speedup
+from playground.measure.bench import cli, follow
+from playground.measure.bench.prompts import EXAMPLE, Prompt
+from playground.measure.bench.sweep import Grid, make_plan
+from playground.models.loading import PairCache
+from playground.models.registry import load_registry
+
+REGISTRY = load_registry()
+TINY = replace(REGISTRY.pair("tiny"), alpha=0.8)  # the tiny pair as if models.yaml stated its α
+PROMPTS = [Prompt("p1", EXAMPLE, "def add(a, b):")]
+FLAT = (1.0, 1.02, 1.04, 1.06, 1.08, 1.1, 1.12)  # verification as a GPU's: rows cost almost nothing
+STEEP = (1.0, 1.5, 2.2, 2.9, 3.6, 4.3, 5.0)  # as 2 AVX2 cores' int8 kernels: each row most of a step
+
+
+def test_gamma_is_the_formulas_best_for_the_pairs_alpha_at_the_measured_costs():
+    flat, steep = follow.chosen(0.8, 0.1, FLAT, 3, "eager"), follow.chosen(0.8, 0.1, STEEP, 3, "eager")
+    assert flat.gamma == best_gamma(0.8, 0.1, follow.MAX_GAMMA, FLAT) > steep.gamma == 1
+    assert flat.forecast == pytest.approx(expected_speedup(0.8, flat.gamma, 0.1, FLAT))
+    assert "γ 1 suits this pair here:" in steep.line() and "v(2) 1.50" in steep.line()
+    # a draft too dear for its acceptance: the least γ, and the sentence says nothing pays
+    hopeless = follow.chosen(0.3, 0.9, STEEP, 3, "eager")
+    assert hopeless.gamma == 1 and hopeless.forecast < 1 and "expects no gain" in hopeless.line()
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return PairCache(REGISTRY).get("tiny")
+
+
+def test_a_plan_on_the_pairs_gamma_takes_the_followed_one(loaded):
+    base = RunConfig(pair="tiny", gamma=TINY.gamma, max_new_tokens=8)
+    plan = make_plan(Grid(base, {"temperature": [0.0, 0.7]}), PROMPTS)
+    said = []
+    followed_plan, followed = follow.followed_plan(plan, loaded, TINY, said.append)
+    assert len(followed.v) == follow.MAX_GAMMA + 1 and followed.v[0] == 1.0 and followed.c > 0
+    assert followed.gamma == follow.chosen(0.8, followed.c, followed.v, TINY.gamma, followed.runner).gamma
+    assert [c.gamma for c in followed_plan.cells] == [followed.gamma] * 2
+    assert [c.temperature for c in followed_plan.cells] == [0.0, 0.7]  # nothing else moved
+    assert said[-1] == followed.line()
+    # where the pair's α does not speak for the run, or γ is swept, the plan stays as it was
+    for unchanged in (make_plan(Grid(base, {"gamma": [1, 2]}), PROMPTS),
+                      make_plan(Grid(replace(base, drafter="prompt_lookup")), PROMPTS),
+                      make_plan(Grid(replace(base, draft="tiny-target")), PROMPTS)):
+        assert follow.followed_plan(unchanged, loaded, TINY, said.append) == (unchanged, None)
+    assert follow.followed_plan(plan, loaded, REGISTRY.pair("tiny"), said.append) == (plan, None)  # no α
+
+
+def test_the_benchmark_follows_the_pairs_gamma_unless_gamma_is_given(tmp_path, monkeypatch):
+    text = Path(REGISTRY.path).read_text().replace("    random_weights: true\n    gamma: 4\n",
+                                                    "    random_weights: true\n    gamma: 4\n    alpha: 0.8\n")
+    assert "alpha: 0.8" in text
+    (tmp_path / "models.yaml").write_text(text)
+    monkeypatch.setenv("PLAYGROUND_CONFIG", str(tmp_path / "models.yaml"))
+    run = ["--pair", "tiny", "--categories", "coding", "--limit", "1", "--max-new-tokens", "6", "--repeats", "1",
+           "--warmup", "0", "--json"]
+    assert cli.main([*run, str(tmp_path / "followed.json")]) == 0
+    report = json.loads((tmp_path / "followed.json").read_text())
+    followed = report["config"]["gamma_followed"]
+    assert report["runs"][0]["settings"]["gamma"] == followed["gamma"] and followed["alpha"] == 0.8
+    assert followed["fixed"] == 4 and len(followed["v"]) == follow.MAX_GAMMA + 1
+    assert cli.main([*run, str(tmp_path / "given.json"), "--gamma", "2"]) == 0
+    given = json.loads((tmp_path / "given.json").read_text())
+    assert given["runs"][0]["settings"]["gamma"] == 2 and "gamma_followed" not in given["config"]
