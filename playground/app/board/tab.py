@@ -54,7 +54,8 @@ LEGEND = (
     "the plain run timed beside it (prefill included), rescaled by its runner's plain rate over the fastest plain "
     "decoding measured (medians over the probe round's cells, which measure every drafter once in one pass; "
     "a cell's own speedup is side by side, so a machine slowing down over a long board does not move it), named above the table; decoding ×: the same without the prefill; formula: the prediction at its "
-    "α, c and v, on the same scale. α by position: the share of steps whose i-th draft was "
+    "α, c and v for the decoding, the plain run's prefill kept as it took (speculation does not touch it), on "
+    "the same scale. α by position: the share of steps whose i-th draft was "
     "kept. MB: the target's weights plus what the drafter holds. same tokens (greedy): prompts whose output "
     "equals plain decoding's."
 )

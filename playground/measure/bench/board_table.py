@@ -130,7 +130,9 @@ def leaderboard(report: dict) -> list[dict]:
             "over_fastest": over_fastest(run, every),
             "decode_over_fastest": over_fastest(run, every, decode=True),
             "predicted": s["predicted_speedup"],
-            "predicted_over_fastest": s["predicted_speedup"] * own / plain.tok_s if plain.tok_s else 0.0,
+            # on the scale of over_fastest (prefill included): the formula with the plain run's prefill kept
+            "predicted_over_fastest": (s.get("predicted_speedup_with_prefill") or s["predicted_speedup"]) * own
+                                      / plain.tok_s if plain.tok_s else 0.0,
             "identical": f"{s['identical_prompts']}/{s['prompts']}" if s.get("identical_prompts") is not None else "",
             "round": mark["round"], "forecast": mark.get("forecast", {}),
         })

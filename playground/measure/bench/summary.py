@@ -115,6 +115,7 @@ def speculation_summary(records) -> dict:
     # paper's formula assumes 1; the generalised one charges what was measured, v(gamma + 1)
     predicted = expected_speedup(t.alpha, mean_gamma, t.c, t.verify_cost) if drafted else 1.0
     measured = rate_summary(records)["speedup_total"]
+    with_prefill = with_prefill_speedup(records, predicted)
     return {
         "acceptance_rate": accepted / drafted if drafted else 0.0,
         "mean_accepted_tokens": total(records, "new_tokens") / calls if calls else 0.0,
@@ -124,9 +125,25 @@ def speculation_summary(records) -> dict:
         "predicted_speedup": predicted,
         "paper_predicted_speedup": expected_speedup(t.alpha, mean_gamma, t.c) if drafted else 1.0,
         "measured_over_predicted": measured / predicted if predicted else 0.0,
+        **({"predicted_speedup_with_prefill": with_prefill} if with_prefill is not None else {}),
         "verify_cost": t.verify_cost or 0.0,
         **position_summary(records),
     }
+
+
+def with_prefill_speedup(records, decoding: float) -> float | None:
+    """The formula's speedup of a whole run, prompt reading included: the formula speaks of decoding
+    only, so the plain run's decoding (seconds D) is divided by its speedup, and each run keeps the
+    prefill it measured (the plain run's P; the speculative run's, which a draft model lengthens by
+    reading the prompt too): (P + D) / (P_speculative + D / speedup). What a with-prefill
+    measurement, such as the Race's, is to be held to. None for records from before decoding was
+    timed apart."""
+    if "baseline_decode_seconds" not in records[0] or decoding <= 0:
+        return None
+    decode = total(records, "baseline_decode_seconds")
+    prefill = total(records, "baseline_seconds") - decode
+    spec_prefill = total(records, "speculative_seconds") - total(records, "speculative_decode_seconds")
+    return (prefill + decode) / (spec_prefill + decode / decoding) if spec_prefill + decode > 0 else None
 
 
 def position_summary(records) -> dict:

@@ -309,6 +309,21 @@ def test_summary_uses_medians_of_ratios_and_pooled_counts():
     assert s["identical"] is True and s["identical_prompts"] == 3
 
 
+def test_the_prediction_with_prefill_keeps_each_runs_prefill_and_divides_the_decoding():
+    """A plain run of 10 s: 4 s reading the prompt, 6 s decoding; the speculative run read it in 5 s
+    (its draft read it too). A formula speedup of 2 on the decoding leaves 5 + 3 = 8 s, so 10 / 8 with
+    the prefill; records without decode timings give none."""
+    from playground.measure.bench.summary import with_prefill_speedup
+
+    records = [{"baseline_seconds": 6.0, "baseline_decode_seconds": 3.0, "speculative_seconds": 5.0,
+                "speculative_decode_seconds": 2.0},
+               {"baseline_seconds": 4.0, "baseline_decode_seconds": 3.0, "speculative_seconds": 4.0,
+                "speculative_decode_seconds": 2.0}]
+    assert with_prefill_speedup(records, 2.0) == pytest.approx(10 / 8)
+    assert with_prefill_speedup(records, 0.5) == pytest.approx(10 / 17)  # a loss shrinks the same way
+    assert with_prefill_speedup([{"baseline_seconds": 6.0}], 2.0) is None
+
+
 # -- GPU script, charts --------------------------------------------------------------------------
 
 
