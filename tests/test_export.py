@@ -12,7 +12,7 @@ import pytest
 from playground import export
 from playground.models.registry import load_registry
 from playground.models.tiny import tiny_pair
-from playground.config import DRAFTERS, HYBRID, MODEL, PROMPT_LOOKUP, RECYCLING, SELF, SUFFIX, TREE, RunConfig
+from playground.config import DRAFTERS, HYBRID, MODEL, PROMPT_LOOKUP, RECYCLING, SELF, SUFFIX, TREE, TREE_DRAFTERS, RunConfig
 
 
 @pytest.fixture(scope="module")
@@ -352,3 +352,14 @@ def test_the_installed_vllm_accepts_the_exported_suffix_and_ngram_configs(regist
     out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[0] in ("accepted", "accepted, needs arctic-inference") and out[1] == "accepted"
     assert out[2] == "refused: ValidationError"
+
+
+@pytest.mark.parametrize("drafter", TREE_DRAFTERS)
+def test_every_tree_drafter_exports_its_chain_and_says_the_tools_verify_chains(registry, drafter):
+    """The hybrid's and the self draft's trees too: no tool verifies token trees, so each snippet
+    drafts the drafter's chain equivalent and the caveats say so."""
+    s = settings(registry, drafter=drafter, speculation=TREE, tree_budget=12, tree_depth=3)
+    assert export.vllm_config(s)["method"] == export.EQUIVALENTS[drafter].vllm[0]
+    assert "--spec-type" in args_of(export.llamacpp_server(s))
+    ast.parse(export.transformers_snippet(s).code)
+    assert any(n.startswith("Token tree (up to 12 nodes, 3 deep)") for n in export.caveats(s))
