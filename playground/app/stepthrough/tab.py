@@ -12,7 +12,7 @@ from functools import partial
 
 import gradio as gr
 
-from playground.config import RunConfig
+from playground.config import MODEL, RunConfig
 from playground.app.shared import controls
 from playground.app.shared import plots
 from playground.app.shared import render
@@ -182,7 +182,8 @@ def shown(view: StepView, stepper: Stepper, event, pair, note: str = "") -> dict
 def step_panels(event, stepper: Stepper, steps: int) -> tuple:
     """The stages and the figure: q and p bars for a chain step, the drawn tree for a tree step."""
     if event.tree is not None:
-        return (tree_view.tree_step_html(event, stepper.label, stepper.greedy, steps),
+        note = None if stepper.drafter == MODEL else stepper.note  # the draft model's tree has its own text
+        return (tree_view.tree_step_html(event, stepper.label, stepper.greedy, steps, note),
                 tree_view.tree_figure(event, stepper.label, stepper.greedy))
     return (step_view.step_html(event, stepper.label, stepper.greedy, stepper.note, steps),
             step_plots.step_figure(event, stepper.label, stepper.greedy))

@@ -19,19 +19,26 @@ COLOURS = {"accepted": "#137333", "rejected": "#d0a3a0", "untested": "#d5d5d5", 
            BONUS: "#3c6eeb", RESAMPLED: "#f59614", "target": "#888888"}
 MAX_LABEL = 8  # characters of a token shown on its node; the hover has the rest
 
-SAMPLED_NOTE = (
-    "The draft model proposed several candidates per position, each drawn independently from its q, and "
-    "the target read the whole tree in ONE forward pass (each node sees only its own ancestors). Walking "
-    "down from the root, the children of a node are tried in turn: a child x is kept with probability "
-    "min(1, p(x)/q(x)); after a rejection the target's distribution becomes the residual "
+READ = "the target read the whole tree in ONE forward pass (each node sees only its own ancestors)."
+SAMPLED_RULE = (
+    "Walking down from the root, the children of a node are tried in turn: a child x is kept with "
+    "probability min(1, p(x)/q(x)); after a rejection the target's distribution becomes the residual "
     "norm(max(0, p − q)) and the next child is tried against that (SpecInfer's multi-step speculative "
     "sampling). The output still follows the target exactly."
 )
-GREEDY_NOTE = (
-    "The draft model proposed its top few tokens at each node, and the target read the whole tree in ONE "
-    "forward pass (each node sees only its own ancestors). At temperature 0 the target keeps the longest "
-    "path from the root whose every token is its own top choice, then adds its top token after it."
-)
+GREEDY_RULE = ("At temperature 0 the target keeps the longest path from the root whose every token is its own top "
+               "choice, then adds its top token after it.")
+SAMPLED_NOTE = ("The draft model proposed several candidates per position, each drawn independently from its q, "
+                f"and {READ} {SAMPLED_RULE}")
+GREEDY_NOTE = f"The draft model proposed its top few tokens at each node, and {READ} {GREEDY_RULE}"
+
+
+def tree_note(greedy: bool, note: str | None = None) -> str:
+    """The Draft stage's text for a tree: the draft model's, or another drafter's own note (`note`:
+    suffixes, recycled tokens, the hybrid, the target's own layers) followed by how a tree is verified."""
+    if note is None:
+        return GREEDY_NOTE if greedy else SAMPLED_NOTE
+    return f"{note} As a tree: {READ[0].upper()}{READ[1:]} {GREEDY_RULE if greedy else SAMPLED_RULE}"
 
 
 def layout(event: StepEvent) -> tuple[list[int], list[float]]:
@@ -110,8 +117,9 @@ def short(text: str) -> str:
     return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "…"
 
 
-def tree_step_html(event: StepEvent, label: Label, greedy: bool, step_no: int) -> str:
-    """The tree step as stages: the tree drafted, the nodes tried, the outcome, then the tally."""
+def tree_step_html(event: StepEvent, label: Label, greedy: bool, step_no: int, note: str | None = None) -> str:
+    """The tree step as stages: the tree drafted, the nodes tried, the outcome, then the tally.
+    `note`: what a drafter other than the draft model did (tree_note)."""
     tree = event.tree
     depth = max((n.depth for n in tree.nodes), default=0)
     head = f"Step {step_no}: one call of the target model verified a tree of {len(tree.nodes)} nodes"
@@ -123,7 +131,7 @@ def tree_step_html(event: StepEvent, label: Label, greedy: bool, step_no: int) -
     untested = sum(n.fate == "untested" for n in tree.nodes)
     body = (f"{table}<p>{untested} node{'s' if untested != 1 else ''} off the kept path never needed a "
             "decision: only the children of kept nodes are tried.</p>")
-    stages = [stage("① Draft a tree", GREEDY_NOTE if greedy else SAMPLED_NOTE, html.escape(drafted)),
+    stages = [stage("① Draft a tree", tree_note(greedy, note), html.escape(drafted)),
               stage(f"② Verify: {len(tree.path)} depth{'s' if len(tree.path) != 1 else ''} kept", "", body),
               stage("③ The target's own token", "", outcome(event, label))]
     return f'<div class="steps"><div class="head">{head}</div>{"".join(stages)}{tally(event)}</div>'
