@@ -114,6 +114,14 @@ class Setup:
     def make_tree_drafter(self):
         return factory.make_drafter(replace(self.run, speculation=TREE), self.models)
 
+    def tree_moves(self, config: SpecConfig) -> bool:
+        """Whether a tree runs on another runner than this run's chain (under auto, a chains-only runner)."""
+        from playground.engine.runners import resolve
+
+        device = getattr(self.target, "device", "cpu")
+        return resolve(config.runner, device, True, self.target) != resolve(config.runner, device, config.tree,
+                                                                            self.target)
+
     def methods(self, config: SpecConfig) -> dict[str, Callable[[list[int]], Run]]:
         """Each timed method as a function of the prompt ids, in the order they first run."""
         methods = {
@@ -124,6 +132,9 @@ class Setup:
         if self.tree:
             methods["tree"] = lambda ids: engine_run(self.target, ids, config, self.make_tree_drafter(), self.eos,
                                                      self.stopped)
+            if self.tree_moves(config):  # the tree's speedup is over plain decoding on the tree's own runner
+                methods["tree_baseline"] = lambda ids: engine_run(self.target, ids, replace(config, tree=True), None,
+                                                                  self.eos, self.stopped)
         if self.reference:
             lookup = self.drafter == PROMPT_LOOKUP
             methods["hf_generate"] = lambda ids: hf_run(self, ids, config)
@@ -252,7 +263,7 @@ def measure_prompt(setup: Setup, ids: list[int], config: SpecConfig, repeats: in
     if setup.reference:
         record.update(reference_fields(runs, config))
     if "tree" in runs:
-        record.update(tree_fields(base, spec, runs["tree"], config))
+        record.update(tree_fields(runs.get("tree_baseline", base), spec, runs["tree"], config))
     if "llamacpp" in runs:
         record.update(reference_llamacpp.record_fields(runs, config))
     if "ortgenai" in runs:
@@ -352,7 +363,8 @@ def reference_fields(runs: dict[str, Run], config: SpecConfig) -> dict:
 
 def tree_fields(base: Run, chain: Run, tree: Run, config: SpecConfig) -> dict:
     """The tree beside the chain: speed, accepted tokens per call, and the raw sums behind its
-    costs (decoding calls only): nodes verified, draft forwards (one per depth) and their seconds."""
+    costs (decoding calls only): nodes verified, draft forwards (one per depth) and their seconds.
+    `base`: plain decoding on the tree's runner (where the chain's cannot verify trees, a run of its own)."""
     steady = [e for e in steady_events(tree.events) if e.tree is not None]
     cost = tree_costs(tree.events)  # the engine's sums over those calls, drafts counted per depth
     hits, trials = acceptance_by_rank(tree.events)

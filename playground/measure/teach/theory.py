@@ -29,7 +29,7 @@ def measure_point(
 
     config = factory.spec_config(settings)
     setup = Setup.of(pair, settings, tree=settings.drafter == MODEL)  # a tree's length beside the chain's
-    total = (3 if setup.tree else 2) * repeats + 1
+    total = len(setup.methods(config)) * repeats + 1  # a tree on another runner brings a plain run of its own
     with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
         warm_up(setup, ids, config, 1)
         report(1, total, "warm-up")

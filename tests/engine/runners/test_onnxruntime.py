@@ -237,3 +237,19 @@ def test_an_unreadable_record_is_measured_again_and_a_failed_write_leaves_the_fi
     with pytest.raises(OSError, match="disk full"):
         auto.write_all({"other": {}})
     assert path.read_text() == before and [p.name for p in path.parent.iterdir()] == [path.name]
+
+
+def test_a_tree_timed_beside_a_chain_gets_plain_decoding_on_its_own_runner(int4_target, built_pair):
+    """Under auto the chain runs on onnxruntime and a tree on eager: the tree's speedup is then over a
+    plain run of its own on eager (both speedups same-runner); with one runner for both, none is added."""
+    from playground.config import RunConfig
+    from playground.engine.generate import SpecConfig
+    from playground.measure.bench.runs import Setup, measure_prompt
+
+    setup = Setup(int4_target, built_pair[1], RunConfig(pair="tiny", runner="auto"), (), tree=True)
+    config = SpecConfig(runner="auto", max_new_tokens=8, gamma=2)
+    assert list(setup.methods(config)) == ["baseline", "speculative", "tree", "tree_baseline"]
+    record = measure_prompt(setup, PROMPT, config, 1)
+    assert record["tree_speedup"] > 0 and record["tree_new_tokens"] == 8
+    eager = SpecConfig(runner="eager", max_new_tokens=8, gamma=2)
+    assert list(setup.methods(eager)) == ["baseline", "speculative", "tree"]
