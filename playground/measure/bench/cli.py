@@ -223,12 +223,11 @@ def follow_gamma(args, plan: Plan, cache) -> Plan:
     from tqdm import tqdm
 
     from playground.measure.bench.follow import followed_plan
-    from playground.models.registry import load_registry
 
     args.followed = None
     if "gamma" not in args.suggested or args.drafters is not None:  # the board picks each drafter's γ itself
         return plan
-    plan, args.followed = followed_plan(plan, load_pair(args, plan, cache), load_registry().pair(plan.pair),
+    plan, args.followed = followed_plan(plan, load_pair(args, plan, cache), cache.registry.pair(plan.pair),
                                         lambda line: tqdm.write(line, file=sys.stderr))
     return plan
 
