@@ -238,7 +238,6 @@ class SelfDrafter:
         self.runner, self.draft_vocab = self_draft_runner(runner, target.device), draft_vocab
         self.start = layers or early_exit_layers(total, kept_layers)
         self.speculation, self.tree = speculation, dict(tree or {})
-        self.depth = self.tree.get("depth", KNOBS["tree_depth"].default) if speculation == TREE else None
         self.vocab_size = target.config.get_text_config().vocab_size
         self.device = target.device
         self.searched: Search | None = None  # the last prompt's search, for whoever shows it
@@ -255,6 +254,11 @@ class SelfDrafter:
                                        runner=self.runner, **self.tree)
         else:
             self.drafter = ModelDrafter(view, self.vocab_size, draft_vocab=self.draft_vocab, runner=self.runner)
+
+    @property
+    def depth(self) -> int | None:
+        """A tree's levels, as the engine reads them: the tree drafter's own."""
+        return self.drafter.depth if self.speculation == TREE else None
 
     def begin(self, ids: list[int]) -> None:
         # searched in the first proposal, timed as drafting; one kept layer leaves one set: layer 0

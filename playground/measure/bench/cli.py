@@ -142,21 +142,17 @@ def show_progress(bar, step: sweep.Progress) -> None:
         bar.set_postfix_str(step.what)
 
 
-def tree_shape(args) -> dict | None:
-    if not args.tree and args.speculation != TREE:
-        return None
-    return {"budget": args.tree_budget, "depth": args.tree_depth, "branching": args.tree_branching,
-            "width": args.tree_width}
-
-
 def run_config(args, plan: Plan) -> dict:
+    from playground.engine.factory import tree_shape
+
+    base = plan.grid.base
     return {"pair": plan.pair, "drafter": args.drafter, "ngram_min": args.ngram_min, "ngram_max": args.ngram_max,
             "draft_vocab": args.draft_vocab, "prompts": args.prompts,
             "categories": args.categories,
             "limit_per_category": args.limit, "repeats": args.repeats, "warmup": args.warmup,
             "reference": ",".join(args.reference or ()) or None, "sweep": args.sweep, "drafters": args.drafters,
             "prompt_count": len(plan.prompts),
-            "tree": tree_shape(args),
+            "tree": tree_shape(base) if args.tree or base.speculation == TREE else None,
             **({"gamma_followed": asdict(args.followed)} if getattr(args, "followed", None) else {})}
 
 
