@@ -24,6 +24,8 @@ verification stay on the packed kernels.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import nn
 
@@ -83,17 +85,20 @@ class Int4Linear(nn.Module):
         scale = ((high - low) / 15).clamp(min=1e-8)
         q = ((w - low) / scale).round().clamp(0, 15).to(torch.int32).reshape(n, k)
         zero = low + 8 * scale  # the kernel computes (q - 8) * scale + zero
+        # one copy of the 4-bit values: the kernel's packing; long forwards unpack it (`codes`)
         self.register_buffer("packed", torch._convert_weight_to_int4pack_for_cpu(q, INNER_K_TILES))
-        # the same 4-bit values, two per byte in plain order, for dequantizing long forwards
-        self.register_buffer("nibbles", (q[:, 0::2] | (q[:, 1::2] << 4)).to(torch.uint8))
         pairs = torch.cat([scale, zero], dim=-1).transpose(0, 1).contiguous()  # [k / group, n, 2]
         self.register_buffer("scales_and_zeros", pairs.to(linear.weight.dtype))
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach(), requires_grad=False)
         self.group, self.in_features, self.out_features = group, k, n
 
+    def codes(self) -> torch.Tensor:
+        """The 4-bit values q [out, in] (uint8), unpacked from the kernel's layout."""
+        return unpack_int4(self.packed, self.out_features, self.in_features)
+
     def dequantized(self) -> torch.Tensor:
         n, k, dtype = self.out_features, self.in_features, self.scales_and_zeros.dtype
-        q = torch.stack([self.nibbles & 15, self.nibbles >> 4], dim=-1).reshape(n, k // self.group, self.group)
+        q = self.codes().reshape(n, k // self.group, self.group)
         scale, zero = self.scales_and_zeros.transpose(0, 1).unbind(-1)  # [n, k / group] each
         return ((q.to(dtype) - 8) * scale[..., None] + zero[..., None]).reshape(n, k)
 
@@ -106,6 +111,40 @@ class Int4Linear(nn.Module):
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)
+
+
+def unpack_int4(packed: torch.Tensor, n: int, k: int) -> torch.Tensor:
+    """The kernel's packed bytes -> q [n, k] (uint8), in the layout this CPU's kernel wrote.
+
+    PyTorch packs rows in blocks whose width and nibble order follow the CPU's vector width
+    (aten/native/cpu/int4mm_kernel.cpp: 64 rows split in halves on AVX-512, 32 on AVX2, 32
+    interleaved otherwise; a last partial block interleaved), so the layout is found once by a
+    probe rather than assumed."""
+    block, halves = int4_layout()
+    return unpack_in_layout(packed, n, k, block, halves)
+
+
+def unpack_in_layout(packed: torch.Tensor, n: int, k: int, block: int, halves: bool) -> torch.Tensor:
+    flat, full = packed.reshape(-1), n // block * block
+    head = flat[: full * k // 2].reshape(full // block, k, block // 2)  # [blocks, k, block/2] bytes
+    low, high = head & 15, head >> 4
+    rows = torch.cat([low, high], -1) if halves else torch.stack([low, high], -1).reshape(*head.shape[:2], block)
+    q = rows.transpose(1, 2).reshape(full, k)  # [blocks * block, k]
+    if full == n:
+        return q
+    tail = flat[full * k // 2:].reshape(k, (n - full) // 2)  # the partial block, interleaved
+    return torch.cat([q, torch.stack([tail & 15, tail >> 4], -1).reshape(k, n - full).T])
+
+
+@functools.cache
+def int4_layout() -> tuple[int, bool]:
+    """(rows per block, halves or interleaved) of this CPU's int4 packing, found by a round trip."""
+    q = torch.randint(0, 16, (80, 64), dtype=torch.int32, generator=torch.Generator().manual_seed(0))
+    packed = torch._convert_weight_to_int4pack_for_cpu(q, INNER_K_TILES)
+    for layout in ((64, True), (32, True), (32, False), (64, False)):
+        if torch.equal(unpack_in_layout(packed, 80, 64, *layout).to(torch.int32), q):
+            return layout
+    raise RuntimeError("this PyTorch packs int4 weights in a layout cpu_quant does not know")
 
 
 def int4_group(linear: nn.Linear) -> int | None:
