@@ -55,6 +55,18 @@ def chosen(alpha: float, c: float, v, fixed: int, runner: str) -> Followed:
     return Followed(gamma, alpha, c, tuple(v), runner, fixed, expected_speedup(alpha, gamma, c, v))
 
 
+def advised(followed: Followed, alpha: float, gamma: int, measured: float) -> Followed | None:
+    """After a run at `gamma` that measured acceptance `alpha` and a speedup `measured`: the γ the
+    formula calls for at that α (the run's, not models.yaml's: it is what these prompts reached) with the
+    c and v(k) the pair's γ was followed from, or None where that is the γ just run or its forecast
+    is no more than what the run measured (nor than plain decoding): advice to run a γ expected to be
+    slower than what just ran is no advice. Its `alpha` is the run's."""
+    best = chosen(alpha, followed.c, followed.v, followed.fixed, followed.runner)
+    if best.gamma == gamma or best.forecast <= max(measured, 1.0):
+        return None
+    return best
+
+
 def measure(pair, spec, run: RunConfig) -> Followed:
     """c and v(k) of a loaded pair measured now through the runners `run` resolves to, and the γ they
     and the pair's α call for. The draft is timed with its head cut as its drafter runs it."""

@@ -74,3 +74,26 @@ def test_the_benchmark_follows_the_pairs_gamma_unless_gamma_is_given(tmp_path, m
     assert cli.main([*run, str(tmp_path / "given.json"), "--gamma", "2"]) == 0
     given = json.loads((tmp_path / "given.json").read_text())
     assert given["runs"][0]["settings"]["gamma"] == 2 and "gamma_followed" not in given["config"]
+
+
+# -- after a run: the advice follows the α the run measured ---------------------------------------
+# The page's case (issue 38): models.yaml's α 0.81 calls for γ 1 (a forecast 1.26×) at these costs; a
+# race at γ 3 then measured α 0.96 and 1.43×
+ISSUE_V = (1.0, 1.08, 1.26, 1.43, 1.6, 1.8, 2.0)
+
+
+def test_the_advice_after_a_run_takes_the_runs_alpha_not_the_pairs():
+    followed = follow.chosen(0.81, 0.36, ISSUE_V, 3, "onnxruntime")
+    assert (followed.gamma, round(followed.forecast, 2)) == (1, 1.26)
+    advice = follow.advised(followed, 0.96, 3, 1.43)
+    assert advice.gamma == best_gamma(0.96, 0.36, follow.MAX_GAMMA, ISSUE_V) == 4 and advice.alpha == 0.96
+    assert advice.forecast == pytest.approx(expected_speedup(0.96, 4, 0.36, ISSUE_V)) and advice.forecast > 1.43
+
+
+def test_no_advice_forecasts_less_than_the_run_measured():
+    dearer = follow.chosen(0.81, 0.45, ISSUE_V, 3, "onnxruntime")  # at α 0.96 the best forecast is 1.36×
+    assert follow.advised(dearer, 0.96, 3, 1.43) is None  # never γ 1 at 1.18×, nor γ 4 at 1.36×
+    assert follow.advised(dearer, 0.96, 3, 1.30).gamma == 4  # below what the formula expects: worth a try
+    followed = follow.chosen(0.81, 0.36, ISSUE_V, 3, "onnxruntime")
+    assert follow.advised(followed, 0.96, 4, 1.2) is None  # the γ just run is the γ advised
+    assert follow.advised(follow.chosen(0.3, 0.9, STEEP, 3, "eager"), 0.3, 3, 0.5) is None  # nothing pays
