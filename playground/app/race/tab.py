@@ -37,6 +37,10 @@ class RaceForm(Form):
     prompt: str
     system: str  # the system prompt, "" for none
     knobs: dict  # every RunConfig field by name, as the page sends it: the API takes each by its name
+    # whether γ is the user's: the page's gr.State, True once the user moves the γ control; False while it
+    # shows the pair's suggestion, so the race runs the pair's γ followed here (at_followed_gamma). Not
+    # an API parameter: an API call (which loads no page) keeps True, so its γ runs as given
+    gamma_set: bool = True
 
     def parse(self) -> RunConfig:
         """The run's settings, checked as far as the engine would, and the prompts: a bad knob or
@@ -114,19 +118,69 @@ def build(ctx: AppContext) -> dict:
         accept_plot = gr.Plot(label="acceptance by draft position", show_label=False)
 
     view = RaceView(baseline_text, spec_text, tokens_plot, speedup_plot, accept_plot, stats, status)
-    form = RaceForm(prompt, system, knobs)
-    model_job(run, partial(handle, ctx, view), form, outputs(view), status, "race",
-              Stop(stop, "stop", flags=ctx.stops))
+    gamma_set = gr.State(True)
+    form = RaceForm(prompt, system, knobs, gamma_set)
+    job = model_job(run, partial(handle, ctx, view), form, outputs(view), status, "race",
+                    Stop(stop, "stop", flags=ctx.stops))
     controls.follow_pair(ctx, knobs)
-    return {"view": view, "knobs": knobs}
+    follow_gamma(ctx, knobs, gamma_set, job)
+    return {"view": view, "knobs": knobs, "gamma_set": gamma_set}
+
+
+def follow_gamma(ctx: AppContext, knobs: dict, gamma_set: gr.State, job) -> None:
+    """Whose γ the γ control holds: the page's (the pair's suggestion) when the page loads and when the
+    user picks a pair or draft (follow_pair then sets it); the user's once the user moves it (`input`,
+    which an example or another tab's hand-over does not fire). After a race, the control shows the
+    γ the race ran at."""
+    private = dict(queue=False, api_visibility="private", show_progress="hidden")
+    knobs["gamma"].input(lambda: True, None, gamma_set, **private)
+    for decider in ("pair", "draft"):
+        knobs[decider].input(lambda: False, None, gamma_set, **private)
+    page = gr.context.Context.root_block
+    if page is not None:
+        page.load(lambda: False, None, gamma_set, **private)
+    names = list(knobs)
+    job.success(lambda *values: raced_gamma(ctx, dict(zip(names, values)), values[-1]),
+                [*knobs.values(), gamma_set], knobs["gamma"], **private)
+
+
+def raced_gamma(ctx: AppContext, values: dict, gamma_set: bool):
+    """The γ control's value after a race of these values: the followed γ where the race ran at it in
+    place of the value shown, else unchanged."""
+    try:
+        settings = read_settings(values)
+    except ValueError:
+        return gr.skip()
+    ran = at_followed_gamma(ctx, settings, gamma_set)
+    return gr.skip() if ran.gamma == settings.gamma else ran.gamma
 
 
 def handle(ctx: AppContext, view: RaceView, form: RaceForm) -> Iterator[dict]:
     """Run the race: check the form, load the pair, then race both runs frame by frame; any failure
     is a message in the status box. A finished race becomes a point of the session's theory view."""
     settings = yield from parsed(view.status, form.parse)
-    pair = yield from load_pair(ctx, settings, view.status, prompt=form.prompts)
+    pair = yield from load_pair(ctx, settings, view.status, prompt=form.prompts)  # the pair's γ followed
+    followed = at_followed_gamma(ctx, settings, form.gamma_set)
+    if followed != settings:  # its step shapes too, so nothing compiles in mid-race
+        settings = followed
+        yield from guarded(view.status, compiling(pair, settings, view.status, form.prompts),
+                           f"Could not compile the steps of {settings.pair or 'the default pair'}")
     yield from guarded(view.status, racing(ctx, view, pair, settings, form), "Generation failed")
+
+
+def at_followed_gamma(ctx: AppContext, settings: RunConfig, gamma_set: bool) -> RunConfig:
+    """The settings as the race runs them: γ the user did not set (`gamma_set` False) and still at the
+    pair's models.yaml value becomes the pair's γ followed on this machine (measure/bench/follow.py),
+    once a load measured it, as the benchmark does without --gamma. A γ the user set, any other γ (an
+    example's, another tab's), a tree, or a run the pair's α does not speak for is kept."""
+    from playground.measure.bench.follow import follows
+
+    spec = ctx.registry.pair(settings.pair or ctx.default_pair)
+    followed = ctx.followed.get(spec.name)
+    if (gamma_set or followed is None or settings.gamma != spec.gamma or settings.speculation == TREE
+            or not follows(spec, settings)):
+        return settings
+    return replace(settings, gamma=followed.gamma)
 
 
 def racing(ctx: AppContext, view: RaceView, pair, settings: RunConfig, form: RaceForm) -> Iterator[dict]:
@@ -143,19 +197,40 @@ def racing(ctx: AppContext, view: RaceView, pair, settings: RunConfig, form: Rac
             if (point := point_from_race(frame, form.prompt[:40])) is not None:
                 ctx.measurements.add(form.session, point)
             yield shown(view, frame, pair, tree)
-        if frame is not None and frame.done and (note := followed_note(ctx, settings)) is not None:
+        if frame is not None and frame.done and (note := followed_note(ctx, settings, frame)) is not None:
             yield {view.status: status_html(f"{status_line(frame)} {note}{random_weights_note(pair)}")}
 
 
-def followed_note(ctx: AppContext, settings: RunConfig) -> str | None:
-    """After a race at another γ than the one the pair follows on this machine: which, and why."""
-    from playground.measure.bench.follow import follows
+def followed_note(ctx: AppContext, settings: RunConfig, frame: RaceFrame) -> str | None:
+    """After a race of the pair's own draft (a chain at a fixed γ), once the pair's γ is followed here:
+    that it ran at that γ, where it did; then the γ the formula calls for at the α this race measured
+    (not models.yaml's: the race is what these prompts reach) with the c and v(k) the γ was followed
+    from, where that forecasts more than the race measured (follow.advised). None where nothing is said."""
+    from playground.measure.bench.follow import advised, follows
 
     spec = ctx.registry.pair(settings.pair or ctx.default_pair)
     followed = ctx.followed.get(spec.name)
-    if followed is None or followed.gamma == settings.gamma or not follows(spec, settings):
+    if followed is None or settings.speculation == TREE or settings.adaptive or not follows(spec, settings):
         return None
-    return f"This race ran at γ {settings.gamma}; {followed.line()}. Set γ to {followed.gamma} to race it."
+    alpha, speedup = race_result(frame)
+    said = [f"This race ran at the pair's γ here: {followed.line()}."] if settings.gamma == followed.gamma else []
+    if alpha is None or speedup is None:  # nothing drafted, or no time measured: only the pair's α speaks
+        if settings.gamma != followed.gamma:
+            said.append(f"This race ran at γ {settings.gamma}; {followed.line()}. Set γ to {followed.gamma} to race it.")
+    elif (advice := advised(followed, alpha, settings.gamma, speedup)) is not None:
+        said.append(f"At the α this race measured ({alpha:.2f}) and the c ({followed.c:.2f}) and v(k) measured at load, "
+                    f"the formula calls for γ {advice.gamma}: a forecast {advice.forecast:.2f}× against the "
+                    f"{speedup:.2f}× this race measured at γ {settings.gamma}. Set γ to {advice.gamma} to race it.")
+    return " ".join(said) or None
+
+
+def race_result(frame: RaceFrame) -> tuple[float | None, float | None]:
+    """(α, speedup) a finished race measured, as its stats panel shows them; None where nothing was
+    drafted (α) or timed (speedup)."""
+    plain = summarize(frame.baseline.events)
+    spec = summarize(frame.speculative.events, baseline=frame.baseline.events)
+    speedup = spec.tok_s / plain.tok_s if plain.tok_s and spec.tok_s else None
+    return (spec.alpha if spec.drafted else None), speedup
 
 
 def tree_check(ctx: AppContext, pair, settings: RunConfig, status, prompt: tuple[str, str] | None = None):
