@@ -60,8 +60,9 @@ def resolve(name: str, device, tree: bool = False, model=None, rows: int | None 
     """The runner a name stands for on this device: auto is what measured fastest there, or eager
     where that runner cannot serve the run (a tree on a chains-only runner; a model the onnxruntime
     runner has no checkpoint to build from, or onnxruntime not installed). For a model onnxruntime
-    serves, the faster of its plain step and eager's as measured on this machine (runners/auto.py;
-    `rows`: the draft vocabulary its head is cut to), else the table's AUTO_RUNNER."""
+    serves, the faster of its plain step and eager's as measured on this machine and recorded
+    (runners/choice.py, written by runners/auto.py; `rows`: the draft vocabulary its head is cut to),
+    else the table's AUTO_RUNNER."""
     if name not in RUNNERS:
         raise ValueError(f"runner must be one of: {', '.join(RUNNERS)}, got {name!r}")
     if name != "auto":
@@ -70,7 +71,7 @@ def resolve(name: str, device, tree: bool = False, model=None, rows: int | None 
     if kind in CHAINS_ONLY and tree:
         return EAGER
     if kind == ONNXRUNTIME and model is not None:
-        from playground.engine.runners.auto import recorded
+        from playground.engine.runners.choice import recorded
         from playground.engine.runners.onnx_build import serves
 
         if not serves(model):

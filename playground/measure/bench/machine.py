@@ -88,7 +88,7 @@ def package_version(name: str) -> str | None:
 
 def cpu_model() -> str:
     """The CPU's marketing name (the one auto's runner choice is recorded under)."""
-    from playground.engine.runners.auto import cpu_name
+    from playground.engine.runners.choice import cpu_name
 
     return cpu_name()
 

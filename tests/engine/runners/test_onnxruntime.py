@@ -175,11 +175,11 @@ def int4_target(built_pair, tmp_path, monkeypatch):
     """The tiny target in int4-cpu as if read from a checkpoint on disk (a model auto may put on
     onnxruntime), with auto's choices kept in a file of the test's own."""
     from playground.engine import runners
-    from playground.engine.runners import auto
+    from playground.engine.runners import choice
     from playground.models.cpu_quant import quantize_for_cpu
 
     monkeypatch.setitem(runners.AUTO_RUNNER, "cpu", "onnxruntime")
-    monkeypatch.setattr(auto, "choice_file", lambda: tmp_path / "runner-choice.json")
+    monkeypatch.setattr(choice, "choice_file", lambda: tmp_path / "runner-choice.json")
     folder = onnx_build.checkpoint_of(built_pair[0])
     target = copy.deepcopy(built_pair[0])
     assert quantize_for_cpu(target, "int4-cpu") > 0
@@ -189,7 +189,7 @@ def int4_target(built_pair, tmp_path, monkeypatch):
 
 def test_auto_times_both_runners_once_and_runs_the_faster(int4_target, monkeypatch):
     from playground.config import RunConfig
-    from playground.engine.runners import auto, resolve
+    from playground.engine.runners import auto, choice as choices, resolve
     from playground.engine.runners.warmup import Choosing, build_models
 
     run = RunConfig(pair="tiny", runner="auto")
@@ -200,7 +200,7 @@ def test_auto_times_both_runners_once_and_runs_the_faster(int4_target, monkeypat
     assert choice["runner"] == min(choice["step_ms"], key=choice["step_ms"].get)
     assert CachedModel(int4_target).runner.name == choice["runner"]
     assert onnx_build.is_built(int4_target) == (choice["runner"] == "onnxruntime")  # eager's: sessions closed
-    auto.SEEN.clear()  # as a new process: the choice is read from the file, nothing is timed again
+    choices.SEEN.clear()  # as a new process: the choice is read from the file, nothing is timed again
     monkeypatch.setattr(auto, "time_steps", lambda *a: pytest.fail("timed again"))
     assert not [e for e in build_models(int4_target, None, run) if isinstance(e, Choosing)]
     assert resolve("auto", "cpu", model=int4_target) == choice["runner"]
@@ -209,33 +209,34 @@ def test_auto_times_both_runners_once_and_runs_the_faster(int4_target, monkeypat
 
 @pytest.mark.parametrize("measured", ["eager", "onnxruntime"])
 def test_a_recorded_choice_decides_for_its_threads_only(int4_target, measured):
-    from playground.engine.runners import auto
+    from playground.engine.runners import choice
 
     threads = torch.get_num_threads()
-    auto.write_all({auto.key_of(int4_target, None, threads): {"runner": measured, "step_ms": {}}})
+    choice.write_all({choice.key_of(int4_target, None, threads): {"runner": measured, "step_ms": {}}})
     assert CachedModel(int4_target).runner.name == measured
-    assert auto.key_of(int4_target, None, threads + 1) != auto.key_of(int4_target, None, threads)
-    assert auto.key_of(int4_target, 64, threads) != auto.key_of(int4_target, None, threads)  # a cut head
-    auto.SEEN.clear()
-    auto.write_all({auto.key_of(int4_target, None, threads + 1): {"runner": "eager", "step_ms": {}}})
+    assert choice.key_of(int4_target, None, threads + 1) != choice.key_of(int4_target, None, threads)
+    assert choice.key_of(int4_target, 64, threads) != choice.key_of(int4_target, None, threads)  # a cut head
+    choice.SEEN.clear()
+    choice.write_all({choice.key_of(int4_target, None, threads + 1): {"runner": "eager", "step_ms": {}}})
     assert CachedModel(int4_target).runner.name == "onnxruntime"  # none for these threads: the table's
 
 
 def test_an_unreadable_record_is_measured_again_and_a_failed_write_leaves_the_file(int4_target, monkeypatch):
-    from playground.engine.runners import auto
+    from playground.engine.runners import auto, choice as choices
 
-    path = auto.choice_file()
+    path = choices.choice_file()
     path.write_text('{"half a')
-    assert auto.recorded(int4_target) is None
+    assert choices.recorded(int4_target) is None
     choice = auto.record(int4_target)
-    assert json.loads(path.read_text()) == {auto.key_of(int4_target, None, torch.get_num_threads()): choice}
+    key = choices.key_of(int4_target, None, torch.get_num_threads())
+    assert json.loads(path.read_text()) == {key: choice}
     before = path.read_text()
     def full_disk(fd):  # the temp file is written, then its flush to disk fails
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "fsync", full_disk)
     with pytest.raises(OSError, match="disk full"):
-        auto.write_all({"other": {}})
+        choices.write_all({"other": {}})
     assert path.read_text() == before and [p.name for p in path.parent.iterdir()] == [path.name]
 
 

@@ -32,7 +32,7 @@ import weakref
 from pathlib import Path
 
 INSTALL = ("install llama-cpp-python, the optional extra, built from its source distribution: "
-           "python -m playground.serve setup llamacpp (README, 'Run on llama.cpp's kernels')")
+           "python -m playground.serve setup llamacpp (docs/runners.md, 'Run on llama.cpp's kernels')")
 CONTEXT = 4096  # entries of the context a target's file is opened with; doubled while a prompt needs more
 BATCH = 512  # prompt tokens one llama_decode takes
 
