@@ -5,12 +5,8 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from playground.config import HYBRID, MODEL, PROMPT_LOOKUP, RECYCLING, SELF, SUFFIX
-
-if TYPE_CHECKING:
-    from playground.export.settings import ExportSettings
 
 # transformers' generate() drafts three ways, each named by the argument that turns it on
 ASSISTANT, LOOKUP, EARLY_EXIT = "assistant_model", "prompt_lookup_num_tokens", "assistant_early_exit"
@@ -80,9 +76,11 @@ EQUIVALENTS = {
 }
 
 
-def difference_comment(s: ExportSettings, tool: str) -> str:
-    """The tool's sentence about this drafter as comment lines ('' when the tool runs the same thing)."""
-    sentence = s.equivalent.differences.get(tool)
+def difference_comment(equivalent: Equivalent, tool: str) -> str:
+    """The tool's sentence about a drafter's equivalent as comment lines ('' when the tool runs the same
+    thing). Given the equivalent, not the settings: the settings read EQUIVALENTS, so this side of the
+    pair never imports them back."""
+    sentence = equivalent.differences.get(tool)
     if not sentence:
         return ""
     return "".join(f"# {line}\n" for line in textwrap.wrap(sentence, 98, break_on_hyphens=False))

@@ -22,7 +22,7 @@ def transformers_snippet(s: ExportSettings) -> Snippet:
     mode = s.equivalent.transformers
     setup = (
         f"# {CHECKED['transformers']}\n"
-        + difference_comment(s, "transformers")
+        + difference_comment(s.equivalent, "transformers")
         + ("" if s.greedy else "import torch\n")
         + "from transformers import AutoModelForCausalLM, AutoTokenizer\n\n"
         f"tokenizer = AutoTokenizer.from_pretrained({s.target_ref.checkpoint('target')!r})\n"

@@ -35,7 +35,7 @@ def llamacpp_server(s: ExportSettings) -> str:
         ]
     )
     command = " \\\n  ".join(" ".join(shlex.quote(a) for a in group) for group in groups)
-    return "\n".join(lines) + "\n" + difference_comment(s, "llama.cpp") + command + "\n"
+    return "\n".join(lines) + "\n" + difference_comment(s.equivalent, "llama.cpp") + command + "\n"
 
 
 def spec_type_flags(s: ExportSettings, spec_type: str) -> list[str]:

@@ -62,7 +62,7 @@ def vllm_serve(s: ExportSettings) -> str:
         f"# {CHECKED['vllm']}",
         "# --generation-config vllm: ignore the model's own sampling defaults (e.g. a repetition penalty);",
         "# the override makes the playground's sampling the server's default (a request may set its own).",
-        difference_comment(s, "vllm") + serve_command(s, first),
+        difference_comment(s.equivalent, "vllm") + serve_command(s, first),
         "",
         "# the other method: " + METHOD_LABELS[other],
         serve_command(s, other),
@@ -95,7 +95,7 @@ def vllm_python(s: ExportSettings) -> str:
     sampling = ", ".join(f"{k}={v!r}" for k, v in vllm_sampling(s).items())
     return (
         f"# {CHECKED['vllm']}\n"
-        + difference_comment(s, "vllm")
+        + difference_comment(s.equivalent, "vllm")
         + "from vllm import LLM, SamplingParams\n\n"
         "llm = LLM(\n"
         f"    model={s.target_ref.checkpoint('target')!r},\n"
