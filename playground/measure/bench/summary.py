@@ -21,6 +21,7 @@ from playground.engine.sampling import expected_speedup
 from playground.measure.bench.references import llamacpp as reference_llamacpp
 from playground.measure.bench.references import onnxruntime_genai as reference_ortgenai
 from playground.measure.bench.references import openvino as reference_openvino
+from playground.measure.bench.totals import rate, total
 
 
 def summarize_records(records: list[dict]) -> dict:
@@ -48,15 +49,6 @@ def by_category(records: list[dict], summarize=None) -> dict[str, dict]:
     summarize = summarize or summarize_records
     categories = list(dict.fromkeys(r["category"] for r in records))
     return {c: summarize([r for r in records if r["category"] == c]) for c in categories}
-
-
-def total(records, key) -> float:
-    return sum(r[key] for r in records)
-
-
-def rate(records, tokens_key, seconds_key) -> float:
-    seconds = total(records, seconds_key)
-    return total(records, tokens_key) / seconds if seconds else 0.0
 
 
 def rate_summary(records) -> dict:

@@ -31,6 +31,8 @@ import importlib.util
 import weakref
 from pathlib import Path
 
+from playground.measure.bench.totals import rate
+
 INSTALL = ("install llama-cpp-python, the optional extra, built from its source distribution: "
            "python -m playground.serve setup llamacpp (docs/runners.md, 'Run on llama.cpp's kernels')")
 CONTEXT = 4096  # entries of the context a target's file is opened with; doubled while a prompt needs more
@@ -152,8 +154,6 @@ def summary_fields(records: list[dict], ours: dict) -> dict:
     """A group's llama.cpp summary, pooled as summary.py pools transformers': a total-token rate,
     medians of the per-prompt ratios, identity over the greedy prompts."""
     from statistics import median
-
-    from playground.measure.bench.summary import rate  # summary imports this module: read when called
 
     cpp = rate(records, "llamacpp_new_tokens", "llamacpp_seconds")
     decode = rate(records, "llamacpp_decode_tokens", "llamacpp_decode_seconds")

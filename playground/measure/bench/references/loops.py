@@ -5,6 +5,8 @@ its acceptance pooled from its own counters, and the resident memory it added at
 
 from __future__ import annotations
 
+from playground.measure.bench.totals import rate
+
 
 def record_fields(runs: dict, key: str) -> dict:
     """One prompt's fields from the timed runs: ours (`baseline`, `speculative`), `key`, `key_speculative`."""
@@ -32,8 +34,6 @@ def record_fields(runs: dict, key: str) -> dict:
 def summary_fields(records: list[dict], ours: dict, key: str, drafted: str, accepted: str) -> dict:
     """A group's summary: total-token rates with and without the prefill, identity counts, and the
     acceptance pooled over the prompts from its counters named `drafted` and `accepted`."""
-    from playground.measure.bench.summary import rate  # summary imports the references: read when called
-
     plain = rate(records, f"{key}_new_tokens", f"{key}_seconds")
     fields = {f"{key}_tok_s": plain, f"{key}_decode_tok_s": rate(records, f"{key}_decode_tokens", f"{key}_decode_seconds"),
               f"{key}_identical_prompts": sum(r[f"{key}_identical"] for r in records),

@@ -124,7 +124,8 @@ def same_output(base: dict, spec: dict) -> bool:
 def summarize(records: list[dict]) -> dict:
     """The engine's rate and identity summary (measure/bench/summary.py), with the server's own
     acceptance figures in place of the engine's pooled α, c and v (a server reports no step costs)."""
-    from playground.measure.bench.summary import identity_summary, rate_summary, total
+    from playground.measure.bench.summary import identity_summary, rate_summary
+    from playground.measure.bench.totals import total
 
     if not records:
         return {"prompts": 0}
