@@ -9,7 +9,8 @@ imports everything below it. Inside the app a tab
 imports app/shared and the layers below, never another tab; only app/demo.py builds the tabs.
 Commands (`cli.py`, `__main__.py`, playground/bench.py) sit on top of the layer they serve and may
 import any layer but the app. The test walks every import in every module, at module level or
-inside a function, and fails on an upward import or a cycle between modules' top-level imports.
+inside a function, and fails on an upward import or an import cycle, between packages or within one
+(an import inside a function closes a cycle as surely as one at the top: it only postpones it).
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ def imports(path: Path, root: Path = PACKAGE) -> list[tuple[str, bool]]:
     return found
 
 
+def module_of(name: str, root: Path = PACKAGE) -> str:
+    """The module an imported name lives in: the name itself for a module or package, else its parent
+    (`from playground.engine.runners import doubled` reads the runners package)."""
+    where = root.joinpath(*name.split(".")[1:])
+    return name if where.is_dir() or where.with_suffix(".py").exists() else name.rsplit(".", 1)[0]
+
+
 def layer(module: str) -> str | None:
     """The layer a module sits in; measure's rooms are layers of their own."""
     parts = module.split(".")
@@ -67,16 +75,17 @@ def tab(module: str) -> str | None:
 
 
 def problems(root: Path = PACKAGE) -> list[str]:
-    """Every upward import, tab-to-tab import and top-level import cycle under root."""
+    """Every upward import, tab-to-tab import and import cycle under root."""
     found, graph = [], {}
     for path in sorted(root.rglob("*.py")):
         me = module_name(path, root)
         graph[me] = set()
-        for other, at_top in imports(path, root):
-            if other.startswith(me + ".") or other == "playground":
-                continue
-            if at_top:
-                graph[me].add(other)
+        for other, _ in imports(path, root):
+            if other == "playground" or me.startswith(module_of(other, root) + "."):
+                continue  # a module reading its own package: Python has run the package first
+            graph[me].add(other)
+            if other.startswith(me + "."):
+                continue  # a package importing its own module: no layer crossed
             mine, theirs = layer(me), layer(other)
             if is_command(me):
                 if theirs == "app" and mine != "app":
@@ -95,8 +104,8 @@ def problems(root: Path = PACKAGE) -> list[str]:
 
 
 def cycles(graph: dict[str, set[str]]) -> list[str]:
-    """Cycles among modules' top-level imports (a function-level import is lazy, so it may close one
-    only when it also crosses no layer, which problems() checks on its own)."""
+    """Cycles among modules' imports, at module level or in a function: one reported per cycle the
+    walk closes, so every circle shows at least once."""
     found, state = [], {}
 
     def visit(node, trail):
@@ -144,6 +153,28 @@ def test_the_walk_fails_on_an_upward_import_a_tab_import_and_a_cycle(tmp_path):
     assert "playground.models.load (models) imports its sibling layer" in found
     assert "playground.app.race.tab (tab race) imports another tab: playground.app.lab.tab" in found
     assert "import cycle: playground.engine.a → playground.engine.b → playground.engine.a" in found
+
+
+def test_the_walk_fails_on_a_cycle_within_a_package_closed_inside_functions(tmp_path):
+    """A circle inside one layer, each step a lazy import (as runner choice → cache model → runners
+    was): still a cycle. A module reading its own package, which Python runs first, is none."""
+    files = {
+        "config.py": "", "engine/__init__.py": "",
+        "engine/cache.py": "from playground.engine.runners import make\n",
+        "engine/runners/__init__.py": "def make():\n    from playground.engine.runners.pick import best\n",
+        "engine/runners/pick.py": "def best():\n    from playground.engine.cache import Cache\n",
+        "engine/runners/eager.py": "from playground.engine.runners import make\n",  # its own package: fine
+        "engine/x.py": "def f():\n    from playground.engine import y\n",
+        "engine/y.py": "def g():\n    from playground.engine.x import f\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = problems(tmp_path)
+    assert ("import cycle: playground.engine.cache → playground.engine.runners → playground.engine.runners.pick "
+            "→ playground.engine.cache") in found
+    assert "import cycle: playground.engine.x → playground.engine.y → playground.engine.x" in found
+    assert not [f for f in found if "eager" in f] and len(found) == 2
 
 
 def test_ui_modules_do_not_measure_or_time_on_their_own():
