@@ -38,7 +38,8 @@ def test_readme_is_short_and_its_test_command_is_the_one_ci_runs():
                     "&& python -m pytest")
     assert f"```bash\n{test_command}\n```" in readme
     assert f"\n  {test_command}\n" in (ROOT / ".ci" / "run").read_text()  # CI runs the README's, verbatim
-    assert "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt && python app.py" in readme
+    app_command = "python3 -m venv .venv && . .venv/bin/activate && pip install -r requirements.txt && python app.py"
+    assert f"```bash\n{app_command}\n```" in readme
 
 
 # --- links ---------------------------------------------------------------------------------------------
@@ -93,7 +94,8 @@ PYTHON = {"python", "python3", ".venv/bin/python"}
 KEYWORDS = {"if", "then", "else", "elif", "do", "while", "until", "!", "time"}
 SEPARATORS = {";", "&&", "||", "|", "(", ")", "&", ";;"}
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
-COMMAND_LINE = re.compile(r"\s*([A-Za-z_]\w*=|(python3?|\.venv/bin/python|bash|pip|if|for|while|then|do|else|time|!)(\s|$))")
+COMMAND_LINE = re.compile(r"\s*([A-Za-z_]\w*=|(python3?|\.venv/bin/python|bash|pip|if|for|while|then|do|else|time|!)"
+                          r"(\s|$))")  # a line that starts with a command (or an assignment)
 
 
 def segments(line: str) -> list[list[str]]:
@@ -125,7 +127,7 @@ def commands(page: Path) -> list[tuple[str, list[str]]]:
     rest = prose(text)
     lines += [m.group(1) for m in re.finditer(r"^ {4,}(python3? .*)$", rest, re.M)]
     lines += [" ".join(m.group(1).split()) for m in re.finditer(r"`([^`]+)`", rest)
-              if re.match(r"\s*(python3? -m playground|python3? app\.py|python3? scripts/|bash )", m.group(1))]
+              if re.match(r"\s*(python3? (-m playground|app\.py|scripts/)|bash )", m.group(1))]
     variables: dict[str, str] = {}
     found = []
     for line in lines:
@@ -246,7 +248,7 @@ def test_the_pages_show_the_commands_that_matter():
     """The check above must see the commands it guards (a page rewritten into prose would pass it)."""
     seen = {page.name: {" ".join(argv[:3]) for _, argv in commands(page)} for page in PAGES}
     assert "python app.py" in seen["README.md"] and "python -m pytest" in seen["README.md"]
-    assert "python -m playground.bench" in seen["bench.md"] and "python -m playground.bench" in seen["benchmarks.md"]
+    assert "python -m playground.bench" in seen["bench.md"] & seen["benchmarks.md"] & seen["runners.md"]
     assert "python -m playground.serve" in seen["served.md"] and "python -m playground.models" in seen["models.md"]
 
 

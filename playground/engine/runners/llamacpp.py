@@ -3,7 +3,7 @@
 What a CPU user would run instead of PyTorch is llama.cpp on the same GGUF file; this runner puts
 our drafting and verification on its kernels, the baseline too, so the race stays fair and the
 "faster than what?" question is asked of the fastest plain decoding there is. It needs the
-optional extra (llama-cpp-python, built from its source distribution: see the README) and a model
+optional extra (llama-cpp-python, built from its source distribution: see docs/runners.md) and a model
 whose loader recorded `gguf_file`, the file it was loaded from (models/loading does for every GGUF
 source); it runs that file's own quantization, whatever the run's quantization says.
 
@@ -43,7 +43,7 @@ def llama():
     try:
         import llama_cpp
     except ImportError as e:
-        raise ValueError("runner llamacpp needs llama-cpp-python, an optional extra: see the README, "
+        raise ValueError("runner llamacpp needs llama-cpp-python, an optional extra: see docs/runners.md, "
                          "'Run on llama.cpp's kernels'") from e
     if not getattr(llama_cpp, "_playground_quiet", None):
         llama_cpp.llama_backend_init()

@@ -2,13 +2,13 @@
 llama.cpp's forwards give eager PyTorch's logits for a prompt, one token, γ + 1 tokens and a tree;
 greedy speculation through it equals eager plain decoding token for token, chain and tree; rollback,
 the tree's sequence ids and a context that grows. llama-cpp-python is an optional extra, which
-.ci/run builds from its source distribution as the README says."""
+.ci/run builds from its source distribution as docs/runners.md says."""
 
 import pytest
 import torch
 
 pytestmark = pytest.mark.llamacpp
-pytest.importorskip("llama_cpp", reason="the optional extra: python -m playground.serve setup llamacpp (README)")
+pytest.importorskip("llama_cpp", reason="the optional extra: python -m playground.serve setup llamacpp (docs/runners.md)")
 
 from playground.engine.drafters import ModelDrafter  # noqa: E402
 from playground.engine.events import output_tokens  # noqa: E402

@@ -27,7 +27,7 @@ OTHER = [(5 * i + 1) % 250 for i in range(30)]
 
 @pytest.fixture(scope="module")
 def llama_cpp():
-    return pytest.importorskip("llama_cpp", reason="the optional extra llama-cpp-python (README)")
+    return pytest.importorskip("llama_cpp", reason="the optional extra llama-cpp-python (docs/runners.md)")
 
 
 @pytest.fixture(scope="module")

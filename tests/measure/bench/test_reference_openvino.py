@@ -28,7 +28,7 @@ OTHER = [(5 * i + 1) % 250 for i in range(30)]
 
 @pytest.fixture(scope="module")
 def openvino_genai():
-    return pytest.importorskip("openvino_genai", reason="openvino-genai: pip install openvino-genai (README)")
+    return pytest.importorskip("openvino_genai", reason="openvino-genai: pip install openvino-genai (docs/runners.md)")
 
 
 def written(model, tokenizer):

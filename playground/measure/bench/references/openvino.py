@@ -37,7 +37,8 @@ from pathlib import Path
 from playground.measure.bench.references import loops, openvino_files
 from playground.measure.bench.references.llamacpp import gguf_path
 
-INSTALL = "python -m playground.serve setup openvino (it runs pip install openvino-genai; README, '--reference')"
+INSTALL = ("python -m playground.serve setup openvino (it runs pip install openvino-genai; "
+           "docs/runners.md, 'OpenVINO GenAI as a reference')")
 
 
 def check_installed() -> None:
