@@ -1,11 +1,12 @@
-"""The Drafts tab's fields as the board's plan (measure/bench/board.py), every value checked before
+"""The Drafts tab's fields as the board's plan (measure/bench/board/lineup.py), every value checked before
 anything loads; an error names the field as the page shows it, and its allowed range."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from playground.measure.bench import board, sweep
+from playground.measure.bench import sweep
+from playground.measure.bench.board import lineup
 from playground.measure.bench.prompts import Prompt
 from playground.app.shared.flow import read_settings, whole
 from playground.app.shared.form import Form
@@ -21,7 +22,7 @@ class BoardForm(Form):
     """The page's fields, as the page sends them; field order is the API's parameter order."""
 
     pair: str | None = None
-    drafters: tuple = (board.ALL,)
+    drafters: tuple = (lineup.ALL,)
     examples: tuple = ()
     categories: tuple = ()
     per_category: int = 1
@@ -38,7 +39,7 @@ class BoardPlan:
     """What a board run needs, checked: the pair's spec, the entries in measuring order, the probe's plan."""
 
     spec: object
-    entries: list[board.Entry]
+    entries: list[lineup.Entry]
     plan: sweep.Plan
     budget_s: float
 
@@ -54,14 +55,14 @@ def planned(registry, form: BoardForm) -> BoardPlan:
                                                          BUILTIN, required=not form.own.strip())
         base = read_settings({"pair": spec.name, **spec.suggested(), "seed": form.seed, "max_new_tokens": form.tokens,
                               "temperature": form.temperature})
-        names = board.names_of(list(form.drafters or ()), registry, spec)
-        entries = board.entries(names, base, registry, spec)
+        names = lineup.names_of(list(form.drafters or ()), registry, spec)
+        entries = lineup.entries(names, base, registry, spec)
         repeats = whole("repeats", form.repeats, 1, MAX_REPEATS)
         if len(entries) * len(prompts) > MAX_RUNS:
             raise sweep.SettingError("prompts", f"{len(entries)} drafters × {len(prompts)} prompts = "
                                                 f"{len(entries) * len(prompts)} measurements, more than {MAX_RUNS}; "
                                                 "choose fewer drafters or prompts")
-        plan = board.plan_of(entries, base, prompts, repeats=repeats, command="the app's Drafts tab")
+        plan = lineup.plan_of(entries, base, prompts, repeats=repeats, command="the app's Drafts tab")
     except sweep.SettingError as error:
         field = "drafters" if error.flag == "--drafters" else error.flag
         raise ValueError(f"{field}: {error}") from None

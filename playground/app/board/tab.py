@@ -1,6 +1,6 @@
 """The Drafts tab: which way of drafting should I use for this target, on my prompts, on this
 machine? Every drafter the loaded target can use, each at its best γ for the measured v(k)
-(measure/bench/board.py: a probe round, then the formula's best γ re-measured), side by side: the
+(measure/bench/board/: a probe round, then the formula's best γ re-measured), side by side: the
 leaderboard against the fastest plain decoding, the winner per category, the speedup map (α × c,
 the formula's contours, every drafter a dot), which tokens each drafter caught on one prompt. The
 winner's settings go to the Race and Export tabs in one click (wired in app/demo.py); the report
@@ -22,8 +22,11 @@ from pathlib import Path
 
 import gradio as gr
 
-from playground.measure.bench import board, board_table, sweep
-from playground.measure.bench.board_charts import board_map_figure, coverage_figure
+from playground.measure.bench import sweep
+from playground.measure.bench.board import lineup
+from playground.measure.bench.board import table as board_table
+from playground.measure.bench.board.charts import board_map_figure, coverage_figure
+from playground.measure.bench.board.rounds import rounds
 from playground.measure.bench.machine import spare_a_core
 from playground.measure.bench.prompts import prompt_name
 from playground.measure.bench.report import SCHEMA, settings_of, write_csv, write_json
@@ -86,7 +89,7 @@ def build(ctx: AppContext) -> dict:
     spec = ctx.registry.pair(ctx.default_pair)
     with gr.Row():
         with gr.Column(scale=3):
-            drafters = gr.CheckboxGroup(entry_choices(ctx, spec.name), value=board.available(ctx.registry, spec),
+            drafters = gr.CheckboxGroup(entry_choices(ctx, spec.name), value=lineup.available(ctx.registry, spec),
                                         label="drafters", elem_id="bd-drafters",
                                         info="model:NAME drafts with another model of models.yaml; -tree rows "
                                              "draft token trees")
@@ -131,14 +134,14 @@ def build(ctx: AppContext) -> dict:
 
 def entry_choices(ctx: AppContext, pair: str) -> list[tuple[str, str]]:
     spec = ctx.registry.pair(pair)
-    return [(name, name) for name in board.available(ctx.registry, spec)]
+    return [(name, name) for name in lineup.available(ctx.registry, spec)]
 
 
 def follow(ctx: AppContext, name: str):
     """Another pair: its description, and its drafters, all chosen."""
     spec = ctx.registry.pair(name)
     return (gr.update(info=spec.description),
-            gr.update(choices=entry_choices(ctx, name), value=board.available(ctx.registry, spec)))
+            gr.update(choices=entry_choices(ctx, name), value=lineup.available(ctx.registry, spec)))
 
 
 def handle(ctx: AppContext, view: BoardView, form: BoardForm) -> Iterator[dict]:
@@ -156,10 +159,10 @@ def boarding(ctx: AppContext, view: BoardView, form: BoardForm, made: BoardPlan,
     todo = [e for e in made.entries if kept[e.name] is None]
     runner = board_runner(plan.grid.base, loaded)
     yield {view.status: status_html(f"Timing a plain step of the target on the {runner} runner for the estimate…")}
-    step = ctx.costs.measure(loaded.target, runner, board.PROBE_GAMMA + 1).step_s
+    step = ctx.costs.measure(loaded.target, runner, lineup.PROBE_GAMMA + 1).step_s
     fresh = replace(plan, cells=[e.cell for e in todo], grid=plan.grid) if todo else None
     if fresh is not None:
-        least, most = board.estimate_seconds(fresh, step, sum(e.cell.drafter == "self" for e in todo))
+        least, most = lineup.estimate_seconds(fresh, step, sum(e.cell.drafter == "self" for e in todo))
         if least > made.budget_s:
             raise ValueError(f"budget (minutes): the board needs at least about {least / 60:.0f} min here "
                              f"({len(todo)} drafters × {len(plan.prompts)} prompts, a plain step {step * 1000:.0f} ms), "
@@ -194,16 +197,16 @@ def measuring(ctx, view: BoardView, form: BoardForm, plan: sweep.Plan, names: li
         return shown
 
     def pair_of(cell):  # another draft model or quantization: the pair loaded with it
-        return loaded if board.loaded_as(cell) == board.loaded_as(plan.grid.base) else \
+        return loaded if lineup.loaded_as(cell) == lineup.loaded_as(plan.grid.base) else \
             ctx.cache.get(cell.pair, **cell.loading())
 
     def curve_of(pair, runner: str) -> tuple[float, ...]:
-        return ctx.costs.measure(pair.target, runner, board.PROBE_GAMMA + 1).v
+        return ctx.costs.measure(pair.target, runner, lineup.PROBE_GAMMA + 1).v
 
     def work(report) -> dict:
         with spare_a_core():  # as in the sweep: the page keeps a core, so drawing never stalls the models
             return sweep.run(plan, pair_of, {"pair": plan.pair, "drafters": names, "prompts": len(plan.prompts)},
-                             report, runs_of=partial(board.rounds, names=names, curve_of=curve_of, stopped=stopped))
+                             report, runs_of=partial(rounds, names=names, curve_of=curve_of, stopped=stopped))
 
     try:
         return (yield from streamed(work, show))
@@ -246,7 +249,7 @@ def board_runner(base, loaded) -> str:
     return resolve(base.runner, loaded.target.device, False, loaded.target.model)
 
 
-def cache_key(plan: sweep.Plan, e: board.Entry) -> tuple:
+def cache_key(plan: sweep.Plan, e: lineup.Entry) -> tuple:
     """What an entry's measurement depends on: the pair, its settings, the prompts, the repeats."""
     return (plan.pair, e.name, tuple(sorted(settings_of(e.cell).items())),
             tuple((p.id, p.text) for p in plan.prompts), plan.repeats)

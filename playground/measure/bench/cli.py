@@ -15,7 +15,8 @@ from functools import partial
 from pathlib import Path
 
 from playground.config import KNOBS, MODEL, MODEL_QUANTIZATIONS, TREE
-from playground.measure.bench import board_cli, peers, sweep
+from playground.measure.bench import peers, sweep
+from playground.measure.bench.board import cli as board_cli
 from playground.measure.bench.console import format_report
 from playground.measure.bench.flags import OUTPUTS, base_run, build_parser, take_suggestions
 from playground.measure.bench.prompts import read_jsonl, select
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(format_report(report))
     if args.drafters is not None:
-        from playground.measure.bench.board_table import format_board
+        from playground.measure.bench.board.table import format_board
         print(format_board(report))
     try:
         write_outputs(report, args)

@@ -9,7 +9,8 @@ import argparse
 from pathlib import Path
 
 from playground.config import KNOBS, MODEL_QUANTIZATIONS, KnobError, RunConfig, check_value, group, parse_text
-from playground.measure.bench import board_cli, peers
+from playground.measure.bench import peers
+from playground.measure.bench.board import cli as board_cli
 from playground.measure.bench.prompts import DEFAULT_PROMPTS
 from playground.measure.bench.sweep import SWEEPABLE, SettingError
 

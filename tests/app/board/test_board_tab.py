@@ -12,7 +12,7 @@ from playground.app.board import tab
 from playground.app.board.form import BoardForm
 from playground.app.shared.context import build_context
 from playground.config import RunConfig
-from playground.measure.bench import board
+from playground.measure.bench.board import lineup
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def view(ctx):
 
 
 def form(**changes) -> BoardForm:
-    return BoardForm(**{"pair": "tiny", "drafters": (board.ALL,), "examples": ("Code",), "tokens": 12,
+    return BoardForm(**{"pair": "tiny", "drafters": (lineup.ALL,), "examples": ("Code",), "tokens": 12,
                         "budget": 30.0, **changes})
 
 
@@ -47,7 +47,7 @@ def forward_calls(model):
 def test_the_board_measures_every_drafter_and_keeps_them_for_the_session(ctx, view):
     shown = run(ctx, view, form(session="whole"))
     rows = shown[view.table]
-    assert sorted(r[0] for r in rows) == sorted(board.available(ctx.registry, ctx.registry.pair("tiny")))
+    assert sorted(r[0] for r in rows) == sorted(lineup.available(ctx.registry, ctx.registry.pair("tiny")))
     assert all(r[tab.HEADERS.index("same tokens")] == "1/1" for r in rows)  # greedy: lossless, every drafter
     speeds = [r[tab.HEADERS.index("× fastest plain")] for r in rows]
     assert speeds == sorted(speeds, reverse=True)  # fastest first, each against the fastest plain decoding
@@ -65,7 +65,7 @@ def test_the_board_measures_every_drafter_and_keeps_them_for_the_session(ctx, vi
     calls, hook = forward_calls(ctx.cache.get("tiny").target.model)
     again = run(ctx, view, form(session="whole"))
     hook.remove()
-    every = len(board.available(ctx.registry, ctx.registry.pair("tiny")))
+    every = len(lineup.available(ctx.registry, ctx.registry.pair("tiny")))
     assert not calls and f"Done: {every} drafters measured" in again[view.status]  # kept: nothing measured again
     assert sorted(again[view.table]) == sorted(rows)
 

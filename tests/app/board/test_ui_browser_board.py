@@ -10,7 +10,7 @@ from __future__ import annotations
 from browser import PAIR, needs_chromium, open_tab, shoot
 from playwright.sync_api import expect
 
-from playground.measure.bench import board
+from playground.measure.bench.board import lineup
 from playground.models.registry import load_registry
 
 RUN_MS = 180_000 if PAIR == "tiny" else 3_600_000
@@ -20,7 +20,7 @@ pytestmark = needs_chromium
 
 def test_the_board_ranks_every_drafter_draws_the_map_and_hands_on_the_winner(page, tmp_path):
     registry = load_registry()
-    every = board.available(registry, registry.pair(PAIR))
+    every = lineup.available(registry, registry.pair(PAIR))
     open_tab(page, "Drafts")
     for name in every:  # all chosen when the page opens
         expect(page.locator("#bd-drafters").get_by_label(name, exact=True)).to_be_checked()

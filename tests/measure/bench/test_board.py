@@ -1,5 +1,5 @@
-"""The drafts board (measure/bench/board.py, board_table.py): which entries it offers, the best-γ
-forecast from a probe's per-position counts, both rounds on the tiny pair, and what it shows."""
+"""The drafts board (measure/bench/board/: lineup.py, rounds.py, table.py): which entries it offers,
+the best-γ forecast from a probe's per-position counts, both rounds on the tiny pair, and what it shows."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ import pytest
 
 from playground.config import CHAIN, TREE, RunConfig
 from playground.engine.sampling import expected_speedup
-from playground.measure.bench import board, board_table, sweep
+from playground.measure.bench import sweep
+from playground.measure.bench.board import lineup, rounds
+from playground.measure.bench.board import table as board_table
 from playground.measure.bench.prompts import EXAMPLE, Prompt
 from playground.measure.bench.runs import Interrupted
 from playground.models.loading import PairCache
@@ -22,10 +24,10 @@ PROMPTS = [Prompt("p1", EXAMPLE, "def fib(n): return n if n < 2 else fib(n - 1) 
 
 def test_all_is_every_drafter_the_target_can_use_here():
     # on this CPU the tiny float32 draft is also tried in int8, as the default pair's int4 draft is
-    assert board.available(REGISTRY, TINY) == ["model", "model@int8-cpu", "prompt_lookup", "suffix", "recycling",
+    assert lineup.available(REGISTRY, TINY) == ["model", "model@int8-cpu", "prompt_lookup", "suffix", "recycling",
                                                "self", "hybrid", "tree", "suffix-tree", "recycling-tree",
                                                "hybrid-tree", "self-tree"]
-    default = board.available(REGISTRY, DEFAULT)
+    default = lineup.available(REGISTRY, DEFAULT)
     assert default[:2] == ["model", "model@int8-cpu"]
     # the pair's draft over its whole vocabulary, and the two packs with other tokenizers; not the
     # hub-only models, not another pair's target, not a random-weight model
@@ -35,30 +37,30 @@ def test_all_is_every_drafter_the_target_can_use_here():
 
 def test_an_entry_is_the_run_it_names_at_the_probes_gamma():
     base = RunConfig(pair="default", gamma=3, draft_vocab=65536)
-    own = board.entry("model", base, REGISTRY, DEFAULT).cell
-    full = board.entry("model:qwen2.5-coder-0.5b-instruct", base, REGISTRY, DEFAULT).cell
-    other = board.entry("model:gemma-3-270m", base, REGISTRY, DEFAULT).cell
-    tree = board.entry("recycling-tree", base, REGISTRY, DEFAULT).cell
-    assert (own.draft, own.draft_vocab, own.gamma) == ("", 65536, board.PROBE_GAMMA)
+    own = lineup.entry("model", base, REGISTRY, DEFAULT).cell
+    full = lineup.entry("model:qwen2.5-coder-0.5b-instruct", base, REGISTRY, DEFAULT).cell
+    other = lineup.entry("model:gemma-3-270m", base, REGISTRY, DEFAULT).cell
+    tree = lineup.entry("recycling-tree", base, REGISTRY, DEFAULT).cell
+    assert (own.draft, own.draft_vocab, own.gamma) == ("", 65536, lineup.PROBE_GAMMA)
     assert (full.draft, full.draft_vocab) == ("", 0) and (other.draft, other.draft_vocab) == ("gemma-3-270m", 0)
-    assert (tree.drafter, tree.speculation, tree.tree_depth) == ("recycling", TREE, board.PROBE_GAMMA)
+    assert (tree.drafter, tree.speculation, tree.tree_depth) == ("recycling", TREE, lineup.PROBE_GAMMA)
     # measured in an order that loads each pair once
-    names = [e.name for e in board.entries(["model:gemma-3-270m", "suffix", "model"], base, REGISTRY, DEFAULT)]
+    names = [e.name for e in lineup.entries(["model:gemma-3-270m", "suffix", "model"], base, REGISTRY, DEFAULT)]
     assert names == ["suffix", "model", "model:gemma-3-270m"]
 
 
 def test_a_quantized_entry_loads_its_draft_in_that_quantization():
     base = RunConfig(pair="default", gamma=3, draft_vocab=65536)
-    own = board.entry("model@int8-cpu", base, REGISTRY, DEFAULT).cell
-    full = board.entry("model:qwen2.5-coder-0.5b-instruct@none", base, REGISTRY, DEFAULT).cell
-    other = board.entry("model:gemma-3-270m@int8-cpu", base, REGISTRY, DEFAULT).cell
+    own = lineup.entry("model@int8-cpu", base, REGISTRY, DEFAULT).cell
+    full = lineup.entry("model:qwen2.5-coder-0.5b-instruct@none", base, REGISTRY, DEFAULT).cell
+    other = lineup.entry("model:gemma-3-270m@int8-cpu", base, REGISTRY, DEFAULT).cell
     assert (own.draft, own.draft_vocab, own.draft_quantization) == ("", 65536, "int8-cpu")
     assert (full.draft, full.draft_vocab, full.draft_quantization) == ("", 0, "none")
     assert (other.draft, other.draft_quantization) == ("gemma-3-270m", "int8-cpu")
     assert own.loading()["draft_quantization"] == "int8-cpu"  # what the cache loads the pair with
-    made = board.entries(["model@int8-cpu", "suffix", "tree@int8-cpu", "model"], base, REGISTRY, DEFAULT)
+    made = lineup.entries(["model@int8-cpu", "suffix", "tree@int8-cpu", "model"], base, REGISTRY, DEFAULT)
     assert [e.name for e in made] == ["suffix", "model", "model@int8-cpu", "tree@int8-cpu"]  # one load each
-    plan = board.plan_of(made, base, PROMPTS)
+    plan = lineup.plan_of(made, base, PROMPTS)
     assert plan.grid.axes == {"draft_quantization": ["default", "int8-cpu"]}
 
 
@@ -68,7 +70,7 @@ def test_a_quantized_entry_loads_its_draft_in_that_quantization():
 ])
 def test_a_bad_quantized_entry_names_the_flag(text, message):
     with pytest.raises(sweep.SettingError, match=message) as error:
-        board.entry(text, RunConfig(pair="default"), REGISTRY, DEFAULT)
+        lineup.entry(text, RunConfig(pair="default"), REGISTRY, DEFAULT)
     assert error.value.flag == "--drafters"
 
 
@@ -82,7 +84,7 @@ def test_a_bad_quantized_entry_names_the_flag(text, message):
 ])
 def test_a_bad_drafter_names_the_flag(text, message):
     with pytest.raises(sweep.SettingError, match=message) as error:
-        board.entries(board.names_of(text, REGISTRY, DEFAULT), RunConfig(pair="default"), REGISTRY, DEFAULT)
+        lineup.entries(lineup.names_of(text, REGISTRY, DEFAULT), RunConfig(pair="default"), REGISTRY, DEFAULT)
     assert error.value.flag == "--drafters"
 
 
@@ -98,13 +100,13 @@ def probe_records(alpha: float, calls: int = 10_000, gamma: int = 4) -> list[dic
 @pytest.mark.parametrize("alpha, c, v", [(0.8, 0.1, (1, 1.1, 1.2, 1.3, 1.4)), (0.6, 0.4, (1, 1.3, 1.7, 2.5, 3.5))])
 def test_the_forecast_of_a_cut_chain_is_the_formula(alpha, c, v):
     for gamma in range(1, 5):
-        assert board.forecast(probe_records(alpha), c, v, gamma) == pytest.approx(expected_speedup(alpha, gamma, c, v))
+        assert rounds.forecast(probe_records(alpha), c, v, gamma) == pytest.approx(expected_speedup(alpha, gamma, c, v))
 
 
 def test_best_gamma_follows_the_verification_cost():
     run = {"summary": {"c": 0.1}, "prompts": probe_records(0.8)}
-    assert board.best_gamma(run, (1, 1.02, 1.04, 1.06, 1.08))[0] == 4  # cheap verification: draft deep
-    steep, forecasts = board.best_gamma(run, (1, 1.5, 3.0, 4.5, 6.0))  # each row a plain step and more
+    assert rounds.best_gamma(run, (1, 1.02, 1.04, 1.06, 1.08))[0] == 4  # cheap verification: draft deep
+    steep, forecasts = rounds.best_gamma(run, (1, 1.5, 3.0, 4.5, 6.0))  # each row a plain step and more
     assert steep == 1 and forecasts[1] == max(forecasts.values())
 
 
@@ -118,9 +120,86 @@ def loaded():
 
 def measured(loaded, names, v, **stop) -> dict:
     base = RunConfig(pair="tiny", max_new_tokens=12, temperature=0.0)
-    entries = board.entries(names, base, REGISTRY, TINY)
-    plan = board.plan_of(entries, base, PROMPTS, repeats=1, warmup=0)
-    return sweep.run(plan, lambda cell: loaded, {}, runs_of=lambda p, pair_of, progress: board.rounds(
+    entries = lineup.entries(names, base, REGISTRY, TINY)
+    plan = lineup.plan_of(entries, base, PROMPTS, repeats=1, warmup=0)
+    return sweep.run(plan, lambda cell: loaded, {}, runs_of=lambda p, pair_of, progress: rounds.rounds(
+        p, pair_of, progress, [e.name for e in entries], lambda pair, runner: v, **stop))
+
+
+def test_a_quantized_entry_loads_its_draft_in_that_quantization():
+    base = RunConfig(pair="default", gamma=3, draft_vocab=65536)
+    own = lineup.entry("model@int8-cpu", base, REGISTRY, DEFAULT).cell
+    full = lineup.entry("model:qwen2.5-coder-0.5b-instruct@none", base, REGISTRY, DEFAULT).cell
+    other = lineup.entry("model:gemma-3-270m@int8-cpu", base, REGISTRY, DEFAULT).cell
+    assert (own.draft, own.draft_vocab, own.draft_quantization) == ("", 65536, "int8-cpu")
+    assert (full.draft, full.draft_vocab, full.draft_quantization) == ("", 0, "none")
+    assert (other.draft, other.draft_quantization) == ("gemma-3-270m", "int8-cpu")
+    assert own.loading()["draft_quantization"] == "int8-cpu"  # what the cache loads the pair with
+    made = lineup.entries(["model@int8-cpu", "suffix", "tree@int8-cpu", "model"], base, REGISTRY, DEFAULT)
+    assert [e.name for e in made] == ["suffix", "model", "model@int8-cpu", "tree@int8-cpu"]  # one load each
+    plan = lineup.plan_of(made, base, PROMPTS)
+    assert plan.grid.axes == {"draft_quantization": ["default", "int8-cpu"]}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("model@int3", "the quantization must be one of auto, none, nf4, int8, int8-cpu, int4-cpu, got 'int3'"),
+    ("suffix@int8-cpu", "only a draft model has a quantization"),
+])
+def test_a_bad_quantized_entry_names_the_flag(text, message):
+    with pytest.raises(sweep.SettingError, match=message) as error:
+        lineup.entry(text, RunConfig(pair="default"), REGISTRY, DEFAULT)
+    assert error.value.flag == "--drafters"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "choose at least one drafter"),
+    ("medusa", "unknown drafter 'medusa'"),
+    ("prompt_lookup-tree", "unknown drafter 'prompt_lookup-tree'"),
+    ("suffix:gemma-3-270m", "unknown drafter"),
+    ("model:no-such-model", "unknown model 'no-such-model'"),
+    ("model:qwen2.5-coder-1.5b-instruct", "that is the target"),
+])
+def test_a_bad_drafter_names_the_flag(text, message):
+    with pytest.raises(sweep.SettingError, match=message) as error:
+        lineup.entries(lineup.names_of(text, REGISTRY, DEFAULT), RunConfig(pair="default"), REGISTRY, DEFAULT)
+    assert error.value.flag == "--drafters"
+
+
+# -- the best γ --------------------------------------------------------------------------------------
+
+
+def probe_records(alpha: float, calls: int = 10_000, gamma: int = 4) -> list[dict]:
+    """Counts of a chain whose every position is accepted with probability alpha given the last was."""
+    reached = [calls * alpha ** (i + 1) for i in range(gamma)]
+    return [{"target_calls": calls, "position_drafted": [calls] * gamma, "position_accepted": reached}]
+
+
+@pytest.mark.parametrize("alpha, c, v", [(0.8, 0.1, (1, 1.1, 1.2, 1.3, 1.4)), (0.6, 0.4, (1, 1.3, 1.7, 2.5, 3.5))])
+def test_the_forecast_of_a_cut_chain_is_the_formula(alpha, c, v):
+    for gamma in range(1, 5):
+        assert rounds.forecast(probe_records(alpha), c, v, gamma) == pytest.approx(expected_speedup(alpha, gamma, c, v))
+
+
+def test_best_gamma_follows_the_verification_cost():
+    run = {"summary": {"c": 0.1}, "prompts": probe_records(0.8)}
+    assert rounds.best_gamma(run, (1, 1.02, 1.04, 1.06, 1.08))[0] == 4  # cheap verification: draft deep
+    steep, forecasts = rounds.best_gamma(run, (1, 1.5, 3.0, 4.5, 6.0))  # each row a plain step and more
+    assert steep == 1 and forecasts[1] == max(forecasts.values())
+
+
+# -- both rounds, on the tiny pair ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return PairCache(REGISTRY).get("tiny")
+
+
+def measured(loaded, names, v, **stop) -> dict:
+    base = RunConfig(pair="tiny", max_new_tokens=12, temperature=0.0)
+    entries = lineup.entries(names, base, REGISTRY, TINY)
+    plan = lineup.plan_of(entries, base, PROMPTS, repeats=1, warmup=0)
+    return sweep.run(plan, lambda cell: loaded, {}, runs_of=lambda p, pair_of, progress: rounds.rounds(
         p, pair_of, progress, [e.name for e in entries], lambda pair, runner: v, **stop))
 
 
@@ -138,10 +217,10 @@ def test_a_steep_verification_cost_remeasures_each_chain_at_a_shorter_gamma(load
 def test_a_quantized_entry_is_measured_on_a_draft_in_that_quantization():
     cache = PairCache(REGISTRY)
     base = RunConfig(pair="tiny", max_new_tokens=12, temperature=0.0)
-    entries = board.entries(["model@int8-cpu", "model"], base, REGISTRY, TINY)
-    plan = board.plan_of(entries, base, PROMPTS, repeats=1, warmup=0)
+    entries = lineup.entries(["model@int8-cpu", "model"], base, REGISTRY, TINY)
+    plan = lineup.plan_of(entries, base, PROMPTS, repeats=1, warmup=0)
     report = sweep.run(plan, lambda cell: cache.get(cell.pair, **cell.loading()), {},
-                       runs_of=lambda p, pair_of, progress: board.rounds(
+                       runs_of=lambda p, pair_of, progress: rounds.rounds(
                            p, pair_of, progress, [e.name for e in entries], lambda pair, runner: (1.0,) * 5))
     drafts = {r["board"]["entry"]: r["draft"]["quantization"] for r in report["runs"]}
     assert drafts == {"model": "none", "model@int8-cpu": "int8-cpu"}
@@ -233,12 +312,12 @@ def test_coverage_marks_the_tokens_each_drafter_supplied_up_to_a_divergence():
 
 def test_the_estimate_counts_every_run_and_a_second_round_at_most():
     base = RunConfig(pair="tiny", max_new_tokens=100)
-    entries = board.entries(["model", "tree", "self"], base, REGISTRY, TINY)
-    plan = board.plan_of(entries, base, PROMPTS * 2, repeats=1, warmup=1)
-    least, most = board.estimate_seconds(plan, 0.05, self_entries=1)
+    entries = lineup.entries(["model", "tree", "self"], base, REGISTRY, TINY)
+    plan = lineup.plan_of(entries, base, PROMPTS * 2, repeats=1, warmup=1)
+    least, most = lineup.estimate_seconds(plan, 0.05, self_entries=1)
     per_run = 100 * 0.05 * 1.2
     assert least == pytest.approx((plan.total_runs + plan.runs_per_cell) * per_run)
     assert most == pytest.approx(least + 2 * plan.runs_per_cell * per_run)  # two chains may run again
     with pytest.raises(sweep.SettingError, match="choose at least one prompt"):
-        board.plan_of(entries, base, [])
+        lineup.plan_of(entries, base, [])
     assert replace(entries[0].cell, gamma=2).gamma == 2

@@ -6,7 +6,7 @@ drafter, coloured where its drafts supplied the token).
 
 from __future__ import annotations
 
-from playground.measure.bench import board_table
+from playground.measure.bench.board import table as board_table
 
 SPEEDUP_LEVELS = (0.5, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 2.5, 3.0)  # labelled contour lines
 ALPHAS = [i / 50 for i in range(50)] + [0.99, 0.999]  # α = 1 itself divides by zero in the formula

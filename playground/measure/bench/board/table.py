@@ -1,4 +1,4 @@
-"""What the drafts board shows, as pure functions of its report (board.py writes it): the
+"""What the drafts board shows, as pure functions of its report (rounds.py writes it): the
 leaderboard, the winner per category, the fastest plain configuration each is measured against,
 the speedup map's grid, where a drafter cannot pay, and which tokens each drafter caught.
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from playground.config import DRAFTER_LABELS, TREE
-from playground.measure.bench.board import QUANTIZED
+from playground.measure.bench.board.lineup import QUANTIZED
 from playground.engine.sampling import expected_speedup, expected_tokens_per_call, verify_cost
 
 REFERENCES = {"llamacpp": "llama.cpp's own loop", "ortgenai": "onnxruntime-genai's own loop"}
