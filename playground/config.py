@@ -165,9 +165,11 @@ class RunConfig:
         return cls(**{name: coerce(KNOBS[name], value) for name, value in values.items()})
 
     def loading(self) -> dict:
-        """Keyword arguments for PairCache.get: None keeps the registry's own setting."""
+        """Keyword arguments for PairCache.get: None keeps the registry's own setting; the draft is
+        loaded now only for a drafter that runs it (else on first use)."""
         q = {"target_quantization": self.target_quantization, "draft_quantization": self.draft_quantization}
-        return {"draft": self.draft or None, **{k: (None if v == "default" else v) for k, v in q.items()}}
+        return {"draft": self.draft or None, **{k: (None if v == "default" else v) for k, v in q.items()},
+                "with_draft": self.drafter in DRAFT_MODEL_DRAFTERS}
 
     @property
     def greedy(self) -> bool:

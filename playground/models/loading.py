@@ -44,26 +44,63 @@ class LoadedModel:
     source: Source | None = None  # the source the weights came from (the first that worked)
 
 
-@dataclass
 class LoadedPair:
-    name: str
-    spec: PairSpec
-    target: LoadedModel
-    draft: LoadedModel  # the pair's draft, or the model the run's `draft` knob names
-    tokenizer: object  # the target's
-    same_tokenizer: bool = True  # False: the draft drafts across tokenizers (draft.tokenizer is its own)
+    """A pair's target, loaded, and its draft (the pair's, or the model the run's `draft` knob
+    names), loaded on first use: prompt lookup, suffix decoding and token recycling never run it,
+    so a run of theirs holds the target alone. Thread-safe, as UI handlers run in threads."""
+
+    def __init__(self, name: str, spec: PairSpec, target: LoadedModel, draft_spec: ModelSpec,
+                 load_draft: Callable[[Progress | None], LoadedModel]):
+        self.name, self.spec, self.target, self.draft_spec = name, spec, target, draft_spec
+        self.tokenizer = target.tokenizer
+        self.loader = load_draft  # progress -> the draft, with the pair's quantization, dtype and device
+        self.loaded: LoadedModel | None = None
+        self.shares_tokenizer: bool | None = None
+        self.lock = threading.Lock()
+
+    @property
+    def draft(self) -> LoadedModel:
+        return self.load_draft()
+
+    @property
+    def draft_loaded(self) -> bool:
+        return self.loaded is not None
+
+    def load_draft(self, progress: Progress | None = None) -> LoadedModel:
+        """The draft, loaded now if it is not yet (with progress, when the caller shows it)."""
+        from playground.models.text import tokenizer_differences
+
+        with self.lock:
+            if self.loaded is None:
+                try:
+                    draft = self.loader(progress)
+                except BaseException:  # failed or cancelled half-way: give back what was loaded
+                    free_memory()
+                    raise
+                self.shares_tokenizer = not tokenizer_differences(self.tokenizer, draft.tokenizer)
+                self.loaded = draft
+            return self.loaded
+
+    @property
+    def same_tokenizer(self) -> bool:
+        """False: the draft drafts across tokenizers (draft.tokenizer is its own). Loads the draft."""
+        self.load_draft()
+        return self.shares_tokenizer
 
     @property
     def eos(self) -> tuple[int, ...]:
-        """The target's end-of-turn ids (and the draft's, which mean the same when they share a tokenizer)."""
+        """The target's end-of-turn ids. The target's alone: the output is the target's, and the
+        stop set must not change with whether the draft happens to be loaded."""
         from playground.models.text import eos_ids
 
-        return eos_ids(self.tokenizer, self.target.model, *([self.draft.model] if self.same_tokenizer else []))
+        return eos_ids(self.tokenizer, self.target.model)
 
     @property
     def random_weights(self) -> bool:
-        return self.spec.random_weights or any(m.source is not None and m.source.kind == "tiny"
-                                               for m in (self.target, self.draft))
+        draft_tiny = (self.loaded.source.kind == "tiny" if self.loaded is not None and self.loaded.source
+                      else self.draft_spec.sources[0].kind == "tiny")
+        return self.spec.random_weights or draft_tiny or (self.target.source is not None
+                                                          and self.target.source.kind == "tiny")
 
 
 # ---- one model -------------------------------------------------------------------------------
@@ -254,19 +291,25 @@ def written_checkpoint(model, tokenizer):
 
 
 def load_pair(registry: Registry, spec: PairSpec, *, draft: str | None = None, target_quantization=None,
-              draft_quantization=None, dtype=None, device=None, progress: Progress | None = None) -> LoadedPair:
-    """Load a pair's target and its draft (the pair's, or the model `draft` names), and say whether
-    they share a tokenizer: a draft that does not drafts across tokenizers."""
-    from playground.models.text import tokenizer_differences
-
+              draft_quantization=None, dtype=None, device=None, progress: Progress | None = None,
+              with_draft: bool = True) -> LoadedPair:
+    """Load a pair's target, and its draft (the pair's, or the model `draft` names) now when
+    `with_draft`, else on first use. A draft that does not share the target's tokenizer drafts
+    across tokenizers."""
     report = reporter(progress)
     draft_spec = draft_model_spec(registry, spec, draft)
     target = load_model(registry.model(spec.target), quantization=target_quantization, dtype=dtype,
                         device=device, progress=lambda m, f: report(f"target {m}", f))
-    loaded = load_model(draft_spec, quantization=draft_quantization, dtype=dtype,
-                        device=device, progress=lambda m, f: report(f"draft {m}", f))
-    same = not tokenizer_differences(target.tokenizer, loaded.tokenizer)
-    return LoadedPair(spec.name, spec, target, loaded, target.tokenizer, same)
+
+    def load_draft(progress: Progress | None) -> LoadedModel:
+        said = reporter(progress)
+        return load_model(draft_spec, quantization=draft_quantization, dtype=dtype,
+                          device=device, progress=lambda m, f: said(f"draft {m}", f))
+
+    pair = LoadedPair(spec.name, spec, target, draft_spec, load_draft)
+    if with_draft:
+        pair.load_draft(report)
+    return pair
 
 
 def draft_model_spec(registry: Registry, spec: PairSpec, draft: str | None) -> ModelSpec:
@@ -306,7 +349,9 @@ class PairCache:
 
     def get(self, name: str | None = None, *, draft: str | None = None, target_quantization: str | None = None,
             draft_quantization: str | None = None, dtype: str | None = None, device: str | None = None,
-            progress: Progress | None = None) -> LoadedPair:
+            progress: Progress | None = None, with_draft: bool = True) -> LoadedPair:
+        """The pair, loaded or kept; its draft loaded now when `with_draft` (a run whose drafter
+        runs it), else left for its first use."""
         spec = self.registry.pair(name)
         draft_spec = draft_model_spec(self.registry, spec, draft)
         knobs = {
@@ -320,10 +365,13 @@ class PairCache:
         with self.lock:
             if key in self.pairs:
                 self.pairs.move_to_end(key)
-                return self.pairs[key]
+                pair = self.pairs[key]
+                if with_draft:
+                    pair.load_draft(progress)
+                return pair
             self.evict(self.keep - 1)  # free memory before loading the next pair, not after
             try:
-                pair = load_pair(self.registry, spec, progress=progress, **knobs)
+                pair = load_pair(self.registry, spec, progress=progress, with_draft=with_draft, **knobs)
             except BaseException:  # failed or cancelled half-way: give back what was loaded
                 free_memory()
                 raise

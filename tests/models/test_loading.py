@@ -319,3 +319,26 @@ def test_loaded_model_fields_are_the_contract():
     names = [f for f in LoadedModel.__dataclass_fields__]
     assert names[:8] == ["name", "model", "tokenizer", "spec", "device", "dtype", "quantization",
                          "footprint_bytes"]
+
+
+def test_the_draft_loads_only_for_a_run_that_runs_it(registry, monkeypatch):
+    """Prompt lookup, suffix decoding and token recycling never run the draft model (issue 39):
+    their pair holds the target alone; a later run of the draft model loads it into the kept pair."""
+    from playground.config import RunConfig
+    from playground.engine import factory
+
+    loads = []
+    real = loading.load_model
+    monkeypatch.setattr(loading, "load_model", lambda spec, **kw: loads.append(spec.name) or real(spec, **kw))
+    cache = PairCache(registry)
+    lookup = RunConfig(pair="tiny", drafter="prompt_lookup")
+    pair = cache.get("tiny", **lookup.loading())
+    assert not pair.draft_loaded and loads == ["tiny-target"]
+    drafter = factory.make_drafter(lookup, factory.Models.of(pair, lookup))
+    ids = encode_prompt(pair.tokenizer, "def add(a, b): return add(a, b)")
+    assert greedy(pair.target.model, ids, drafter) == greedy(pair.target.model, ids)
+    assert not pair.draft_loaded and pair.eos == pair.eos  # the stop set is the target's alone
+    model = RunConfig(pair="tiny", drafter="model")
+    assert cache.get("tiny", **model.loading()) is pair and pair.draft_loaded  # same pair, draft added
+    assert loads == ["tiny-target", "tiny-draft"] and pair.same_tokenizer
+    assert greedy(pair.target.model, ids, ModelDrafter(pair.draft.model)) == greedy(pair.target.model, ids)

@@ -101,7 +101,7 @@ def race_frames(
     config = factory.spec_config(settings)
     ids = encode_prompt(tokenizer, prompt, system=system or None)
     eos = pair.eos
-    drafter = drafter or factory.make_drafter(settings, factory.Models.of(pair))
+    drafter = drafter or factory.make_drafter(settings, factory.Models.of(pair, settings))
     check_inputs(pair.target.model, ids, config, drafter, tokenizer)  # fail before the page is cleared
     with spare_a_core():
         # the benchmark's warm-up, kept short (the last 8 prompt tokens, 3 new): the first calls of
@@ -110,7 +110,8 @@ def race_frames(
         tracks = {name: new_track(name, tokenizer, settings.greedy) for name in (BASELINE, SPECULATIVE)}
         compiled = resolve(settings.runner, pair.target.model.device) == COMPILED
         frame = RaceFrame(tracks[BASELINE], tracks[SPECULATIVE], settings,
-                          compile_s=compile_seconds(pair.target.model, pair.draft.model) if compiled else 0.0,
+                          compile_s=compile_seconds(pair.target.model, pair.draft.model if pair.draft_loaded else None)
+                          if compiled else 0.0,
                           memory_mb=held_mb(pair.target.model, drafter), coverage=getattr(drafter, "coverage", None))
         yield frame  # clears the page before the first step
         streams = {

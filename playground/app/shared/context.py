@@ -104,7 +104,7 @@ class AppContext:
         from playground.engine import factory
 
         def make():
-            return factory.make_drafter(settings, factory.Models.of(pair))
+            return factory.make_drafter(settings, factory.Models.of(pair, settings))
 
         if settings.drafter not in LEARNING:
             return make()
@@ -134,7 +134,8 @@ class AppContext:
           conversion, a model), waits until it has let go of its memory, then loads its own.
         So two loads never compete for memory and cores.
         """
-        key = (settings.pair, tuple(sorted(settings.loading().items())))
+        # the same pair whether or not its draft loads now (a later job loads it on the kept pair)
+        key = (settings.pair, tuple(sorted((k, v) for k, v in settings.loading().items() if k != "with_draft")))
         previous = self.loader
         if previous is not None and not previous.done.is_set():
             if previous.key == key:

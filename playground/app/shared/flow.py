@@ -194,12 +194,14 @@ def compiling(pair, settings: RunConfig, status, prompt: tuple[str, str] | None 
     with progress in the status box as loading shows it: the first run then neither
     waits for a compile in mid-race nor carries one. Once per pair and shape for the session; a
     shape already compiled is skipped, so this yields nothing the second time."""
+    from playground.engine import factory
     from playground.engine.runners.warmup import warm_up
     from playground.measure.bench.machine import spare_a_core
 
     length = prompt_length(pair, settings, prompt)
     with spare_a_core():  # the threads the page's runs use: auto's runner is measured for those
-        for event in warm_up(pair.target.model, pair.draft.model, settings, length):
+        draft = factory.Models.of(pair, settings).draft  # None for a drafter that never runs the draft model
+        for event in warm_up(pair.target.model, draft, settings, length):
             share = (event.index - (not event.done)) / event.total if hasattr(event, "index") else float(event.done)
             yield {status: status_html(compile_message(event), share)}
 

@@ -101,7 +101,7 @@ def start(pair, prompt: str, text_so_far: str, settings: RunConfig) -> Stepper:
     ids = encode_prompt(tokenizer, prompt)
     if text_so_far:  # the answer so far, continued as the assistant's own words
         ids = ids + tokenizer(text_so_far, add_special_tokens=False)["input_ids"]
-    drafter = factory.make_drafter(settings, factory.Models.of(pair))
+    drafter = factory.make_drafter(settings, factory.Models.of(pair, settings))
     check_inputs(pair.target.model, ids, config, drafter, tokenizer)  # fail now, not at the first click
     eos = pair.eos
     events = generate(pair.target.model, ids, config, drafter, eos_token_ids=eos)

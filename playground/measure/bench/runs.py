@@ -102,8 +102,9 @@ class Setup:
         the run describes (kind, n-gram sizes, draft vocabulary, tree shape). The app's race,
         sweep and theory measure through this, as the CLI does."""
 
-        models = factory.Models.of(pair)
-        return cls(pair.target.model, pair.draft.model, run, pair.eos,
+        references = reference or ortgenai or openvino  # other engines' speculative loops run the draft model
+        models = factory.Models.of(pair, None if references else run)
+        return cls(pair.target.model, models.draft, run, pair.eos,
                    pair.tokenizer.pad_token_id, reference=reference, tree=tree, llamacpp=llamacpp,
                    ortgenai=ortgenai, openvino=openvino, target_tokenizer=models.target_tokenizer,
                    draft_tokenizer=models.draft_tokenizer)
