@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from playground.config import (CHAIN, DRAFT_MODEL_DRAFTERS, HYBRID, MODEL, MODEL_FREE, PROMPT_LOOKUP, SELF,
-                               SUFFIX, TREE, KnobError, RunConfig, group)
+from playground.config import (CHAIN, HYBRID, MODEL, MODEL_FREE, PROMPT_LOOKUP, SELF, SUFFIX, TREE,
+                               KnobError, RunConfig, group)
 from playground.engine.generate import SpecConfig
 
 
@@ -21,12 +21,8 @@ class Models:
     draft_tokenizer: object | None = None
 
     @classmethod
-    def of(cls, pair, run: RunConfig | None = None) -> "Models":
-        """A loaded pair's models (models.loading.LoadedPair, read by its fields). Given the `run`
-        they serve, the draft only when its drafter runs the draft model (the pair loads it on
-        first use: prompt lookup, suffixes and recycling leave it unloaded); None: the draft too."""
-        if run is not None and run.drafter not in DRAFT_MODEL_DRAFTERS:
-            return cls(pair.target.model, None, pair.tokenizer, None)
+    def of(cls, pair) -> "Models":
+        """A loaded pair's models (models.loading.LoadedPair, read by its fields)."""
         across = not pair.same_tokenizer
         return cls(pair.target.model, pair.draft.model, pair.tokenizer, pair.draft.tokenizer if across else None)
 
@@ -43,10 +39,10 @@ def make_drafter(run: RunConfig, models: Models):
     if run.drafter in MODEL_FREE:
         return model_free_drafter(run, models.target)
     if run.drafter == SELF:
-        from playground.engine.self_draft import SelfDrafter
+        from playground.engine.self_draft import LayerSearch, SelfDrafter
 
-        return SelfDrafter(models.target, run.kept_layers or None, runner=run.runner, seed=run.seed,
-                           speculation=run.speculation, tree=tree_shape(run))
+        return SelfDrafter(models.target, run.kept_layers or None, search=LayerSearch(seed=run.seed),
+                           runner=run.runner, speculation=run.speculation, tree=tree_shape(run))
     if run.drafter == HYBRID:
         from playground.engine.hybrid import HybridDrafter
 

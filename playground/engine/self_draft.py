@@ -194,6 +194,21 @@ def search_layers(target, prompt: list[int], start: tuple[int, ...], budget: int
     return Search(tuple(scores.items()))
 
 
+@dataclass(frozen=True)
+class LayerSearch:
+    """How a self draft looks for its layers at each prompt (search_layers): sets scored, prompt
+    positions each is scored on, the seed of the random sets. One value, so the drafter takes the
+    search as one setting beside its layers, runner and shape."""
+
+    budget: int = SEARCH_BUDGET
+    window: int = SCORE_WINDOW
+    seed: int = 0
+
+    def __post_init__(self):
+        check_int("budget", self.budget, low=1, high=1000)
+        check_int("window", self.window, low=1, high=1_000_000)
+
+
 # -- the drafter ----------------------------------------------------------------------------------
 
 
@@ -214,14 +229,12 @@ class SelfDrafter:
     name = "self draft"
 
     def __init__(self, target, kept_layers: int | None = None, layers: tuple[int, ...] | None = None,
-                 search: bool = True, runner: str = "auto", draft_vocab: int | None = None,
-                 budget: int = SEARCH_BUDGET, window: int = SCORE_WINDOW, seed: int = 0,
-                 speculation: str = CHAIN, tree: dict | None = None):
+                 search: LayerSearch | None = LayerSearch(), runner: str = "auto",
+                 draft_vocab: int | None = None, speculation: str = CHAIN, tree: dict | None = None):
         """kept_layers: how many layers draft (default: half, as SWIFT skips about half); layers: the
-        set to start from (default the early-exit set); search: look for a better set of the same
-        size at each prompt's first proposal; budget: sets scored per search; window: prompt
-        positions each is scored on; seed: the random sets drawn; speculation: chain or tree, and
-        tree: the TreeDrafter's shape (budget, depth, branching, width; the knobs' defaults)."""
+        set to start from (default the early-exit set); search: how to look for a better set of the
+        same size at each prompt's first proposal (None: keep the starting set); speculation: chain
+        or tree, and tree: the TreeDrafter's shape (budget, depth, branching, width; the knobs' defaults)."""
         check_value(KNOBS["speculation"], speculation)
         total = num_layers(target)
         if layers is not None:
@@ -231,9 +244,7 @@ class SelfDrafter:
         if layers is not None and len(layers) != kept_layers:
             raise KnobError("layers", f"layers must be kept_layers={kept_layers} layer indices, "
                                       f"got {len(layers)}: {layers!r}")
-        check_int("budget", budget, low=1, high=1000)
-        check_int("window", window, low=1, high=1_000_000)
-        self.target, self.search, self.budget, self.window, self.seed = target, search, budget, window, seed
+        self.target, self.search = target, search
         self.total_layers = total
         self.runner, self.draft_vocab = self_draft_runner(runner, target.device), draft_vocab
         self.start = layers or early_exit_layers(total, kept_layers)
@@ -262,7 +273,7 @@ class SelfDrafter:
 
     def begin(self, ids: list[int]) -> None:
         # searched in the first proposal, timed as drafting; one kept layer leaves one set: layer 0
-        self.pending = list(ids) if self.search and len(self.start) > 1 else None
+        self.pending = list(ids) if self.search is not None and len(self.start) > 1 else None
         self.drafter.begin(ids)
 
     def propose(self, ids, k, sampling, generator, min_confidence=0.0,
@@ -274,7 +285,8 @@ class SelfDrafter:
     def select_layers(self, prompt: list[int]) -> None:
         """SWIFT's optimisation phase, once per prompt: the best-matching set drafts from here on."""
         self.pending = None
-        self.searched = search_layers(self.target, prompt, self.start, self.budget, self.window, self.seed)
+        plan = self.search
+        self.searched = search_layers(self.target, prompt, self.start, plan.budget, plan.window, plan.seed)
         layers, _ = self.searched.best
         if layers != self.layers:
             self.use(layers)

@@ -14,7 +14,7 @@ from playground.engine.drafters import Drafter
 from playground.engine.events import output_tokens, summarize
 from playground.engine.generate import SpecConfig, generate
 from playground.engine.memory import cache_bytes
-from playground.engine.self_draft import (SelfDrafter, early_exit_layers, greedy_next_tokens,
+from playground.engine.self_draft import (LayerSearch, SelfDrafter, early_exit_layers, greedy_next_tokens,
                                           layer_skip_view, matchness, search_layers, view_of)
 from playground.measure.teach.stats import goodness_of_fit
 from playground.models.text import encode_prompt
@@ -59,7 +59,7 @@ def test_view_shares_the_targets_weights_and_is_the_early_exit_model(pair, refer
 def test_greedy_output_equals_the_targets(pair, reference, kept, layers, search):
     target, _, _ = pair
     ids, expected = reference
-    drafter = SelfDrafter(target, kept, layers=layers, search=search, runner="eager")
+    drafter = SelfDrafter(target, kept, layers=layers, search=LayerSearch() if search else None, runner="eager")
     assert isinstance(drafter, Drafter)
     events = run(target, ids, drafter)
     assert output_tokens(events) == expected
@@ -86,7 +86,7 @@ def test_targets_cache_is_untouched_and_the_draft_caches_only_its_layers(pair, r
     states = []
     start = generate_module.start
     monkeypatch.setattr(generate_module, "start", lambda *a, **kw: states.append(start(*a, **kw)) or states[-1])
-    drafter = SelfDrafter(target, 2, layers=(0, 2), search=False, runner="eager")
+    drafter = SelfDrafter(target, 2, layers=(0, 2), search=None, runner="eager")
     run(target, ids, drafter)
     run(target, ids, None)
     spec, plain = states[0].lm, states[1].lm
@@ -141,6 +141,12 @@ def test_bad_values_name_the_field(pair, bad, field):
         SelfDrafter(pair[0], **bad)
 
 
+
+@pytest.mark.parametrize("bad,field", [(dict(budget=0), "budget"), (dict(window=0), "window")])
+def test_a_bad_search_names_its_field(bad, field):
+    with pytest.raises(ValueError, match="^" + field + " must be "):
+        LayerSearch(**bad)
+
 # -- losslessness over two tokens of real (tiny) models ------------------------------------------
 
 JOINT_DRAWS = 1500
@@ -190,7 +196,7 @@ TREE_SHAPE = dict(budget=6, depth=2, branching=2)
 def test_a_self_tree_keeps_greedy_identity_and_drafts_with_the_view(pair, reference):
     target, _, _ = pair
     ids, expected = reference
-    drafter = SelfDrafter(target, 2, search=True, runner="eager", speculation="tree",
+    drafter = SelfDrafter(target, 2, search=LayerSearch(), runner="eager", speculation="tree",
                           tree=dict(budget=8, depth=4, branching=2))
     events = run(target, ids, drafter)
     assert output_tokens(events) == expected
