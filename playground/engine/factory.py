@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from playground.config import (CHAIN, HYBRID, MODEL, MODEL_FREE, PROMPT_LOOKUP, SELF, SUFFIX, TREE,
-                               KnobError, RunConfig, group)
+from playground.config import (CHAIN, DRAFT_MODEL_DRAFTERS, HYBRID, MODEL, MODEL_FREE, PROMPT_LOOKUP, SELF,
+                               SUFFIX, TREE, KnobError, RunConfig, group)
 from playground.engine.generate import SpecConfig
 
 
@@ -21,8 +21,12 @@ class Models:
     draft_tokenizer: object | None = None
 
     @classmethod
-    def of(cls, pair) -> "Models":
-        """A loaded pair's models (models.loading.LoadedPair, read by its fields)."""
+    def of(cls, pair, run: RunConfig | None = None) -> "Models":
+        """A loaded pair's models (models.loading.LoadedPair, read by its fields). Given the `run`
+        they serve, the draft only when its drafter runs the draft model (the pair loads it on
+        first use: prompt lookup, suffixes and recycling leave it unloaded); None: the draft too."""
+        if run is not None and run.drafter not in DRAFT_MODEL_DRAFTERS:
+            return cls(pair.target.model, None, pair.tokenizer, None)
         across = not pair.same_tokenizer
         return cls(pair.target.model, pair.draft.model, pair.tokenizer, pair.draft.tokenizer if across else None)
 
