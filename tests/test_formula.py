@@ -136,8 +136,8 @@ def test_pooling_adds_raw_sums_before_dividing():
 def test_a_pooled_summary_and_its_points_agree():
     """The bench's summary of records and the theory view's pool of the same records give one α and c."""
     s = summary.summarize_records(RECORDS)
-    pool = points.pool([points.point_from_record(r, pair="tiny", drafter="draft model", temperature=0.0,
-                                                 gamma=3, source="sweep") for r in RECORDS])
+    setting = points.Setting(pair="tiny", drafter="draft model", temperature=0.0, gamma=3, source="sweep")
+    pool = points.pool([points.point_from_record(r, setting) for r in RECORDS])
     assert (pool.alpha, pool.c) == (pytest.approx(s["alpha"]), pytest.approx(s["c"]))
 
 

@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from playground.config import MODEL
 from playground.measure.bench import sweep
 from playground.measure.bench.machine import spare_a_core
-from playground.measure.teach.points import point_from_record
+from playground.measure.teach.points import Setting, point_from_record
 from playground.measure.bench.prompts import prompt_name
 from playground.measure.bench.report import write_csv, write_json
 from playground.app.shared import controls
@@ -188,8 +188,8 @@ def row_of(plan: sweep.Plan, cell, run: dict) -> dict:
     """One table row from a cell's run: its kind, draft settings, T and γ, then the bench's summary;
     with a theory point per prompt and the cell's run configuration (for the Export tab)."""
     kind, gamma = sweep.kind_of(cell), sweep.gamma_of(cell)
-    points = [point_from_record(r, pair=plan.pair, drafter=kind, draft=cell.draft, temperature=cell.temperature,
-                                gamma=gamma, source="sweep", prompt=prompt_name(r["id"], r["category"]))
+    points = [point_from_record(r, Setting(plan.pair, kind, cell.temperature, gamma, "sweep",
+                                           prompt_name(r["id"], r["category"]), cell.draft))
               for r in run["prompts"]]
     shown = {k: getattr(cell, k) for k in plan.grid.axes if k in DRAFT_AXIS or k == "draft"}
     if "draft" in shown:

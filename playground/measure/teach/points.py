@@ -11,7 +11,7 @@ costs more, so each point also records that verification cost ratio, v = verify 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from playground.engine.events import Costs, Tally, pooled, summarize, tally
 from playground.measure.bench.summary import record_tally
@@ -81,10 +81,25 @@ class Point:
         return self.tree_nodes / self.tree_node_calls if self.tree_node_calls else 0.0
 
 
-def point_from_record(
-    record: dict, *, pair: str, drafter: str, temperature: float, gamma: int, source: str, prompt: str = "",
-    tree_shape: tuple = (), draft: str = "",
-) -> Point:
+@dataclass(frozen=True)
+class Setting:
+    """What a point was measured at and by: the pair, its drafting, T and γ, where it came from
+    ("race", "sweep", "measure") and a short label of its prompt. The same for every constructor."""
+
+    pair: str
+    drafter: str  # settings.MODEL or PROMPT_LOOKUP
+    temperature: float
+    gamma: int
+    source: str
+    prompt: str = ""
+    draft: str = ""  # the draft model, when not the pair's own
+
+    def fields(self) -> dict:
+        """Its values under a Point's field names (T a float and γ an int, whatever the page sent)."""
+        return {**asdict(self), "temperature": float(self.temperature), "gamma": int(self.gamma)}
+
+
+def point_from_record(record: dict, setting: Setting, tree_shape: tuple = ()) -> Point:
     """A point from one bench record (bench.measure.measure_prompt's fields, tree_fields too when
     the record has them)."""
     tree = {}
@@ -93,49 +108,16 @@ def point_from_record(
                     tree_calls=record["tree_target_calls"], tree_nodes=record["tree_nodes"],
                     tree_node_calls=record["tree_cost_calls"], rank_hits=tuple(record["tree_rank_hits"]),
                     rank_trials=tuple(record["tree_rank_trials"]))
-    return Point(
-        **tree,
-        **tally_fields(record_tally(record)),
-        new_tokens=record["new_tokens"],
-        all_calls=record["target_calls"],
-        pair=pair,
-        drafter=drafter,
-        draft=draft,
-        temperature=float(temperature),
-        gamma=int(gamma),
-        speedup=record["speedup"],
-        source=source,
-        prompt=prompt,
-    )
+    return Point(**tree, **tally_fields(record_tally(record)), **setting.fields(),
+                 new_tokens=record["new_tokens"], all_calls=record["target_calls"], speedup=record["speedup"])
 
 
-def point_from_events(
-    baseline: list,
-    speculative: list,
-    *,
-    pair: str,
-    drafter: str,
-    temperature: float,
-    gamma: int,
-    source: str,
-    prompt: str = "",
-    draft: str = "",
-) -> Point:
+def point_from_events(baseline: list, speculative: list, setting: Setting) -> Point:
     """A point from two event lists (e.g. a finished race: RaceFrame.baseline/speculative.events)."""
     a, s = summarize(baseline), summarize(speculative)
-    return Point(
-        **tally_fields(tally(speculative, baseline)),  # decoding calls only
-        pair=pair,
-        drafter=drafter,
-        draft=draft,
-        temperature=float(temperature),
-        gamma=int(gamma),
-        speedup=s.tok_s / a.tok_s if a.tok_s else 0.0,
-        source=source,
-        prompt=prompt,
-        new_tokens=s.new_tokens,
-        all_calls=s.target_calls,
-    )
+    return Point(**tally_fields(tally(speculative, baseline)),  # decoding calls only
+                 **setting.fields(), speedup=s.tok_s / a.tok_s if a.tok_s else 0.0, new_tokens=s.new_tokens,
+                 all_calls=s.target_calls)
 
 
 def tally_fields(t: Tally) -> dict:
@@ -151,17 +133,9 @@ def point_from_race(frame, prompt: str = "") -> Point | None:
     settings = frame.settings
     if not frame.done or settings.adaptive or not frame.speculative.events:
         return None
-    return point_from_events(
-        frame.baseline.events,
-        frame.speculative.events,
-        pair=settings.pair,
-        drafter=settings.drafter,
-        draft=settings.draft,
-        temperature=settings.temperature,
-        gamma=settings.gamma,
-        source="race",
-        prompt=prompt,
-    )
+    return point_from_events(frame.baseline.events, frame.speculative.events,
+                             Setting(settings.pair, settings.drafter, settings.temperature, settings.gamma,
+                                     "race", prompt, settings.draft))
 
 
 @dataclass(frozen=True)

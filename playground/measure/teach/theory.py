@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 
 from playground.config import MODEL, RunConfig
-from playground.measure.teach.points import Point, Pooled, point_from_record, pool
+from playground.measure.teach.points import Point, Pooled, Setting, point_from_record, pool
 from playground.measure.bench.verify_cost import VerifyCurve, VerifyCurves
 
 
@@ -36,17 +36,10 @@ def measure_point(
         record = measure_prompt(
             setup, ids, config, repeats, lambda method, done, _: report(1 + done, total, method)
         )
-    return point_from_record(
-        record,
-        pair=settings.pair,
-        drafter=settings.drafter,
-        draft=settings.draft,
-        temperature=settings.temperature,
-        gamma=settings.gamma,
-        source=source,
-        prompt=prompt,
-        tree_shape=(settings.tree_budget, settings.tree_depth, settings.tree_branching, settings.tree_width),
-    )
+    setting = Setting(settings.pair, settings.drafter, settings.temperature, settings.gamma, source, prompt,
+                      settings.draft)
+    shape = (settings.tree_budget, settings.tree_depth, settings.tree_branching, settings.tree_width)
+    return point_from_record(record, setting, shape)
 
 
 def matching(points: list[Point], pair: str, drafter: str, temperature: float, draft: str = "") -> list[Point]:
