@@ -51,15 +51,21 @@ def local_settings(registry, run: RunConfig, folder: Path | None = None) -> expo
     from playground.measure.bench.served.checkpoints import cached_checkpoint, save_tiny_pair
     from playground.config import cache_dir
 
+    folder = folder or cache_dir() / "served-tiny"
+    return on_disk(registry, run, "hf_id", lambda: save_tiny_pair(folder), cached_checkpoint)
+
+
+def on_disk(registry, run: RunConfig, field: str, write_tiny, find) -> export.ExportSettings:
+    """The Export tab's settings for `run`, both models' ModelRef `field` set to a path on this disk:
+    the tiny pair's as `write_tiny()` writes them (target, draft), any other model's as `find(spec)`
+    finds it. The draft is the run's draft knob, as exported."""
     s = export.from_settings(registry, run)
     pair = registry.pair(run.pair)
-    specs = registry.model(pair.target), registry.model(run.draft or pair.draft)  # the draft knob, as exported
-    if any(src.kind == "tiny" for src in specs[0].sources):
-        dirs = save_tiny_pair(folder or cache_dir() / "served-tiny")
-    else:
-        dirs = tuple(cached_checkpoint(spec) for spec in specs)
-    return replace(s, target_ref=replace(s.target_ref, hf_id=str(dirs[0])),
-                   draft_ref=replace(s.draft_ref, hf_id=str(dirs[1])))
+    specs = registry.model(pair.target), registry.model(run.draft or pair.draft)
+    tiny = any(src.kind == "tiny" for src in specs[0].sources)
+    target, draft = write_tiny() if tiny else tuple(find(spec) for spec in specs)
+    return replace(s, target_ref=replace(s.target_ref, **{field: str(target)}),
+                   draft_ref=replace(s.draft_ref, **{field: str(draft)}))
 
 
 def placement_for(settings: export.ExportSettings, tiny: bool) -> CpuPlacement:
@@ -134,15 +140,8 @@ def gguf_settings(registry, run: RunConfig, folder: Path | None = None) -> expor
     GGUF file each model loads from (a model pack, a local .gguf or a hub gguf_file source)."""
     from playground.config import cache_dir
 
-    s = export.from_settings(registry, run)
-    pair = registry.pair(run.pair)
-    specs = registry.model(pair.target), registry.model(run.draft or pair.draft)  # the draft knob, as exported
-    if any(src.kind == "tiny" for src in specs[0].sources):
-        files = write_tiny_ggufs(folder or cache_dir() / "served-tiny-gguf")
-    else:
-        files = tuple(local_gguf(spec) for spec in specs)
-    return replace(s, target_ref=replace(s.target_ref, gguf=str(files[0])),
-                   draft_ref=replace(s.draft_ref, gguf=str(files[1])))
+    folder = folder or cache_dir() / "served-tiny-gguf"
+    return on_disk(registry, run, "gguf", lambda: write_tiny_ggufs(folder), local_gguf)
 
 
 def write_tiny_ggufs(folder: Path) -> tuple[Path, Path]:
