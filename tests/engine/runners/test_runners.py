@@ -119,6 +119,21 @@ def test_fifty_compiled_steps_do_not_recompile(pair):
     assert lm.runner.capacity == 256
 
 
+def test_a_cut_head_is_a_buffer_at_the_models_own_address_and_compiles_to_eagers_logits(pair):
+    """draft_vocab on the compiled runner: the head's rows are a module buffer viewing the model's own
+    weight (a fixed address CUDA graphs read in place, not a closure tensor they copy each replay),
+    and the compiled step (1 row, as a draft step) gives eager's logits, -inf past the cut."""
+    draft = pair[1]
+    eager, compiled = (CachedModel(draft, head_rows=200, runner=r) for r in ("eager", "compiled"))
+    head = compiled.head
+    assert isinstance(head, torch.nn.Module) and dict(head.named_buffers()).keys() == {"weight"}
+    assert head.weight.data_ptr() == draft.get_output_embeddings().weight.data_ptr()  # a view, nothing copied
+    for tokens in (PROMPT, PROMPT + [1], PROMPT + [1, 2]):
+        got = compiled.logits_for(tokens, 1)
+        assert close(eager.logits_for(tokens, 1)[:, :200], got[:, :200]) and torch.isinf(got[:, 200:]).all()
+    assert compiled.runner.key(1) in compiled.runner.steps.seconds  # the compiled step ran, not the prompt's
+
+
 CHAINS = [("static", g) for g in (1, 2, 4, 8)] + [("compiled", 4)] + [
     pytest.param("compiled", g, marks=pytest.mark.slow) for g in (1, 2, 8)]  # three more shapes to compile
 
