@@ -96,6 +96,36 @@ def test_runs_after_the_warm_up_compile_nothing(models):
     assert dict(torch._dynamo.utils.counters["frames"]) == frames  # not even a recompile
 
 
+def test_the_warm_up_calls_each_shape_until_its_cuda_graph_is_recorded_and_replayed(monkeypatch):
+    """Under CUDA graph trees a step's first call warms its kernels, the second records the graph, the
+    third replays it: each warmed shape gets those three calls, so no recording lands in the first
+    timed step, and a run's next step of that shape is a plain fourth call. The step stands in for its
+    compiled self (counted, not compiled), and its repeats leave the cache as one call would."""
+    from playground.engine.kvcache import CachedModel
+    from playground.engine.runners import compiled
+    from playground.engine.runners.static import step
+
+    calls: dict[str, int] = {}
+
+    def counted(name, mode, own_buffer):
+        def run(*args):
+            calls[name] = calls.get(name, 0) + 1
+            return step(*args)
+        return run
+
+    monkeypatch.setattr(compiled, "compile_step", counted)
+    target = tiny_pair(seed=2)[0]
+    list(warm_model(target, (1, 8), None, capacities()))
+    assert calls == {"step_1x256": compiled.RECORD_CALLS, "step_8x256": compiled.RECORD_CALLS} and compiled.RECORD_CALLS >= 3
+    lm, eager = CachedModel(target, runner="compiled"), CachedModel(target, runner="eager")
+    lm.logits_for(SHORT_PROMPT, 1)
+    for tokens in (SHORT_PROMPT + [1], SHORT_PROMPT + [1, 2, 3, 4, 5]):
+        keep = len(tokens) - len(SHORT_PROMPT)
+        assert torch.allclose(lm.logits_for(tokens, keep), eager.logits_for(tokens, keep), atol=1e-5)
+    assert calls == {"step_1x256": compiled.RECORD_CALLS + 1, "step_8x256": compiled.RECORD_CALLS + 1}
+    assert lm.runner.length == len(lm.tokens) == len(SHORT_PROMPT) + 5
+
+
 def test_a_cpu_quantized_model_warms_up_as_its_runs_call_it():
     """Its kernels (int8 weight-only) have no derivative: a step compiled outside inference mode, as
     a run never calls it, fails to trace; compiled as runs call it, the run afterwards adds nothing."""
