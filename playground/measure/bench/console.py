@@ -112,23 +112,22 @@ def faster_than_what(report: dict, label) -> list[str]:
 def reference_rows(s: dict) -> list[tuple]:
     """(what, tok/s, decode-only tok/s, identical prompts) of each other engine's own loop in a summary."""
     rows = []
-    if "llamacpp_tok_s" in s:
-        rows.append(("llama.cpp plain (its own decode loop)", s["llamacpp_tok_s"], s.get("llamacpp_decode_tok_s"),
-                     s.get("llamacpp_identical_prompts")))
-    if "ortgenai_tok_s" in s:
-        rows.append(("onnxruntime-genai plain (its own loop)", s["ortgenai_tok_s"], s.get("ortgenai_decode_tok_s"),
-                     s.get("ortgenai_identical_prompts")))
-    if "ortgenai_speculative_tok_s" in s:
-        accepted = s.get("ortgenai_speculative_acceptance")
-        rows.append((f"onnxruntime-genai speculative (its own loop{f', accepts {accepted:.2f}' if accepted else ''})",
-                     s["ortgenai_speculative_tok_s"],
-                     s.get("ortgenai_speculative_decode_tok_s"), None))
-    if "openvino_tok_s" in s:
-        rows.append(("OpenVINO GenAI plain (its LLMPipeline)", s["openvino_tok_s"], s.get("openvino_decode_tok_s"),
-                     s.get("openvino_identical_prompts")))
-    if "openvino_speculative_tok_s" in s:
-        accepted = s.get("openvino_speculative_acceptance")
-        rows.append((f"OpenVINO GenAI speculative{f' (accepts {accepted:.2f})' if accepted else ''}",
-                     s["openvino_speculative_tok_s"], s.get("openvino_speculative_decode_tok_s"), None))
+    for key, engine, loop in LOOPS:
+        if f"{key}_tok_s" in s:
+            rows.append((f"{engine} plain ({loop})", s[f"{key}_tok_s"], s.get(f"{key}_decode_tok_s"),
+                         s.get(f"{key}_identical_prompts")))
+        name = f"{key}_speculative"
+        if f"{name}_tok_s" in s:
+            accepted = s.get(f"{name}_acceptance")
+            accepts = f", accepts {accepted:.2f}" if accepted else ""
+            what = f"{engine} speculative ({loop}{accepts})"
+            rows.append((what, s[f"{name}_tok_s"], s.get(f"{name}_decode_tok_s"), None))
     return rows
+
+
+LOOPS = (  # each other engine's own loop: its summary key, the engine, what of it runs
+    ("llamacpp", "llama.cpp", "its own decode loop"),
+    ("ortgenai", "onnxruntime-genai", "its own loop"),
+    ("openvino", "OpenVINO GenAI", "its LLMPipeline"),
+)
 
