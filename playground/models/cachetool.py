@@ -5,8 +5,10 @@
     python -m playground.models cache clear [NAME]    # remove one entry (or all) and say how much was freed
 
 An entry is a pack's GGUF (packs/NAME.gguf and its marker), a pack's kept partial download
-(packs/.NAME.gguf.parts), a converted checkpoint (checkpoints/NAME-<hash>) or a temp file a killed
-run left. NAME is an entry's name, or a GGUF's name without its hash (matching its checkpoint too).
+(packs/.NAME.gguf.parts), a converted checkpoint (checkpoints/NAME-<hash>), an ONNX build of the
+onnxruntime runner (onnx/CHECKPOINT-PRECISION[-rowsN]-<key>, checked against the file records its
+marker holds: engine/runners/onnx_cache.py) or a temp file a killed run left. NAME is an entry's name,
+or a GGUF's name without its hash (matching its checkpoint and that checkpoint's builds too).
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from pathlib import Path
 
 from playground.models.cachefiles import exclusive, folder_problems, pid_alive, sha256_of, size_of
 
+BUILT_MARKER = "playground-built.json"  # an ONNX build's marker (engine/runners/onnx_cache.MARKER: a sibling layer)
+
 
 @dataclass
 class Entry:
     name: str  # how the user names it on the command line
-    kind: str  # GGUF | checkpoint | partial download | temp
+    kind: str  # GGUF | checkpoint | ONNX build | partial download | temp
     paths: list[Path]  # what removing it removes
 
     @property
@@ -32,12 +36,13 @@ class Entry:
 
     def matches(self, name: str) -> bool:
         base = re.sub(r"-[0-9a-f]{12}$", "", self.name)  # a checkpoint named by its GGUF
-        return name in (self.name, base, f"{self.name}.gguf")
+        of_checkpoint = self.kind == "ONNX build" and self.name.startswith(f"{name}-")  # a build by its checkpoint
+        return name in (self.name, base, f"{self.name}.gguf") or of_checkpoint
 
 
 def entries(root: Path) -> list[Entry]:
     found = []
-    packs, checkpoints = root / "packs", root / "checkpoints"
+    packs, checkpoints, builds = root / "packs", root / "checkpoints", root / "onnx"
     for gguf in sorted(packs.glob("*.gguf")) if packs.is_dir() else []:
         found.append(Entry(gguf.stem, "GGUF", [gguf, gguf.with_name(gguf.name + ".sha256")]))
     for parts in sorted(packs.glob(".*.parts")) if packs.is_dir() else []:
@@ -45,8 +50,12 @@ def entries(root: Path) -> list[Entry]:
     for folder in sorted(checkpoints.iterdir()) if checkpoints.is_dir() else []:
         if folder.is_dir() and not folder.name.startswith("."):
             found.append(Entry(folder.name, "checkpoint", [folder]))
-    for folder in (packs, checkpoints):
-        for temp in sorted(folder.glob(".*.tmp-*")) + sorted(folder.glob(".*.bad-*")) if folder.is_dir() else []:
+    for folder in sorted(builds.iterdir()) if builds.is_dir() else []:
+        if folder.is_dir() and not folder.name.startswith("."):
+            found.append(Entry(folder.name, "ONNX build", [folder]))
+    for folder in (packs, checkpoints, builds):
+        temps = [".*.tmp-*", ".*.bad-*", ".building-*"]
+        for temp in sorted(t for pattern in temps for t in folder.glob(pattern)) if folder.is_dir() else []:
             found.append(Entry(temp.name, "temp", [temp]))
     return found
 
@@ -64,6 +73,8 @@ def problems(entry: Entry) -> list[str]:
     path = entry.paths[0]
     if entry.kind == "checkpoint":
         return folder_problems(path, full=True)
+    if entry.kind == "ONNX build":
+        return build_problems(path)
     if entry.kind == "GGUF":
         from playground.models.modelpack import load_catalog, read_marker
 
@@ -82,8 +93,26 @@ def problems(entry: Entry) -> list[str]:
             except (zipfile.BadZipFile, OSError, EOFError):
                 bad.append(f"{wheel.name} is damaged")
         return bad
-    pid = re.search(r"\.(?:tmp|bad)-(\d+)", path.name)
+    pid = re.search(r"\.(?:tmp|bad|building)-(\d+)", path.name)
     return [] if pid and pid_alive(int(pid.group(1))) else ["left by a run that is gone; clear it"]
+
+
+def build_problems(folder: Path) -> list[str]:
+    """Every file an ONNX build's marker records, re-hashed (a folder without one was never finished)."""
+    import json
+
+    try:
+        files = json.loads((folder / BUILT_MARKER).read_text())["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return [f"no {BUILT_MARKER} with its files: a half-written build (the next run builds it again)"]
+    bad = []
+    for name, rec in files.items():
+        path = folder / name
+        if not path.is_file():
+            bad.append(f"{name} is missing")
+        elif path.stat().st_size != rec.get("bytes") or sha256_of(path) != rec.get("sha256"):
+            bad.append(f"{name} does not match its recorded SHA-256")
+    return bad
 
 
 def chosen(root: Path, name: str | None) -> list[Entry]:
@@ -128,8 +157,8 @@ def cache_clear(root: Path, name: str | None, out) -> int:
                 shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
         freed += size
         print(f"  removed {e.name} ({e.kind}, {human(size)})", file=out)
-    index = root / "checkpoints" / ".gguf-hashes.json"
-    if name is None and index.is_file():
-        index.unlink()
+    for index in (root / "checkpoints" / ".gguf-hashes.json", root / "onnx" / ".hashes.json"):
+        if name is None and index.is_file():
+            index.unlink()
     print(f"freed {human(freed)}", file=out)
     return 0

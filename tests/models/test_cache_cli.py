@@ -76,3 +76,33 @@ def test_clear_an_unknown_name_lists_the_entries(filled, capsys):
     code = models.main(["cache", "clear", "nope"])
     err = capsys.readouterr().err
     assert code == 1 and "cache entry 'nope' not found" in err and "fake" in err
+
+
+def test_onnx_builds_are_listed_verified_and_cleared_with_their_checkpoint(filled, capsys):
+    """The onnxruntime runner's builds (engine/runners/onnx_cache.py) are cache entries like the
+    packs: listed with their size, every byte re-hashed against their marker, cleared by name or
+    with the checkpoint they were built from; a half-written one is reported as such."""
+    from playground.engine.runners import onnx_cache
+
+    root, _, checkpoint = filled
+    key = onnx_cache.build_key(checkpoint, "int4", {}, None)
+    folder = onnx_cache.build_folder(checkpoint, "int4", None, key)
+    work = onnx_cache.temp_folder(folder.parent)
+    (work / "model.onnx").write_bytes(b"G" * 30_000)
+    onnx_cache.seal(work, {"key": key})
+    onnx_cache.settle(work, folder, key)
+    assert onnx_cache.whole(folder, key) and folder.parent == root / "onnx"
+    half = root / "onnx" / (folder.name.replace("int4", "fp32"))
+    half.mkdir()  # no marker: a build that never finished
+    code, out = run(capsys, "list")
+    assert code == 0 and out.count("ONNX build") == 2 and human(size_of(folder)) in out and "5 entries" in out
+    code, out = run(capsys, "verify", half.name)
+    assert code == 1 and "a half-written build" in out
+    assert run(capsys, "verify", folder.name)[0] == 0
+    with open(folder / "model.onnx", "r+b") as f:
+        f.write(b"X")
+    code, out = run(capsys, "verify", folder.name)
+    assert code == 1 and "model.onnx does not match its recorded SHA-256" in out
+    assert not onnx_cache.whole(folder, "another key")
+    code, out = run(capsys, "clear", "fake")  # the GGUF, its checkpoint and both builds of it
+    assert code == 0 and not folder.exists() and not half.exists() and "ONNX build" in out

@@ -4,8 +4,8 @@ onnxruntime-genai's model builder (`python -m onnxruntime_genai.models.builder`)
 checkpoint the model was loaded from and writes model.onnx with its weights and genai_config.json.
 It runs as a child process (it prints, and the engine never does), offline, into a folder beside
 the cache that is renamed into place only once whole and marked, so a half-built model is never
-trusted: one without its marker is built again. A build is kept per checkpoint (its files' names,
-sizes and contents or times), precision, options and builder version.
+trusted: one without its marker is built again. A build is keyed on the checkpoint's content,
+precision, options, head rows and builder version (onnx_cache.py), so a copied cache is not rebuilt.
 
 Precision follows the model as loaded: a float32 model (the tiny pair) is built in float32, so the
 tests can hold the runner to eager's logits; anything else in int4 (MatMulNBits, int8 activations:
@@ -19,13 +19,11 @@ dropped from the graph (`trim_head`), so a draft forward costs what its size say
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import weakref
@@ -34,11 +32,10 @@ from pathlib import Path
 
 import numpy as np
 
-from playground.config import cache_dir
+from playground.engine.runners.onnx_cache import (MARKER, build_folder, build_key, seal, settle,  # noqa: F401
+                                                  temp_folder, whole)
 
 ACCURACY_LEVEL = 4  # MatMulNBits with int8 activations: the fast CPU path (float activations: ~4.7x slower)
-MARKER = "playground-built.json"  # written last: a folder without it is a half-built model
-SMALL_FILE = 64 << 20  # checkpoint files hashed whole below this size; larger ones by size and time
 LOG_TAIL = 2000  # characters of the builder's output an error shows
 
 
@@ -185,27 +182,21 @@ def _float32():
 
 
 def build(checkpoint: Path, precision: str, rows: int | None) -> Built:
-    """The cached build of `checkpoint`, or a new one, written aside and renamed when whole."""
+    """The cached build of `checkpoint`, or a new one, written aside and renamed when whole (onnx_cache)."""
     options = builder_options(checkpoint, precision, rows)
     key = build_key(checkpoint, precision, options, rows)
-    # an in-process model's checkpoint sits in a fresh temporary folder each load: named by its key alone
-    readable = "in-process" if checkpoint.name.startswith("checkpoint-") else checkpoint.name
-    folder = cache_dir() / "onnx" / f"{readable}-{precision}{f'-rows{rows}' if rows else ''}-{key[:16]}"
-    marker = folder / MARKER
-    if marker.is_file() and json.loads(marker.read_text()).get("key") == key:
+    folder = build_folder(checkpoint, precision, rows, key)
+    if whole(folder, key):
         return Built(folder, 0.0)
-    if folder.exists():  # half-built or from another build: never trusted
-        shutil.rmtree(folder)
-    folder.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    work = Path(tempfile.mkdtemp(prefix=".building-", dir=folder.parent))
+    work = temp_folder(folder.parent)
     try:
         run_builder(checkpoint, work, precision, options)
         if rows:
             trim_head(work, rows)
-        (work / MARKER).write_text(json.dumps({"key": key, "checkpoint": str(checkpoint), "precision": precision,
-                                               "rows": rows, "options": options}))
-        os.replace(work, folder)
+        seal(work, {"key": key, "checkpoint": str(checkpoint), "precision": precision, "rows": rows,
+                    "options": options})
+        settle(work, folder, key)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return Built(folder, time.perf_counter() - start)
@@ -224,29 +215,6 @@ def builder_options(checkpoint: Path, precision: str, rows: int | None) -> dict[
         else:  # the embedding in int4 too (GatherBlockQuantized): 0.13 GB instead of 0.9 for the 1.5B
             options["op_types_to_quantize"] = "MatMul/Gather"
     return options
-
-
-def build_key(checkpoint: Path, precision: str, options: dict, rows: int | None) -> str:
-    from importlib.metadata import version
-
-    digest = hashlib.sha256()
-    digest.update(json.dumps([precision, options, rows, version("onnxruntime-genai"), FORMAT]).encode())
-    for path in sorted(p for p in checkpoint.iterdir() if p.is_file()):
-        stat = path.stat()
-        digest.update(f"{path.name}:{stat.st_size}".encode())
-        digest.update(sha256_of(path).encode() if stat.st_size < SMALL_FILE else str(stat.st_mtime_ns).encode())
-    return digest.hexdigest()
-
-
-FORMAT = 1  # bumped when what is done to a build here changes (trim_head), so older builds are redone
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def run_builder(checkpoint: Path, out: Path, precision: str, options: dict) -> None:

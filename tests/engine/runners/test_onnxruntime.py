@@ -121,6 +121,26 @@ def test_the_build_is_reused_and_a_half_written_one_rebuilt(built_pair):
         assert not [p for p in rebuilt.folder.parent.iterdir() if p.name.startswith(".building-")]
 
 
+def test_a_copied_cache_and_a_touched_checkpoint_are_not_rebuilt(built_pair, tmp_path):
+    """Builds are keyed on content (the checkpoint's bytes, options, rows, builder version), not on
+    times: a cache copied elsewhere (every file's mtime new) serves the same build, with no build."""
+    import shutil
+
+    target, _, cache = built_pair
+    checkpoint = onnx_build.checkpoint_of(target)
+    copied = tmp_path / "copied"
+    shutil.copytree(cache, copied, copy_function=shutil.copy)  # copy, not copy2: new modification times
+    for path in checkpoint.iterdir():
+        os.utime(path)  # the checkpoint touched too
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PLAYGROUND_CACHE", str(copied))
+        again = onnx_build.build(checkpoint, "fp32", None)
+        assert again.seconds == 0.0 and again.folder.parent == copied / "onnx"
+        (again.folder / "model.onnx.data").write_bytes(b"cut short")  # a damaged copy is not trusted
+        rebuilt = onnx_build.build(checkpoint, "fp32", None)
+        assert rebuilt.seconds > 0 and (rebuilt.folder / "model.onnx.data").stat().st_size > 9
+
+
 def test_a_model_the_builder_cannot_export_is_refused_with_its_reason(tmp_path, monkeypatch):
     monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path / "cache"))
     checkpoint = tmp_path / "gpt-ish"
@@ -128,7 +148,8 @@ def test_a_model_the_builder_cannot_export_is_refused_with_its_reason(tmp_path, 
     (checkpoint / "config.json").write_text(json.dumps({"model_type": "not-a-model", "architectures": ["Nope"]}))
     with pytest.raises(ValueError, match="builder could not export gpt-ish"):
         onnx_build.build(checkpoint, "fp32", None)
-    assert not list((tmp_path / "cache" / "onnx").iterdir())  # nothing half-built left behind
+    left = [p.name for p in (tmp_path / "cache" / "onnx").iterdir()]
+    assert left == [".hashes.json"]  # nothing half-built left behind (the checkpoint's hashes are remembered)
 
 
 def test_a_model_without_a_checkpoint_is_refused_with_the_reason():

@@ -1,0 +1,143 @@
+"""Where the onnxruntime runner's builds live in the cache, what names one, and how one is known whole.
+
+A build is keyed on content: the checkpoint's bytes, the precision, the builder's options, the
+head's rows, the builder's version and FORMAT. A checkpoint the cache converted carries a manifest of
+its files' SHA-256 (models/cachefiles, checked before each load), read as it is; any other (a hub
+snapshot, a local folder, an in-process model written out) is hashed file by file, each hash
+remembered by path, size and time. So copying or touching a cache keeps every key (no build is
+redone), and new bytes get a new build.
+
+A build is written into `.building-<pid>-…` beside its place and renamed into place when whole; its
+marker, written last, records each file's size and SHA-256. A folder without the marker, with
+another key, or with a file of another size is never trusted: it is built again.
+`python -m playground.models cache list|verify|clear` lists, re-hashes and removes builds
+(models/cachetool.py reads the same marker). A killed build's temp folder is removed by the next.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from playground.config import cache_dir, write_text_atomic
+
+MARKER = "playground-built.json"  # written last: a folder without it is a half-built model
+MANIFEST = ".manifest.json"  # a converted checkpoint's record of its files (models/cachefiles.MANIFEST)
+HASHES = ".hashes.json"  # in builds_dir(): remembered SHA-256 of checkpoint files without a manifest
+TEMP = ".building-"  # + pid + "-": a build being written (or left by a killed one)
+FORMAT = 2  # bumped when what is done to a build here changes (trim_head, the key), so older builds are redone
+
+
+def builds_dir() -> Path:
+    return cache_dir() / "onnx"
+
+
+def build_key(checkpoint: Path, precision: str, options: dict, rows: int | None) -> str:
+    from importlib.metadata import version
+
+    digest = hashlib.sha256()
+    digest.update(json.dumps([precision, options, rows, version("onnxruntime-genai"), FORMAT]).encode())
+    for name, sha256 in sorted(checkpoint_hashes(checkpoint).items()):
+        digest.update(f"{name}:{sha256}\n".encode())
+    return digest.hexdigest()
+
+
+def checkpoint_hashes(checkpoint: Path) -> dict[str, str]:
+    """Each file of the checkpoint (its name in the folder) -> its SHA-256."""
+    manifest = checkpoint / MANIFEST
+    if manifest.is_file():  # the load that gave this model checked the files against it
+        return {name: rec["sha256"] for name, rec in json.loads(manifest.read_text())["files"].items()}
+    return {str(p.relative_to(checkpoint)): remembered_sha256(p) for p in sorted(checkpoint.rglob("*"))
+            if p.is_file()}
+
+
+def remembered_sha256(path: Path) -> str:
+    """A file's SHA-256, hashed once per path, size and mtime (a hub snapshot's GBs are read once)."""
+    real, index = path.resolve(), builds_dir() / HASHES
+    stat = real.stat()
+    known = read_json(index)
+    rec = known.get(str(real))
+    if isinstance(rec, dict) and (rec.get("bytes"), rec.get("mtime_ns")) == (stat.st_size, stat.st_mtime_ns):
+        return rec["sha256"]
+    sha256 = sha256_of(real)
+    index.parent.mkdir(parents=True, exist_ok=True)
+    # re-read (another process may have added its own: a lost entry is only hashed again); files gone
+    # (an in-process model's temporary checkpoint) are dropped, so the index does not grow without end
+    known = {name: rec for name, rec in read_json(index).items() if Path(name).is_file()}
+    known[str(real)] = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
+    write_text_atomic(index, json.dumps(known, indent=1) + "\n")
+    return sha256
+
+
+def read_json(path: Path) -> dict:
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(8 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def build_folder(checkpoint: Path, precision: str, rows: int | None, key: str) -> Path:
+    # an in-process model's checkpoint sits in a fresh temporary folder each load: named by its key alone
+    readable = "in-process" if checkpoint.name.startswith("checkpoint-") else checkpoint.name
+    return builds_dir() / f"{readable}-{precision}{f'-rows{rows}' if rows else ''}-{key[:16]}"
+
+
+def whole(folder: Path, key: str) -> bool:
+    """Marked with this key, and every file it recorded there with its size (the cheap check)."""
+    marker = read_json(folder / MARKER)
+    files = marker.get("files")
+    return marker.get("key") == key and isinstance(files, dict) and all(
+        (folder / name).is_file() and (folder / name).stat().st_size == rec.get("bytes")
+        for name, rec in files.items())
+
+
+def temp_folder(parent: Path) -> Path:
+    """A fresh folder to build in, after removing the ones killed builds left."""
+    parent.mkdir(parents=True, exist_ok=True)
+    for left in parent.glob(f"{TEMP}*"):
+        pid = left.name[len(TEMP):].split("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
+            shutil.rmtree(left, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{TEMP}{os.getpid()}-", dir=parent))
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def seal(work: Path, fields: dict) -> None:
+    """Write the marker, last: the build's own fields and each file's size and SHA-256."""
+    files = {str(p.relative_to(work)): {"bytes": p.stat().st_size, "sha256": sha256_of(p)}
+             for p in sorted(work.rglob("*")) if p.is_file() and p.name != MARKER}
+    write_text_atomic(work / MARKER, json.dumps({**fields, "files": files}, indent=1) + "\n")
+
+
+def settle(work: Path, folder: Path, key: str) -> None:
+    """Rename the sealed build into place; if another process finished the same build first, keep theirs."""
+    if folder.exists() and not whole(folder, key):
+        shutil.rmtree(folder, ignore_errors=True)  # half-built or stale: never trusted
+    try:
+        os.replace(work, folder)
+    except OSError as e:
+        if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.EISDIR) or not whole(folder, key):
+            raise
