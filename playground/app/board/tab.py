@@ -34,6 +34,7 @@ from playground.measure.bench.runs import Interrupted
 from playground.app.board.form import MAX_BUDGET_MIN, BoardForm, BoardPlan, planned
 from playground.app.shared import controls
 from playground.app.shared.context import AppContext
+from playground.app.shared.layout import opening
 from playground.app.shared.flow import (Stop, guarded, load_pair, model_job, outputs, parsed,
                                         random_weights_note, status_html)
 from playground.app.shared.lockstep import streamed
@@ -81,36 +82,35 @@ class BoardView:
 
 
 def build(ctx: AppContext) -> dict:
-    gr.Markdown(
+    spec = ctx.registry.pair(ctx.default_pair)
+    inputs, settings = opening(
         "Which way of drafting should you use for this target, on your prompts, on this machine? Every drafter "
         "the target can use is timed against plain decoding on the same prompts (the benchmark's own code), each "
         "at its best γ for this machine. On a CPU, budget minutes: each drafter runs every prompt twice or more."
     )
-    spec = ctx.registry.pair(ctx.default_pair)
-    with gr.Row():
-        with gr.Column(scale=3):
-            drafters = gr.CheckboxGroup(entry_choices(ctx, spec.name), value=lineup.available(ctx.registry, spec),
-                                        label="drafters", elem_id="bd-drafters",
-                                        info="model:NAME drafts with another model of models.yaml; -tree rows "
-                                             "draft token trees")
-            examples, categories, per_category = prompt_controls("bd")
-            own = gr.Textbox("", lines=3, label="your prompts, one per line (optional)", elem_id="bd-own")
-        with gr.Column(scale=2):
-            pair = controls.pair_control(ctx, "bd-pair")
-            with gr.Row():
-                tokens, repeats = run_controls("bd", 48)
-            with gr.Row():
-                temperature = controls.control("temperature", 0.0, elem_id="bd-temperature")
-                seed = controls.control("seed", elem_id="bd-seed")
-                budget = gr.Number(30, minimum=0.1, maximum=MAX_BUDGET_MIN, label="budget (minutes)",
-                                   info="the board refuses to start if it would take longer", elem_id="bd-budget")
-            with gr.Row():
-                run = gr.Button("Run the board", variant="primary", scale=3, elem_id="bd-run")
-                stop = gr.Button("Stop", variant="stop", scale=1, elem_id="bd-stop")
-            status = gr.HTML(status_html("Pick drafters and prompts, then run."), elem_id="bd-status")
-            files = gr.File(label="Download (JSON, CSV, map PNG)", file_count="multiple", interactive=False,
-                            elem_id="bd-files")
-            hand = gr.Button("Use the winner in the Race and Export tabs", size="sm", elem_id="bd-hand")
+    with inputs:
+        drafters = gr.CheckboxGroup(entry_choices(ctx, spec.name), value=lineup.available(ctx.registry, spec),
+                                    label="drafters", elem_id="bd-drafters",
+                                    info="model:NAME drafts with another model of models.yaml; -tree rows "
+                                         "draft token trees")
+        examples, categories, per_category = prompt_controls("bd")
+        own = gr.Textbox("", lines=3, label="your prompts, one per line (optional)", elem_id="bd-own")
+    with settings:
+        pair = controls.pair_control(ctx, "bd-pair")
+        with gr.Row():
+            tokens, repeats = run_controls("bd", 48)
+        with gr.Row():
+            temperature = controls.control("temperature", 0.0, elem_id="bd-temperature")
+            seed = controls.control("seed", elem_id="bd-seed")
+            budget = gr.Number(30, minimum=0.1, maximum=MAX_BUDGET_MIN, label="budget (minutes)",
+                               info="the board refuses to start if it would take longer", elem_id="bd-budget")
+        with gr.Row():
+            run = gr.Button("Run the board", variant="primary", scale=3, elem_id="bd-run")
+            stop = gr.Button("Stop", variant="stop", scale=1, elem_id="bd-stop")
+        status = gr.HTML(status_html("Pick drafters and prompts, then run."), elem_id="bd-status")
+        files = gr.File(label="Download (JSON, CSV, map PNG)", file_count="multiple", interactive=False,
+                        elem_id="bd-files")
+        hand = gr.Button("Use the winner in the Race and Export tabs", size="sm", elem_id="bd-hand")
     verdict = gr.HTML("", elem_id="bd-verdict")
     table = gr.Dataframe(headers=HEADERS, value=[], label="Leaderboard, fastest first", interactive=False,
                          elem_id="bd-table")

@@ -21,6 +21,7 @@ from playground.app.shared import controls
 from playground.app.shared import histograms as lab_plots
 from playground.app.shared import plots
 from playground.app.shared.context import AppContext
+from playground.app.shared.layout import opening
 from playground.app.shared.flow import (Stop, check_prompt, guarded, load_pair, model_job, outputs, parsed,
                                         random_weights_note, read_settings, status_html, whole)
 from playground.app.shared.form import Form
@@ -104,45 +105,44 @@ class LabView:
 
 
 def build(ctx: AppContext) -> dict:
-    gr.Markdown(
+    inputs, settings = opening(
         "Does speculative sampling really produce the target's own distribution? Draw the **first new "
         "token** many times through the real speculative step (draft, verify, accept or resample) and as "
         "many times straight from the target, then compare both with the target's exact probabilities."
     )
-    with gr.Row():
-        with gr.Column(scale=3):
-            prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, elem_id="lab-prompt")
-            with gr.Row():
-                fast = gr.Button("Draw fast", variant="primary", scale=3, elem_id="lab-fast")
-                run = gr.Button("Draw slowly", variant="secondary", scale=2, elem_id="lab-run")
-                stop = gr.Button("Stop", variant="stop", scale=1, elem_id="lab-stop")
-            status = gr.HTML(status_html(MODES_NOTE), elem_id="lab-status")
-        with gr.Column(scale=2):
-            pair = controls.pair_control(ctx, "lab-pair")
-            with gr.Row():
-                fast_draws = gr.Number(
-                    FAST_DRAWS,
-                    minimum=1,
-                    maximum=MAX_FAST_DRAWS,
-                    precision=0,
-                    label=f"N fast draws (1 to {MAX_FAST_DRAWS})",
-                    elem_id="lab-fast-draws",
-                )
-                draws = gr.Number(
-                    400,
-                    minimum=1,
-                    maximum=MAX_DRAWS,
-                    precision=0,
-                    label=f"N slow draws (1 to {MAX_DRAWS})",
-                    elem_id="lab-draws",
-                )
-            with gr.Row():
-                # 0 left out, and 1 to start: at temperature 0 every draw is the same token (nothing to test)
-                temperature = controls.control("temperature", 1.0, low_open=True, elem_id="lab-temperature")
-                seed = controls.control("seed", elem_id="lab-seed")
-            with gr.Row():
-                top_k = controls.control("top_k", elem_id="lab-top-k")
-                top_p = controls.control("top_p", elem_id="lab-top-p")
+    with inputs:
+        prompt = gr.Textbox(DEFAULT_PROMPT, label="Prompt", lines=2, elem_id="lab-prompt")
+        with gr.Row():
+            fast = gr.Button("Draw fast", variant="primary", scale=3, elem_id="lab-fast")
+            run = gr.Button("Draw slowly", variant="secondary", scale=2, elem_id="lab-run")
+            stop = gr.Button("Stop", variant="stop", scale=1, elem_id="lab-stop")
+        status = gr.HTML(status_html(MODES_NOTE), elem_id="lab-status")
+    with settings:
+        pair = controls.pair_control(ctx, "lab-pair")
+        with gr.Row():
+            fast_draws = gr.Number(
+                FAST_DRAWS,
+                minimum=1,
+                maximum=MAX_FAST_DRAWS,
+                precision=0,
+                label=f"N fast draws (1 to {MAX_FAST_DRAWS})",
+                elem_id="lab-fast-draws",
+            )
+            draws = gr.Number(
+                400,
+                minimum=1,
+                maximum=MAX_DRAWS,
+                precision=0,
+                label=f"N slow draws (1 to {MAX_DRAWS})",
+                elem_id="lab-draws",
+            )
+        with gr.Row():
+            # 0 left out, and 1 to start: at temperature 0 every draw is the same token (nothing to test)
+            temperature = controls.control("temperature", 1.0, low_open=True, elem_id="lab-temperature")
+            seed = controls.control("seed", elem_id="lab-seed")
+        with gr.Row():
+            top_k = controls.control("top_k", elem_id="lab-top-k")
+            top_p = controls.control("top_p", elem_id="lab-top-p")
     with gr.Row():
         figure = gr.Plot(
             plots.empty_figure("The two histograms appear here."),

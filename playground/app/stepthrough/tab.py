@@ -20,6 +20,7 @@ from playground.app.stepthrough import plots as step_plots
 from playground.app.stepthrough import view as step_view
 from playground.app.stepthrough import tree_view
 from playground.app.shared.context import SERIAL, AppContext
+from playground.app.shared.layout import opening
 from playground.app.shared.examples import STEP_THROUGH as EXAMPLES
 from playground.app.shared.flow import (at_once, check_prompt, guarded, load_pair, model_job, outputs, parsed,
                                         random_weights_note, read_settings, status_html)
@@ -64,32 +65,31 @@ class StepView:
 
 
 def build(ctx: AppContext) -> dict:
-    gr.Markdown(
+    inputs, settings = opening(
         "Run speculative sampling **one step at a time**: the draft model guesses, the target checks every "
         "guess in one pass, keeps some, and adds a token of its own. "
         "Each stage is explained beside its numbers."
     )
-    with gr.Row():
-        with gr.Column(scale=3):
-            prompt = gr.Textbox(
-                label="Prompt", lines=3, max_lines=12, elem_id="st-prompt", value=EXAMPLES[0][1]
-            )
-            so_far = gr.Textbox(
-                label="Text so far (optional): the answer is continued from here",
-                lines=1,
-                max_lines=6,
-                elem_id="st-so-far",
-            )
-            with gr.Row():
-                step = gr.Button("Next step ▶", variant="primary", scale=3, elem_id="st-next")
-                reset = gr.Button("Back to start", scale=1, elem_id="st-reset")
-            status = gr.HTML(status_html("Press Next step to run the first step."), elem_id="st-status")
-            examples_at = gr.Column()
-        with gr.Column(scale=2):
-            knobs, _ = controls.settings_controls(ctx)
-            for name, component in knobs.items():  # the Race tab has the same controls: keep ids unique
-                component.elem_id = f"st-{name}"
-            knobs["temperature"].value = EXAMPLES[0][4]
+    with inputs:
+        prompt = gr.Textbox(
+            label="Prompt", lines=3, max_lines=12, elem_id="st-prompt", value=EXAMPLES[0][1]
+        )
+        so_far = gr.Textbox(
+            label="Text so far (optional): the answer is continued from here",
+            lines=1,
+            max_lines=6,
+            elem_id="st-so-far",
+        )
+        with gr.Row():
+            step = gr.Button("Next step ▶", variant="primary", scale=3, elem_id="st-next")
+            reset = gr.Button("Back to start", scale=1, elem_id="st-reset")
+        status = gr.HTML(status_html("Press Next step to run the first step."), elem_id="st-status")
+        examples_at = gr.Column()
+    with settings:
+        knobs, _ = controls.settings_controls(ctx)
+        for name, component in knobs.items():  # the Race tab has the same controls: keep ids unique
+            component.elem_id = f"st-{name}"
+        knobs["temperature"].value = EXAMPLES[0][4]
     with examples_at:
         gr.Examples(
             [list(e[1:]) for e in EXAMPLES],

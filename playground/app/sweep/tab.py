@@ -27,6 +27,7 @@ from playground.measure.bench.prompts import prompt_name
 from playground.measure.bench.report import write_csv, write_json
 from playground.app.shared import controls
 from playground.app.shared.context import AppContext
+from playground.app.shared.layout import opening
 from playground.app.shared.flow import (Stop, guarded, load_pair, model_job, outputs, parsed,
                                         random_weights_note, status_html)
 from playground.app.shared.lockstep import streamed
@@ -76,41 +77,40 @@ class SweepView:
 
 
 def build(ctx: AppContext) -> dict:
-    gr.Markdown(
+    inputs, settings = opening(
         "Measure the speedup over a grid of settings. Each cell warms up, then times the autoregressive "
         "baseline and the speculative run alternately (the benchmark's own code). A 3 × 3 grid on one "
         "short prompt takes a few minutes on a CPU."
     )
-    with gr.Row():
-        with gr.Column(scale=3):
-            with gr.Row():
-                gammas = gr.Textbox("1,2,4", label="γ values", info="e.g. 1,2,4,8 or 1-8", elem_id="sw-gammas")
-                temperatures = gr.Textbox("0", label="temperatures", info="e.g. 0,0.7", elem_id="sw-temperatures")
-            drafters = gr.CheckboxGroup(
-                [(ROW_LABELS[d], d) for d in ROW_KINDS], value=[MODEL], label="drafters", elem_id="sw-drafters"
-            )
-            drafts = gr.Textbox(
-                "", label="draft settings to compare (optional)", elem_id="sw-drafts",
-                info="each combination is a row, as the benchmark's --sweep writes them: e.g. "
-                     "draft_vocab=0,65536 ngram_max=2,3 (one of: " + ", ".join(DRAFT_AXIS) + ")",
-            )
-            draft_models = gr.Dropdown(
-                ctx.draft_choices(), value=[""], multiselect=True, label="draft models", elem_id="sw-draft-models",
-                info="each drafts in rows of its own (the draft model, hybrid and tree rows); one with another "
-                     "tokenizer drafts across tokenizers",
-            )
-            examples, categories, per_category = prompt_controls("sw")
-        with gr.Column(scale=2):
-            pair = controls.pair_control(ctx, "sw-pair")
-            controls.describe_pair(ctx, pair)
-            with gr.Row():
-                tokens, repeats = run_controls("sw", 32)
-                seed = controls.control("seed", elem_id="sw-seed")
-            with gr.Row():
-                run = gr.Button("Run the sweep", variant="primary", scale=3, elem_id="sw-run")
-                stop = gr.Button("Stop", variant="stop", scale=1, elem_id="sw-stop")
-            status = gr.HTML(status_html("Pick the grid, then run."), elem_id="sw-status")
-            files = gr.File(label="Download (CSV, JSON)", file_count="multiple", interactive=False, elem_id="sw-files")
+    with inputs:
+        with gr.Row():
+            gammas = gr.Textbox("1,2,4", label="γ values", info="e.g. 1,2,4,8 or 1-8", elem_id="sw-gammas")
+            temperatures = gr.Textbox("0", label="temperatures", info="e.g. 0,0.7", elem_id="sw-temperatures")
+        drafters = gr.CheckboxGroup(
+            [(ROW_LABELS[d], d) for d in ROW_KINDS], value=[MODEL], label="drafters", elem_id="sw-drafters"
+        )
+        drafts = gr.Textbox(
+            "", label="draft settings to compare (optional)", elem_id="sw-drafts",
+            info="each combination is a row, as the benchmark's --sweep writes them: e.g. "
+                 "draft_vocab=0,65536 ngram_max=2,3 (one of: " + ", ".join(DRAFT_AXIS) + ")",
+        )
+        draft_models = gr.Dropdown(
+            ctx.draft_choices(), value=[""], multiselect=True, label="draft models", elem_id="sw-draft-models",
+            info="each drafts in rows of its own (the draft model, hybrid and tree rows); one with another "
+                 "tokenizer drafts across tokenizers",
+        )
+        examples, categories, per_category = prompt_controls("sw")
+    with settings:
+        pair = controls.pair_control(ctx, "sw-pair")
+        controls.describe_pair(ctx, pair)
+        with gr.Row():
+            tokens, repeats = run_controls("sw", 32)
+            seed = controls.control("seed", elem_id="sw-seed")
+        with gr.Row():
+            run = gr.Button("Run the sweep", variant="primary", scale=3, elem_id="sw-run")
+            stop = gr.Button("Stop", variant="stop", scale=1, elem_id="sw-stop")
+        status = gr.HTML(status_html("Pick the grid, then run."), elem_id="sw-status")
+        files = gr.File(label="Download (CSV, JSON)", file_count="multiple", interactive=False, elem_id="sw-files")
     table = gr.Dataframe(headers=HEADERS, value=[], label="Results, one row per setting", interactive=False,
                          elem_id="sw-table")
     gr.Markdown(f"<small>{LEGEND}</small>")
