@@ -291,11 +291,9 @@ def written_checkpoint(model, tokenizer):
 
 
 def load_pair(registry: Registry, spec: PairSpec, *, draft: str | None = None, target_quantization=None,
-              draft_quantization=None, dtype=None, device=None, progress: Progress | None = None,
-              with_draft: bool = True) -> LoadedPair:
-    """Load a pair's target, and its draft (the pair's, or the model `draft` names) now when
-    `with_draft`, else on first use. A draft that does not share the target's tokenizer drafts
-    across tokenizers."""
+              draft_quantization=None, dtype=None, device=None, progress: Progress | None = None) -> LoadedPair:
+    """Load a pair's target; its draft (the pair's, or the model `draft` names) loads on first use or
+    by `load_draft`. A draft that does not share the target's tokenizer drafts across tokenizers."""
     report = reporter(progress)
     draft_spec = draft_model_spec(registry, spec, draft)
     target = load_model(registry.model(spec.target), quantization=target_quantization, dtype=dtype,
@@ -306,10 +304,7 @@ def load_pair(registry: Registry, spec: PairSpec, *, draft: str | None = None, t
         return load_model(draft_spec, quantization=draft_quantization, dtype=dtype,
                           device=device, progress=lambda m, f: said(f"draft {m}", f))
 
-    pair = LoadedPair(spec.name, spec, target, draft_spec, load_draft)
-    if with_draft:
-        pair.load_draft(report)
-    return pair
+    return LoadedPair(spec.name, spec, target, draft_spec, load_draft)
 
 
 def draft_model_spec(registry: Registry, spec: PairSpec, draft: str | None) -> ModelSpec:
@@ -371,7 +366,9 @@ class PairCache:
                 return pair
             self.evict(self.keep - 1)  # free memory before loading the next pair, not after
             try:
-                pair = load_pair(self.registry, spec, progress=progress, with_draft=with_draft, **knobs)
+                pair = load_pair(self.registry, spec, progress=progress, **knobs)
+                if with_draft:
+                    pair.load_draft(progress)
             except BaseException:  # failed or cancelled half-way: give back what was loaded
                 free_memory()
                 raise
