@@ -102,7 +102,7 @@ def test_auto_is_int4_on_a_cpu_and_none_on_cuda(monkeypatch):
     assert loaded.quantization == "int4-cpu" and isinstance(loaded.model.lm_head, Int8Linear)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     built = []
-    model = SimpleNamespace(get_memory_footprint=lambda: 0)  # nothing is built: only the choice is checked
+    model = SimpleNamespace(get_memory_footprint=lambda: 0, dtype=torch.float32)  # nothing is built: only the choice is checked
     monkeypatch.setattr("playground.models.loading.load_from", lambda *args: built.append(args) or (model, None))
     assert load_model(TINY_TARGET, quantization="auto", device="cuda").quantization == "none"
     assert built[0][4] == "none"  # load_from(source, spec, device, dtype, quantization, report)

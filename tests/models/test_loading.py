@@ -134,10 +134,63 @@ def test_cuda_requested_without_cuda(monkeypatch, empty_cache, registry):
 def test_auto_device_and_dtype(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert loading.resolve_device("auto", "m") == "cpu"
-    assert loading.resolve_dtype("auto", "cpu") == "bfloat16"
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
-    assert loading.resolve_dtype("auto", "cuda") == "float16"
+    assert loading.resolve_dtype("auto", "cpu") == loading.resolve_dtype("auto", "cpu", "qwen2", "int8") == "bfloat16"
     assert loading.resolve_dtype("float32", "cuda") == "float32"
+
+
+@pytest.mark.parametrize("capability, family, quantization, expected", [
+    ((7, 5), "llama", "none", "float16"),  # a T4: no native bf16; Llama stays within float16's range
+    ((7, 0), "mistral", "nf4", "float16"),  # a V100
+    ((7, 5), "qwen2", "none", "float32"),  # Qwen2.5 overflows float16
+    ((6, 1), "phi3", "none", "float32"),  # a family not known to be safe
+    ((7, 5), None, "none", "float32"),
+    ((8, 0), "qwen2", "none", "bfloat16"),  # an A100: native bf16
+    ((9, 0), "llama", "none", "bfloat16"),
+    ((9, 0), "llama", "int8", "float16"),  # LLM.int8 computes in float16: no cast on every matmul
+    ((9, 0), "qwen2", "int8", "bfloat16"),  # ... unless the family overflows it
+])
+def test_auto_dtype_on_cuda_is_bf16_only_where_the_card_has_it(monkeypatch, capability, family, quantization,
+                                                               expected):
+    """torch.cuda.is_bf16_supported() says True on every card (it counts emulation): not asked."""
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    said = []
+    got = loading.resolve_dtype("auto", "cuda", family, quantization, lambda m, f: said.append(m), "m")
+    assert got == expected
+    assert bool(said) == (expected == "float32")  # float32 is said, with the card and the reason
+    if said:
+        assert f"compute capability {capability[0]}.{capability[1]}" in said[0] and "set dtype float16" in said[0]
+        assert ("overflows float16" if family == "qwen2" else "not known to stay within") in said[0]
+    assert loading.resolve_dtype("float16", "cuda", family, quantization) == "float16"  # asked for: as given
+
+
+def test_int8_holds_back_its_warning_on_every_matmul_and_lets_warnings_through_after(capsys):
+    """LLM.int8 logs "inputs will be cast" on every matmul of a bf16 input, through the bitsandbytes
+    logger: none of those lines reaches stderr during a forward; the logger works again after one
+    (also after one that raised), and bitsandbytes still says it of a linear called on its own."""
+    import logging
+
+    m = load_model(TINY_TARGET, quantization="int8", dtype="bfloat16", device="cpu")
+    source = logging.getLogger("bitsandbytes.autograd._functions")  # where bitsandbytes logs the line
+    to_stderr = logging.StreamHandler(sys.stderr)
+    logging.getLogger("bitsandbytes").addHandler(to_stderr)
+    try:
+        capsys.readouterr()
+        greedy(m.model, encode_prompt(m.tokenizer, "hello"), n=4)
+        assert "MatMul8bitLt" not in capsys.readouterr().err
+        with pytest.raises(IndexError):
+            m.model(input_ids=torch.tensor([[10**6]]))  # a forward that fails half-way
+        source.warning("MatMul8bitLt: after the run")
+        m.model.model.layers[0].mlp.up_proj(torch.ones(1, m.model.config.hidden_size, dtype=torch.bfloat16))
+        assert capsys.readouterr().err.count("MatMul8bitLt") == 2  # restored: the logger speaks again
+        assert not source.filters
+    finally:
+        logging.getLogger("bitsandbytes").removeHandler(to_stderr)
+
+
+def test_int8_uses_the_documented_outlier_threshold():
+    m = load_model(TINY_TARGET, quantization="int8", dtype="bfloat16", device="cpu")
+    assert m.model.config.quantization_config.llm_int8_threshold == loading.INT8_THRESHOLD == 6.0
 
 
 def fail_if_called(*args, **kwargs):
