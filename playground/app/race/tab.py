@@ -69,27 +69,33 @@ class RaceView:
     status: gr.HTML
 
 
+EXAMPLE_KNOBS = ("drafter", "gamma", "temperature", "max_new_tokens")  # what an example sets beside the prompt
+
+
 def build(ctx: AppContext) -> dict:
     with gr.Row():
         with gr.Column(scale=3):
-            prompt = controls.prompt_box()
+            # the page opens on the first example, so the first click on Run races it
+            prompt = controls.prompt_box(EXAMPLES[0][1])
+            examples_at = gr.Column()  # filled below, once the controls it sets exist
             with gr.Row():
                 run = gr.Button("Run the race", variant="primary", scale=3, elem_id="run")
                 stop = gr.Button("Stop", variant="stop", scale=1, elem_id="stop")
             status = gr.HTML(
-                status_html("Pick an example or write a prompt, then run the race."),
+                status_html("Run the race on the first example, or pick another or write a prompt."),
                 js_on_load=None,
                 elem_id="status",
             )
-            examples_at = gr.Column()  # filled below, once the controls it sets exist
         with gr.Column(scale=2):
             knobs, more = controls.settings_controls(ctx)
             with more:
                 system = controls.system_box()
+    for name, value in zip(EXAMPLE_KNOBS, EXAMPLES[0][2:]):  # and on its settings
+        knobs[name].value = value
     with examples_at:
         gr.Examples(
             [list(e[1:]) for e in EXAMPLES],
-            inputs=[prompt, knobs["drafter"], knobs["gamma"], knobs["temperature"], knobs["max_new_tokens"]],
+            inputs=[prompt, *(knobs[name] for name in EXAMPLE_KNOBS)],
             example_labels=[e[0] for e in EXAMPLES],
             label="Examples: click one, then Run",
         )

@@ -13,10 +13,14 @@ import gradio as gr
 from playground.config import DRAFT_MODEL_DRAFTERS, DRAFTER_LABELS, KNOBS, PROMPT_LOOKUP, SELF, TREE, RunConfig
 from playground.models.registry import PAIR_KNOBS
 from playground.app.shared.context import AppContext
+from playground.app.shared.examples import RACE
 
 
-def prompt_box() -> gr.Textbox:
+def prompt_box(value: str = RACE[0][1]) -> gr.Textbox:
+    """The prompt, starting on an example's (the first Race example unless a tab passes its own), so a
+    tab's first run works without typing."""
     return gr.Textbox(
+        value,
         label="Prompt",
         lines=5,
         max_lines=16,

@@ -24,6 +24,25 @@ def wait_done(page, timeout=RUN_TIMEOUT_MS):
     page.wait_for_function("() => document.body.innerText.includes('Done.')", timeout=timeout)
 
 
+def test_the_first_click_on_a_fresh_page_races_the_first_example(page):
+    """A newcomer's first click, touching nothing else: the prompt and its settings are the first
+    example's, the examples sit above the button, and Run the race races rather than answering with
+    an error."""
+    from playground.app.shared.examples import RACE
+
+    expect(page.locator("#prompt textarea")).to_have_value(RACE[0][1])
+    expect(page.locator("#max_new_tokens input[type=number]")).to_have_value(str(RACE[0][5]))
+    run = page.get_by_role("button", name="Run the race")
+    examples = page.get_by_text("Examples: click one, then Run")
+    assert examples.bounding_box()["y"] < run.bounding_box()["y"]
+    run.click()
+    page.wait_for_function("() => /Done\\.|⚠/.test(document.querySelector('#status').innerText)",
+                           timeout=RUN_TIMEOUT_MS)
+    status = page.locator("#status").inner_text()
+    assert "Done." in status and "⚠" not in status, status
+    assert page.locator(".race-text").nth(1).locator(".tok").count() > 0
+
+
 def test_an_example_races_with_coloured_tokens_plots_and_stats(page, tmp_path):
     page.get_by_text("Code", exact=True).first.click()  # the code example fills the prompt
     expect(page.locator("#prompt textarea")).to_have_value(re.compile("is_prime"))
