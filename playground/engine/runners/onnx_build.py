@@ -13,8 +13,10 @@ accuracy level 4), the kernel that decodes fastest on a CPU. The run's quantizat
 PyTorch's kernels and does not reach these: baseline and speculation share this build, so the
 speculative output is the build's own.
 
-A draft vocabulary (draft_vocab) is cut into the built head: the output layer's rows past it are
-dropped from the graph (`trim_head`), so a draft forward costs what its size says.
+Two edits follow the builder (onnx_graph.py): a draft vocabulary (draft_vocab) is cut into the
+built head (`trim_head`), so a draft forward costs what its size says; and the head reads only the
+last rows the runner asks for (`keep_last_rows`), so a long prompt computes and holds one row of
+logits, not one per token.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from playground.engine.runners.onnx_graph import keep_last_rows, trim_head
 from playground.engine.runners.onnx_cache import (MARKER, build_folder, build_key, seal, settle,  # noqa: F401
                                                   temp_folder, whole)
 
@@ -79,6 +82,7 @@ class Built:
         if threads not in self.sessions:
             O = ort()
             options = O.SessionOptions()
+            options.log_severity_level = 3  # errors only: ORT warns at every load that `last_rows` has a default
             if shared_pool(O, threads):
                 options.use_per_session_threads = False
             else:  # two pools on the same cores: one that spins after its run takes them from the other
@@ -194,6 +198,7 @@ def build(checkpoint: Path, precision: str, rows: int | None) -> Built:
         run_builder(checkpoint, work, precision, options)
         if rows:
             trim_head(work, rows)
+        keep_last_rows(work)
         seal(work, {"key": key, "checkpoint": str(checkpoint), "precision": precision, "rows": rows,
                     "options": options})
         settle(work, folder, key)
@@ -231,37 +236,3 @@ def run_builder(checkpoint: Path, out: Path, precision: str, options: dict) -> N
         tail = done.stdout[-LOG_TAIL:]
         raise ValueError(f"onnxruntime-genai's builder could not export {checkpoint.name} ({precision}); "
                          f"its output ends:\n{tail}")
-
-
-def trim_head(folder: Path, rows: int) -> None:
-    """Keep the first `rows` rows of the output layer in the built graph (its weight, scales and
-    the logits' width), so the draft's head costs rows/V of the full one. The head is the node that
-    writes `logits`: a MatMulNBits (int4: weight [N, blocks, bytes], scales [N, blocks], optional
-    zero points, attribute N) or a MatMul by a float weight [H, N]."""
-    import onnx
-    from onnx import numpy_helper
-
-    path = folder / "model.onnx"
-    model = onnx.load(str(path))  # with its weights: the head's are rewritten, the rest saved as they were
-    head = next(node for node in model.graph.node if "logits" in node.output)
-    weights = {init.name: init for init in model.graph.initializer}
-
-    def cut(name: str, axis: int) -> None:
-        array = numpy_helper.to_array(weights[name])
-        weights[name].CopyFrom(numpy_helper.from_array(np.take(array, range(rows), axis=axis), name))
-
-    if head.op_type == "MatMulNBits":
-        for name in head.input[1:4]:
-            if name in weights:  # weight, scales, zero points: one leading row each per output
-                cut(name, 0)
-        next(a for a in head.attribute if a.name == "N").i = rows
-    elif head.op_type == "MatMul" and head.input[1] in weights:
-        cut(head.input[1], 1)
-    else:
-        raise ValueError(f"draft_vocab: cannot cut the output layer of this build (a {head.op_type} writes the "
-                         "logits); use draft_vocab 0 with runner onnxruntime")
-    logits = next(o for o in model.graph.output if o.name == "logits")
-    logits.type.tensor_type.shape.dim[-1].dim_value = rows
-    (folder / "model.onnx.data").unlink()
-    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location="model.onnx.data", size_threshold=1024)

@@ -30,7 +30,7 @@ MARKER = "playground-built.json"  # written last: a folder without it is a half-
 MANIFEST = ".manifest.json"  # a converted checkpoint's record of its files (models/cachefiles.MANIFEST)
 HASHES = ".hashes.json"  # in builds_dir(): remembered SHA-256 of checkpoint files without a manifest
 TEMP = ".building-"  # + pid + "-": a build being written (or left by a killed one)
-FORMAT = 2  # bumped when what is done to a build here changes (trim_head, the key), so older builds are redone
+FORMAT = 3  # bumped when what is done to a build changes (onnx_graph.py, the key), so older builds are redone
 
 
 def builds_dir() -> Path:

@@ -21,6 +21,7 @@ import torch
 
 from playground.engine.runners import doubled
 from playground.engine.runners.onnx_build import Built, built_model, ort
+from playground.engine.runners.onnx_graph import LAST_ROWS
 
 MIN_CAPACITY = 256  # entries a fresh cache holds; doubled (the held entries copied) when a step needs more
 
@@ -64,6 +65,7 @@ class OnnxRuntimeRunner:
         binding.bind_output("logits")
         binding.bind_cpu_input("input_ids", np.asarray([new], dtype=np.int64))
         binding.bind_cpu_input("attention_mask", np.ones((1, total), dtype=np.int64))
+        binding.bind_ortvalue_input(LAST_ROWS, ort().OrtValue.ortvalue_from_numpy(np.asarray([keep], dtype=np.int64)))
         for name, buffer in zip(self.built.past_names, self.buffers):
             binding.bind_ortvalue_input(name, buffer)
         for name, buffer in zip(self.built.present_names, self.buffers):

@@ -275,3 +275,21 @@ def test_a_tree_timed_beside_a_chain_gets_plain_decoding_on_its_own_runner(int4_
     assert record["tree_speedup"] > 0 and record["tree_new_tokens"] == 8
     eager = SpecConfig(runner="eager", max_new_tokens=8, gamma=2)
     assert list(setup.methods(eager)) == ["baseline", "speculative", "tree"]
+
+
+def test_the_head_computes_only_the_rows_asked_for_and_every_row_by_default(built_pair):
+    """`last_rows` (onnx_graph.keep_last_rows) slices the hidden states before the output layer: the
+    runner asks for the rows it keeps (a prompt's last one), while a caller that feeds nothing (as
+    onnxruntime-genai's own loop) still gets every row, the same numbers either way."""
+    import numpy as np
+
+    target = built_pair[0]
+    session = onnx_build.built_model(target).session(torch.get_num_threads())
+    built = onnx_build.built_model(target)
+    feeds = {"input_ids": np.array([PROMPT]), "attention_mask": np.ones((1, len(PROMPT)), dtype=np.int64),
+             **{name: np.zeros((1, built.kv_heads, 0, built.head_size), dtype=built.kv_dtype)
+                for name in built.past_names}}
+    every = session.run(["logits"], feeds)[0]
+    last = session.run(["logits"], {**feeds, "last_rows": np.array([2])})[0]
+    assert every.shape[:2] == (1, len(PROMPT)) and last.shape[:2] == (1, 2)
+    assert np.abs(every[:, -2:] - last).max() <= TOLERANCE
