@@ -24,6 +24,7 @@ MODEL_QUANTIZATIONS = ("auto", "none", "nf4", "int8", "int8-cpu", "int4-cpu")
 # docs/benchmarks.md: on a CPU the int4-cpu target, plain and with speculation, beats bf16 and nf4
 # (Table 6); on a GPU a 1.5B model's step is launch-bound and bf16 beats nf4 (section "GPU")
 AUTO_QUANTIZATION = {"cpu": "int4-cpu", "cuda": "none"}
+BITSANDBYTES = ("nf4", "int8")  # quantized by bitsandbytes while loading (models/loading.py)
 
 # the drafters, as the API, the CLI and reports name them
 MODEL, PROMPT_LOOKUP, SUFFIX, RECYCLING, SELF, HYBRID = "model", "prompt_lookup", "suffix", "recycling", "self", "hybrid"
@@ -153,6 +154,9 @@ class RunConfig:
         if self.speculation == TREE and self.drafter not in TREE_DRAFTERS:
             raise KnobError("speculation", f"speculation {TREE!r} needs a drafter among {TREE_DRAFTERS}, "
                                            f"got {self.drafter!r}")
+        for name in ("target_quantization", "draft_quantization")[: 1 + (self.drafter in DRAFT_MODEL_DRAFTERS)]:
+            if self.runner == "compiled" and getattr(self, name) in BITSANDBYTES:
+                raise compiled_refuses(name, getattr(self, name))
 
     @classmethod
     def names(cls) -> list[str]:
@@ -166,10 +170,11 @@ class RunConfig:
 
     def loading(self) -> dict:
         """Keyword arguments for PairCache.get: None keeps the registry's own setting; the draft is
-        loaded now only for a drafter that runs it (else on first use)."""
+        loaded now only for a drafter that runs it (else on first use). The runner goes along so that
+        a pairing it cannot run (compiled and a bitsandbytes model) is refused before anything loads."""
         q = {"target_quantization": self.target_quantization, "draft_quantization": self.draft_quantization}
         return {"draft": self.draft or None, **{k: (None if v == "default" else v) for k, v in q.items()},
-                "with_draft": self.drafter in DRAFT_MODEL_DRAFTERS}
+                "with_draft": self.drafter in DRAFT_MODEL_DRAFTERS, "runner": self.runner}
 
     @property
     def greedy(self) -> bool:
@@ -200,6 +205,17 @@ class KnobError(ValueError):
 
     def __reduce__(self):  # pickled with both arguments (the default passes the message alone)
         return type(self), (self.field, str(self))
+
+
+def compiled_refuses(field: str, quantization: str) -> KnobError:
+    """The compiled runner and a bitsandbytes model, refused by name (by the run configuration when the
+    quantization is given, by the pair cache when models.yaml gives it, by the runner on any other way
+    in): LLM.int8's outlier check (`outliers.any()`, `argwhere`) reads the GPU from inside CUDA graph
+    capture, and nf4 under a whole-graph compile is untested."""
+    return KnobError("runner", f"runner 'compiled' cannot run a bitsandbytes model ({field} {quantization!r}): "
+                               "int8's outlier check reads the GPU inside CUDA graph capture and nf4 is untested "
+                               f"compiled whole; use runner auto, eager or static with {field} {quantization!r}, "
+                               f"or runner compiled with {field} none")
 
 
 def check(record, names=None) -> None:

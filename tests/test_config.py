@@ -58,6 +58,7 @@ def test_bounds_that_are_other_fields():
     ({"pair": ""}, "pair"),
     ({"ngram_min": 4, "ngram_max": 2}, "ngram_max"),
     ({"speculation": TREE, "drafter": PROMPT_LOOKUP}, "speculation"),
+    ({"runner": "compiled", "target_quantization": "nf4"}, "runner"),
 ])
 def test_a_refused_value_carries_its_fields_name(changes, field):
     """KnobError is a ValueError whose `field` is the name its message starts with, so a caller can
@@ -69,6 +70,21 @@ def test_a_refused_value_carries_its_fields_name(changes, field):
     assert raised.value.field == field and str(raised.value).startswith(field)
     copy = pickle.loads(pickle.dumps(raised.value))
     assert (copy.field, str(copy)) == (field, str(raised.value))
+
+
+@pytest.mark.parametrize("field", ["target_quantization", "draft_quantization"])
+@pytest.mark.parametrize("quantization", ["nf4", "int8"])
+def test_compiled_and_bitsandbytes_are_refused_naming_both_knobs_and_what_runs_instead(field, quantization):
+    with pytest.raises(KnobError) as raised:
+        RunConfig(runner="compiled", **{field: quantization})
+    message = str(raised.value)
+    assert raised.value.field == "runner" and f"{field} {quantization!r}" in message
+    assert "use runner auto, eager or static" in message and f"runner compiled with {field} none" in message
+    for runner in ("auto", "eager", "static"):
+        RunConfig(runner=runner, **{field: quantization})  # the alternatives it names are accepted
+    RunConfig(runner="compiled", **{field: "int4-cpu"})  # PyTorch's CPU kernels compile
+    if field == "draft_quantization":  # a drafter that runs no draft model does not run it compiled
+        RunConfig(runner="compiled", drafter=PROMPT_LOOKUP, **{field: quantization})
 
 
 def test_a_cross_field_rule_in_the_flags_names_its_flag():

@@ -21,11 +21,10 @@ from pathlib import Path
 from typing import Callable
 
 from playground.models.checkpoints import hub_checkpoint, local_checkpoint, pack_checkpoint
-from playground.config import AUTO_QUANTIZATION
+from playground.config import AUTO_QUANTIZATION, BITSANDBYTES  # BITSANDBYTES: quantized while loading a checkpoint
 from playground.models import gguf_file
 from playground.models.registry import DEVICES, DTYPES, QUANTIZATIONS, ModelSpec, PairSpec, Registry, Source
 
-BITSANDBYTES = ("nf4", "int8")  # quantized while loading a checkpoint; the others after (cpu_quant.py)
 # LLM.int8's outlier threshold: input columns holding a value past it are multiplied in float16, the
 # rest in int8. 6.0 is the paper's value (Dettmers et al. 2022) and bitsandbytes' default: with 0 the
 # outlier check and its 1-2 host syncs a linear layer go, but so does the accuracy of models whose
@@ -434,9 +433,12 @@ class PairCache:
 
     def get(self, name: str | None = None, *, draft: str | None = None, target_quantization: str | None = None,
             draft_quantization: str | None = None, dtype: str | None = None, device: str | None = None,
-            progress: Progress | None = None, with_draft: bool = True) -> LoadedPair:
-        """The pair, loaded or kept; its draft loaded now when `with_draft` (a run whose drafter
-        runs it), else left for its first use."""
+            progress: Progress | None = None, **use) -> LoadedPair:
+        """The pair, loaded or kept. `use`, how the run will use it (not part of the key): with_draft
+        (default True), its draft loaded now for a drafter that runs it, else left for its first use;
+        runner, the run's, so that one which cannot run a model as models.yaml quantizes it is refused
+        before anything loads."""
+        with_draft, runner = run_use(**use)
         spec = self.registry.pair(name)
         draft_spec = draft_model_spec(self.registry, spec, draft)
         knobs = {
@@ -446,6 +448,7 @@ class PairCache:
             "dtype": dtype,
             "device": device,
         }
+        refuse_pairing(runner, knobs, with_draft)
         key = (spec.name, *knobs.values())
         with self.lock:
             if key in self.pairs:
@@ -496,6 +499,22 @@ class PairCache:
                     release()
             del pair
         free_memory()
+
+
+def run_use(with_draft: bool = True, runner: str | None = None) -> tuple[bool, str | None]:
+    """PairCache.get's `use`, its names checked."""
+    return with_draft, runner
+
+
+def refuse_pairing(runner: str | None, knobs: dict, with_draft: bool) -> None:
+    """The compiled runner cannot run a bitsandbytes model: refused by name, the knob that set it included."""
+    if runner != "compiled":
+        return
+    from playground.config import compiled_refuses
+
+    for field in ("target_quantization", "draft_quantization")[: 1 + with_draft]:
+        if knobs[field] in BITSANDBYTES:
+            raise compiled_refuses(field, knobs[field])
 
 
 def free_memory() -> None:

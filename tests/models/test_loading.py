@@ -10,7 +10,7 @@ import weakref
 import psutil
 import pytest
 
-from playground.config import KnobError
+from playground.config import KnobError, RunConfig
 import torch
 
 from playground.config import cache_dir
@@ -191,6 +191,32 @@ def test_int8_holds_back_its_warning_on_every_matmul_and_lets_warnings_through_a
 def test_int8_uses_the_documented_outlier_threshold():
     m = load_model(TINY_TARGET, quantization="int8", dtype="bfloat16", device="cpu")
     assert m.model.config.quantization_config.llm_int8_threshold == loading.INT8_THRESHOLD == 6.0
+
+
+def test_the_pair_cache_refuses_compiled_with_a_model_that_models_yaml_quantizes_with_bitsandbytes(monkeypatch,
+                                                                                                  tmp_path):
+    """qwen2.5-7b's target is nf4 in models.yaml: runner compiled is refused before anything loads, naming
+    the runner, the knob that would change it and what runs instead; the draft only when it drafts."""
+    from playground.models.registry import parse_registry
+
+    registry = parse_registry({
+        "default_pair": "big",
+        "models": {"big": {"sources": [{"tiny": "target"}], "quantization": "nf4"},
+                   "small": {"sources": [{"tiny": "draft"}], "quantization": "int8"}},
+        "pairs": {"big": {"target": "big", "draft": "small", "description": "d"},
+                  "plain": {"target": "small", "draft": "small", "description": "d"}}}, tmp_path / "models.yaml")
+    monkeypatch.setattr(loading, "load_pair", fail_if_called)
+    cache = PairCache(registry)
+    with pytest.raises(KnobError, match=r"runner 'compiled' cannot run a bitsandbytes model \(target_quantization "
+                                        r"'nf4'\).*or runner compiled with target_quantization none") as raised:
+        cache.get("big", runner="compiled")
+    assert raised.value.field == "runner"
+    with pytest.raises(KnobError, match=r"\(draft_quantization 'int8'\)"):
+        cache.get("big", target_quantization="none", runner="compiled")
+    monkeypatch.setattr(loading, "load_pair", lambda *args, **kwargs: "loaded")
+    assert cache.get("big", target_quantization="none", runner="compiled", with_draft=False) == "loaded"
+    assert PairCache(registry).get("big", runner="eager", with_draft=False) == "loaded"
+    assert RunConfig(runner="compiled").loading()["runner"] == "compiled"  # how a run hands it over
 
 
 def fail_if_called(*args, **kwargs):

@@ -29,7 +29,7 @@ import types
 
 import torch
 
-from playground.config import cache_dir
+from playground.config import cache_dir, compiled_refuses
 from playground.engine.runners.eager import additive_mask
 from playground.engine.runners.static import StaticRunner, pattern, state_of, step, widen
 
@@ -47,6 +47,8 @@ class CompiledRunner(StaticRunner):
     name = "compiled"
 
     def __init__(self, model, head=None):
+        if getattr(model, "quantization_method", None) == "bitsandbytes":
+            raise compiled_refuses("quantization", "nf4" if getattr(model, "is_loaded_in_4bit", False) else "int8")
         super().__init__(model, head)
         self.steps = steps_of(model)
         self.mode = "reduce-overhead" if self.device.type == "cuda" else None

@@ -134,6 +134,21 @@ def test_a_cut_head_is_a_buffer_at_the_models_own_address_and_compiles_to_eagers
     assert compiled.runner.key(1) in compiled.runner.steps.seconds  # the compiled step ran, not the prompt's
 
 
+@pytest.mark.parametrize("quantization", ["nf4", "int8"])
+def test_the_compiled_runner_refuses_a_bitsandbytes_model_by_name(quantization):
+    """However the model got here (a RunConfig and the pair cache refuse it before loading)."""
+    from playground.config import KnobError
+    from playground.models.loading import load_model
+    from playground.models.registry import ModelSpec, Source
+
+    model = load_model(ModelSpec("tiny-target", (Source("tiny", "target"),), dtype="float32"),
+                       quantization=quantization, device="cpu").model
+    with pytest.raises(KnobError, match=rf"runner 'compiled' cannot run a bitsandbytes model \(quantization "
+                                        rf"'{quantization}'\).*use runner auto, eager or static"):
+        CachedModel(model, runner="compiled")
+    assert CachedModel(model, runner="static").runner.name == "static"
+
+
 CHAINS = [("static", g) for g in (1, 2, 4, 8)] + [("compiled", 4)] + [
     pytest.param("compiled", g, marks=pytest.mark.slow) for g in (1, 2, 8)]  # three more shapes to compile
 
