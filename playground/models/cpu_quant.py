@@ -174,7 +174,21 @@ def quantize_for_cpu(model: nn.Module, quantization: str) -> int:
                 replaced += 1
     if getattr(model.config, "tie_word_embeddings", False):
         model.config.tie_word_embeddings = False  # nothing may re-tie (and so un-quantize) the head
+    own_remaining(model)
     return replaced
+
+
+def own_remaining(model: nn.Module) -> None:
+    """Copy the tensors left unquantized (embeddings, norms, biases) out of the checkpoint's memory map.
+
+    transformers maps a safetensors file and its tensors view the mapping; while any one of them
+    lives, the whole file stays mapped, and every page quantizing read stays resident: 3.0 GB of the
+    default target's bf16 file beside its 1.3 GB int4 model (measured with /proc/self/smaps_rollup).
+    A copy of what is left (0.47 GB, the embeddings) lets the mapping go."""
+    with torch.no_grad():
+        for module in model.modules():
+            for name, param in list(module.named_parameters(recurse=False)):
+                param.data = param.data.clone()
 
 
 def quantized_linear(linear: nn.Linear, quantization: str, is_head: bool) -> nn.Module | None:
