@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from playground.models.checkpoints import hub_checkpoint, local_checkpoint, pack_checkpoint
+from playground.models.fits import DoesNotFit, check_fits
 from playground.config import AUTO_QUANTIZATION, BITSANDBYTES  # BITSANDBYTES: quantized while loading a checkpoint
 from playground.models import gguf_file
 from playground.models.registry import DEVICES, DTYPES, QUANTIZATIONS, ModelSpec, PairSpec, Registry, Source
@@ -41,6 +42,10 @@ FLOAT16_OVERFLOWS = frozenset({"qwen2", "qwen2_moe", "gemma", "gemma2", "gemma3"
 
 Progress = Callable[[str, "float | None"], None]  # (message, fraction done or None)
 TINY_SEED = 0  # the tiny pair is the same random models everywhere, so tests and demos agree
+# The context a model is checked to fit on a GPU at load (fits.py): a long prompt and a long answer.
+# A pair stays loaded across runs, whose lengths the load does not know; a run longer than this
+# grows its cache past what was checked.
+FIT_CONTEXT = 4096
 
 
 @dataclass
@@ -119,10 +124,13 @@ class LoadedPair:
 
 
 def load_model(spec: ModelSpec, *, quantization: str | None = None, dtype: str | None = None,
-               device: str | None = None, progress: Progress | None = None) -> LoadedModel:
+               device: str | None = None, progress: Progress | None = None,
+               context: int = FIT_CONTEXT) -> LoadedModel:
     """Load `spec` from the first of its sources that works. Arguments override the spec.
 
-    Settings are checked before any source is touched, so a bad setting downloads nothing.
+    Settings are checked before any source is touched, so a bad setting downloads nothing. On CUDA the
+    weights and a KV cache of `context` tokens are checked against the card's free memory before
+    they load (fits.py): a model that would not fit is refused with what would.
     """
     report = reporter(progress)
     quantization = check_setting("quantization", spec.quantization if quantization is None else quantization,
@@ -138,7 +146,9 @@ def load_model(spec: ModelSpec, *, quantization: str | None = None, dtype: str |
     failures = []
     for source in spec.sources:
         try:
-            model, tokenizer = load_from(source, spec, device, dtype, quantization, report)
+            model, tokenizer = load_from(source, spec, device, dtype, quantization, report, context)
+        except DoesNotFit:  # no other source makes the model smaller
+            raise
         except Exception as e:  # this source failed: say why, then try the next
             failures.append(f"  - {source}: {e}")
             report(f"{spec.name}: source {source} failed, trying the next", None)
@@ -286,7 +296,7 @@ def quiet_bitsandbytes(model) -> None:
     decoder.register_forward_hook(restore, always_call=True)  # restored even when the forward raises
 
 
-def load_from(source: Source, spec: ModelSpec, device, dtype, quantization, report):
+def load_from(source: Source, spec: ModelSpec, device, dtype, quantization, report, context: int = FIT_CONTEXT):
     """(model, tokenizer) from one source; raises if this source cannot provide them."""
     from transformers import AutoTokenizer
 
@@ -299,6 +309,8 @@ def load_from(source: Source, spec: ModelSpec, device, dtype, quantization, repo
     else:
         path = pack_checkpoint(source.ref, report)
     dtype = resolve_dtype(dtype, device, model_family(path), quantization, report, spec.name)
+    if device == "cuda":
+        check_fits(spec.name, path, dtype, quantization, context)
     report(f"{spec.name}: loading ({dtype}, quantization {quantization}, {device})", None)
     tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=spec.trust_remote_code)
     model = load_weights(path, device, dtype, quantization, spec)
@@ -315,10 +327,11 @@ def load_weights(path: Path, device, dtype, quantization, spec: ModelSpec):
 
     kwargs = {"dtype": getattr(torch, dtype), "trust_remote_code": spec.trust_remote_code}
     if quantization in BITSANDBYTES:  # bitsandbytes quantizes while the weights load, on the target device
-        kwargs.update(quantization_config=bitsandbytes_config(quantization, dtype, spec.name),
-                      device_map={"": device})
+        kwargs.update(quantization_config=bitsandbytes_config(quantization, dtype, spec.name))
+    if quantization in BITSANDBYTES or device != "cpu":  # each tensor read straight onto the device: a
+        kwargs.update(device_map={"": device})  # GPU load never holds the whole model in host RAM first
     model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
-    if quantization not in BITSANDBYTES:
+    if "device_map" not in kwargs:
         model.to(device)
     if quantization == "int8":
         quiet_bitsandbytes(model)
