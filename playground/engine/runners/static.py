@@ -3,8 +3,10 @@ moving an integer (the rejected entries stay in the buffer, behind the mask, unt
 
 Every forward passes explicit position ids and a 4D mask as long as the whole cache:
 transformers takes a 4D mask as given, and a static layer returns all of its rows. The capacity
-grows by doubling when a run needs more (the entries so far copied over), so no caller has to
-size it; a compiled step is built per capacity, which doubling keeps to a few.
+grows when a run needs more (the entries so far copied over), so no caller has to size it: it
+doubles up to 16k entries, then grows 8k at a time (`grown`); a compiled step is built per capacity,
+which this keeps to a few. A model's caches are pooled across runs (`CachePool`); when a run ends the
+pool lets go of those longer than the one it ended with.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ import weakref
 import torch
 from transformers import StaticCache
 
-from playground.engine.runners import doubled
 from playground.engine.runners.eager import additive_mask
 
 MIN_CAPACITY = 256  # a prompt and 96 new tokens fit; attention reads the whole capacity each step
+# Past this a cache grows by LINEAR_STEP entries instead of doubling: doubled, 17k tokens would hold
+# 32k entries (1 GB more than 24k for Llama 3.1 8B in bf16); linear, 24k. More capacities, each compiled once.
+DOUBLE_UNTIL = 16384
+LINEAR_STEP = 8192
 
 
 class StaticRunner:
@@ -28,7 +33,7 @@ class StaticRunner:
         self.model, self.head, self.device = model, head, model.device
         self.pool = pool_of(model)
         self.cache = self.pool.take(MIN_CAPACITY)
-        self.finalizer = weakref.finalize(self, self.pool.give, self.cache)
+        self.finalizer = weakref.finalize(self, self.pool.ended, self.cache)  # the run is over
         self.set_length(0)  # a pooled cache still points where its last runner left it
 
     @property
@@ -69,14 +74,23 @@ class StaticRunner:
         """Room for n entries: a cache twice as long (or more) with the current entries copied in."""
         if n <= self.capacity:
             return
-        bigger = self.pool.take(doubled(self.capacity, n))
+        bigger = self.pool.take(grown(self.capacity, n))
         for old, new in zip(self.cache.layers, bigger.layers):
             new.keys[..., : self.length, :] = old.keys[..., : self.length, :]
             new.values[..., : self.length, :] = old.values[..., : self.length, :]
-        self.finalizer()  # the old one back to the pool
+        self.finalizer.detach()
+        self.pool.give(self.cache)  # the old one back to the pool, kept: the next run steps in it too
         self.cache = bigger
-        self.finalizer = weakref.finalize(self, self.pool.give, bigger)
+        self.finalizer = weakref.finalize(self, self.pool.ended, bigger)
         self.set_length(self.length)
+
+
+def grown(capacity: int, n: int) -> int:
+    """The capacity a cache of `capacity` entries grows to when n must fit: doubled up to DOUBLE_UNTIL,
+    then LINEAR_STEP entries at a time (so any growth lands on the same few capacities)."""
+    while capacity < n:
+        capacity = capacity * 2 if capacity < DOUBLE_UNTIL else capacity + LINEAR_STEP
+    return capacity
 
 
 def step(model, head, cache, ids, positions, mask, keep: int) -> torch.Tensor:
@@ -123,6 +137,21 @@ class CachePool:
     def give(self, cache: StaticCache) -> None:
         with self.lock:
             self.free.append(cache)
+
+    def ended(self, cache: StaticCache) -> None:
+        """A runner's last cache back, its run over: the free caches longer than it (an earlier, longer
+        run's) go, so the pool holds what the last run stepped in rather than every capacity since the
+        pair loaded. Those it stepped in stay: the next run meets them again, and a CUDA graph recorded
+        on a cache replays only on that cache."""
+        capacity = cache.layers[0].max_cache_len
+        with self.lock:
+            self.free = [c for c in self.free if c.layers[0].max_cache_len <= capacity]
+            self.free.append(cache)
+
+    def capacities(self) -> list[int]:
+        """The free caches' capacities, shortest first."""
+        with self.lock:
+            return sorted(c.layers[0].max_cache_len for c in self.free)
 
     @torch.inference_mode(False)  # normal tensors even when a forward grows the cache: a rollback,
     # outside inference mode, moves the length in place, which an inference tensor refuses

@@ -17,7 +17,7 @@ Which shapes a run meets (after its prompt, which runs uncompiled):
   token and the bonus token, which its cache has not seen).
 - a tree's draft: 1 row, and one shape for what a draft forward reads at once: a depth's frontier
   (at most budget / branching nodes, or the width) or the accepted path and the bonus token.
-Capacity: a step is compiled per cache capacity too (256 entries, doubled as a run needs). Given
+Capacity: a step is compiled per cache capacity too (256 entries, grown as a run needs). Given
 the prompt's length, the warm-up also compiles the capacities a run of that prompt steps in (from
 the one holding the prompt to the one holding all its new tokens); 256 always, where every short
 warm-up run steps.
@@ -33,7 +33,7 @@ from playground.config import DRAFT_MODEL_DRAFTERS, TREE, RunConfig
 from playground.engine.kvcache import CachedModel
 from playground.engine.runners import COMPILED, ONNXRUNTIME, resolve
 from playground.engine.runners.compiled import bucket, step_key, steps_of
-from playground.engine.runners.static import MIN_CAPACITY
+from playground.engine.runners.static import MIN_CAPACITY, grown
 
 TARGET, DRAFT = "target", "draft"
 
@@ -75,7 +75,7 @@ def capacities(shortest: int = 0, longest: int = 0) -> tuple[int, ...]:
     entries (the runner doubles it from the first until a step fits)."""
     out, capacity = [MIN_CAPACITY], MIN_CAPACITY
     while capacity < longest:
-        capacity *= 2
+        capacity = grown(capacity, capacity + 1)  # the runner's next capacity
         if capacity >= shortest:
             out.append(capacity)
     return tuple(out)
