@@ -44,7 +44,11 @@ def close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.shape == b.shape and float((a - b).abs().max()) <= TOLERANCE
 
 
-def test_logits_equal_eager_for_a_prompt_one_token_and_a_chain(built_pair):
+@pytest.mark.parametrize("shrink_rows", [64, 8])  # 8: the prompt's forward gives its arena back after
+def test_logits_equal_eager_for_a_prompt_one_token_and_a_chain(built_pair, shrink_rows, monkeypatch):
+    from playground.engine.runners import onnxruntime
+
+    monkeypatch.setattr(onnxruntime, "SHRINK_ROWS", shrink_rows)
     target = built_pair[0]
     eager, ort = CachedModel(target, runner="eager"), CachedModel(target, runner="onnxruntime")
     for tokens, keep in [(PROMPT, 3), (PROMPT + [1], 1), (PROMPT + [1, 2, 3, 4, 5, 6], 5)]:
