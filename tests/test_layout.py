@@ -177,6 +177,37 @@ def test_the_walk_fails_on_a_cycle_within_a_package_closed_inside_functions(tmp_
     assert not [f for f in found if "eager" in f] and len(found) == 2
 
 
+MAX_PARAMETERS = 8
+
+
+def crowded(root: Path = PACKAGE, most: int = MAX_PARAMETERS) -> list[str]:
+    """Every function (or lambda) under root taking more than `most` parameters, positional, keyword-only,
+    *args and **kwargs each counted once, a method's self or cls not: past that, some of them belong
+    together in one value."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                a = node.args
+                named = [p.arg for p in a.posonlyargs + a.args]
+                count = len(named) + len(a.kwonlyargs) + bool(a.vararg) + bool(a.kwarg)
+                count -= bool(named) and named[0] in ("self", "cls")
+                if count > most:
+                    found.append(f"{path.relative_to(root)}:{node.lineno} {getattr(node, 'name', 'lambda')} "
+                                 f"takes {count} parameters")
+    return found
+
+
+def test_no_function_takes_more_than_eight_parameters():
+    assert crowded() == []
+
+
+def test_the_parameter_count_can_fail(tmp_path):
+    (tmp_path / "wide.py").write_text("class A:\n    def m(self, a, b, c, d, e, f, g, h):\n        pass\n\n"
+                                      "def f(a, b, c, d, e, f, g, *, h, **rest):\n    pass\n")
+    assert crowded(tmp_path) == ["wide.py:5 f takes 9 parameters"]
+
+
 def test_ui_modules_do_not_measure_or_time_on_their_own():
     """Threads for a measurement, timing and the speedup formula come from measure/ and the engine."""
     for path in (PACKAGE / "app").rglob("*.py"):
