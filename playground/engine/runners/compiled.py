@@ -116,8 +116,8 @@ class CompiledRunner(StaticRunner):
     @torch.inference_mode()  # as runs call it (CachedModel): with autograd on, tracing needs derivatives quantized kernels lack
     def warm(self, b: int) -> float | None:
         """Compile the step of b rows now, at this runner's capacity, on throwaway tokens (a
-        warm-up, before anything is timed): the seconds its first call took, or None when this
-        model already had it. Leaves the cache empty."""
+        warm-up, before anything is timed; on a GPU its CUDA graph recorded too, see `record`): the
+        seconds its first calls took, or None when this model already had it. Leaves the cache empty."""
         if self.key(b) in self.steps.seconds:
             return None
         self.reset()

@@ -132,6 +132,9 @@ def test_a_cut_head_is_a_buffer_at_the_models_own_address_and_compiles_to_eagers
         got = compiled.logits_for(tokens, 1)
         assert close(eager.logits_for(tokens, 1)[:, :200], got[:, :200]) and torch.isinf(got[:, 200:]).all()
     assert compiled.runner.key(1) in compiled.runner.steps.seconds  # the compiled step ran, not the prompt's
+    again = CachedModel(draft, head_rows=200, runner="compiled")  # the next run's drafter: a head of its own
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        assert close(again.logits_for(PROMPT + [1], 1)[:, :200], eager.logits_for(PROMPT + [1], 1)[:, :200])
 
 
 @pytest.mark.parametrize("quantization", ["nf4", "int8"])
