@@ -164,6 +164,12 @@ def test_auto_dtype_on_cuda_is_bf16_only_where_the_card_has_it(monkeypatch, capa
     assert loading.resolve_dtype("float16", "cuda", family, quantization) == "float16"  # asked for: as given
 
 
+def test_rocm_cards_run_bf16_natively(monkeypatch):
+    monkeypatch.setattr(torch.version, "hip", "6.2")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 4))
+    assert loading.resolve_dtype("auto", "cuda", "qwen2") == "bfloat16"
+
+
 def test_int8_holds_back_its_warning_on_every_matmul_and_lets_warnings_through_after(capsys):
     """LLM.int8 logs "inputs will be cast" on every matmul of a bf16 input, through the bitsandbytes
     logger: none of those lines reaches stderr during a forward; the logger works again after one

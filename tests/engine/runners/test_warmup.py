@@ -126,6 +126,28 @@ def test_the_warm_up_calls_each_shape_until_its_cuda_graph_is_recorded_and_repla
     assert lm.runner.length == len(lm.tokens) == len(SHORT_PROMPT) + 5
 
 
+def test_on_a_gpu_each_recording_call_is_a_step_of_its_own(monkeypatch):
+    """The CUDA branch of the recording calls: CUDA graph trees are told a new step begins before each
+    call (else the calls would nest as one step's), and the write position goes back before each."""
+    from playground.engine.kvcache import CachedModel
+    from playground.engine.runners import compiled
+
+    runner = CachedModel(tiny_pair(seed=2)[0], runner="compiled").runner
+    seen = []
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: seen.append("begin"))
+
+    def step(*args):  # as the real one: it reads the write position, then moves it past its rows
+        seen.append(("call", runner.length, int(runner.cache.layers[0].cumulative_length)))
+        for layer in runner.cache.layers:
+            layer.cumulative_length.add_(8)
+
+    runner.steps[("key",)] = step
+    runner.set_length(5)
+    monkeypatch.setattr(runner, "device", torch.device("cuda"))  # a torch.device is made without a GPU
+    runner.record(("key",), ())
+    assert seen == ["begin", ("call", 5, 5)] * compiled.RECORD_CALLS
+
+
 def test_a_cpu_quantized_model_warms_up_as_its_runs_call_it():
     """Its kernels (int8 weight-only) have no derivative: a step compiled outside inference mode, as
     a run never calls it, fails to trace; compiled as runs call it, the run afterwards adds nothing."""
