@@ -329,3 +329,13 @@ def write_text_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)
         raise
 
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process still runs: what tells a killed writer's leftovers from a live one's."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True

@@ -17,7 +17,7 @@ import os
 import shutil
 from pathlib import Path
 
-from playground.config import write_text_atomic  # noqa: F401 (its callers import it from here too)
+from playground.config import pid_alive, write_text_atomic  # noqa: F401 (their callers import them from here too)
 
 CHUNK = 8 << 20
 MANIFEST = ".manifest.json"  # inside a checkpoint folder: every other file's size and sha256
@@ -127,16 +127,6 @@ def exclusive(folder: Path):
         yield
     finally:
         os.close(fd)  # closing releases the lock
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
 
 
 def remove_stale(folder: Path, prefix: str) -> list[Path]:

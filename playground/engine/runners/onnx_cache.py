@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from playground.config import cache_dir, write_text_atomic
+from playground.config import cache_dir, pid_alive, write_text_atomic
 
 MARKER = "playground-built.json"  # written last: a folder without it is a half-built model
 MANIFEST = ".manifest.json"  # a converted checkpoint's record of its files (models/cachefiles.MANIFEST)
@@ -110,19 +110,9 @@ def temp_folder(parent: Path) -> Path:
     parent.mkdir(parents=True, exist_ok=True)
     for left in parent.glob(f"{TEMP}*"):
         pid = left.name[len(TEMP):].split("-")[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not pid_alive(int(pid)):
             shutil.rmtree(left, ignore_errors=True)
     return Path(tempfile.mkdtemp(prefix=f"{TEMP}{os.getpid()}-", dir=parent))
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
 
 
 def seal(work: Path, fields: dict) -> None:
