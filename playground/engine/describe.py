@@ -26,13 +26,17 @@ from playground.engine.tree import ROOT, TreeVerdict
 def describe_step(draft: Draft, verdict: Verdict, p: torch.Tensor, q: torch.Tensor, config) -> StepEvent:
     """Turn one verification into the event a viewer draws. The loop fills in the step's place
     (index, the lookahead asked, what was emitted); here gamma is the drafts' count. config: the
-    run's SpecConfig (`detail` top tokens are recorded)."""
+    run's SpecConfig (`detail` top tokens are recorded). Every number shown comes to the host in
+    one transfer (on a GPU each read waits for the device)."""
     n, k, detail = verdict.n_accepted, len(draft.tokens), config.detail
+    source = verdict.residual if verdict.residual is not None else p[n]
+    q_x, p_x, (next_p,) = read_at(p.device, [(q[:k], draft.tokens), (p[:k], draft.tokens),
+                                             (source[None], [verdict.next_token])])
     drafts = tuple(
         DraftToken(
             token=x,
-            q=float(q[i, x]),
-            p=float(p[i, x]),
+            q=q_x[i],
+            p=p_x[i],
             accept_prob=verdict.accept_probs[i],
             uniform=verdict.uniforms[i] if i < len(verdict.uniforms) else None,
             fate=ACCEPTED if i < n else REJECTED,
@@ -41,7 +45,6 @@ def describe_step(draft: Draft, verdict: Verdict, p: torch.Tensor, q: torch.Tens
         )
         for i, x in enumerate(draft.tokens)
     )
-    source = verdict.residual if verdict.residual is not None else p[n]
     return StepEvent(
         index=0,
         gamma=k,
@@ -49,7 +52,7 @@ def describe_step(draft: Draft, verdict: Verdict, p: torch.Tensor, q: torch.Tens
         n_accepted=n,
         next_token=verdict.next_token,
         next_fate=TARGET if k == 0 else (BONUS if n == k else RESAMPLED),
-        next_p=float(source[verdict.next_token]),
+        next_p=next_p,
         emitted=tuple(draft.tokens[:n]) + (verdict.next_token,),
         prompt_tokens=0,
         draft_s=0.0,
@@ -60,6 +63,19 @@ def describe_step(draft: Draft, verdict: Verdict, p: torch.Tensor, q: torch.Tens
     )
 
 
+def read_at(device, picks: list[tuple[torch.Tensor, list[int]]]) -> list[list[float]]:
+    """rows[i, tokens[i]] of each (rows [m, V], tokens [m]) pick, all brought to the host in one
+    transfer.  -> one list of m floats per pick"""
+    gathered = [rows.gather(-1, torch.tensor(tokens, device=device, dtype=torch.long)[:, None])[:, 0].float()
+                for rows, tokens in picks]
+    flat = torch.cat(gathered).tolist() if gathered else []
+    out, start = [], 0
+    for _, tokens in picks:
+        out.append(flat[start : start + len(tokens)])
+        start += len(tokens)
+    return out
+
+
 def describe_tree_step(draft: TreeDraft, verdict: TreeVerdict, p: torch.Tensor, q: torch.Tensor,
                        config) -> StepEvent:
     """The event of a tree step: every node in `tree`, and one root path in `drafts` (the accepted
@@ -67,10 +83,16 @@ def describe_tree_step(draft: TreeDraft, verdict: TreeVerdict, p: torch.Tensor, 
     is the tree's depth; the loop fills in the depth asked."""
     tree, path = draft.tree, verdict.path
     greedy, detail = config.sampling.greedy, config.detail
-    best = p.argmax(-1).tolist()
+    last = (path[-1] if path else ROOT) + 1
+    residual = verdict.resampled and not greedy
+    shown = verdict.next_from.to(p.device) if residual else p[last]
+    rows = [parent + 1 for parent in tree.parents]
+    best = p.argmax(-1).tolist() if greedy else []
+    p_xs, q_xs, (next_p,) = read_at(p.device, [(p[rows], list(tree.tokens)), (q[rows], list(tree.tokens)),
+                                               (shown[None], [verdict.next_token])])
     nodes = []
     for i, (x, parent, d) in enumerate(zip(tree.tokens, tree.parents, tree.depths)):
-        p_x, q_x = float(p[parent + 1, x]), float(q[parent + 1, x])
+        p_x, q_x = p_xs[i], q_xs[i]
         ratio = float(x == best[parent + 1]) if greedy else (min(1.0, p_x / q_x) if q_x > 0 else 0.0)
         nodes.append(TreeNode(x, parent, d, q_x, p_x, ratio, verdict.accept_probs[i], verdict.uniforms[i],
                               verdict.fates[i]))
@@ -85,9 +107,6 @@ def describe_tree_step(draft: TreeDraft, verdict: TreeVerdict, p: torch.Tensor, 
         )
         for i in chain
     )
-    last = (path[-1] if path else ROOT) + 1
-    residual = verdict.resampled and not greedy
-    shown = verdict.next_from if residual else p[last]
     n = len(path)
     return StepEvent(
         index=0,
@@ -96,7 +115,7 @@ def describe_tree_step(draft: TreeDraft, verdict: TreeVerdict, p: torch.Tensor, 
         n_accepted=n,
         next_token=verdict.next_token,
         next_fate=TARGET if not len(tree) else (RESAMPLED if verdict.resampled else BONUS),
-        next_p=float(shown[verdict.next_token]),
+        next_p=next_p,
         emitted=tuple(tree.tokens[i] for i in path) + (verdict.next_token,),
         prompt_tokens=0,
         draft_s=0.0,

@@ -77,12 +77,14 @@ class ModelDrafter:
     speculation = CHAIN
 
     def __init__(self, model, vocab_size: int | None = None, draft_vocab: int | None = None, runner: str = "auto"):
-        """draft_vocab: draft only among the first N token ids (q = 0 for the rest), which makes
+        """vocab_size: the target's logit width, when known: the draft drafts only among ids the
+        target has (a wider draft's extra rows, padding in practice, get q = 0 and the rest is
+        renormalised; a narrower draft's q is zero past its own width, the engine pads it).
+        draft_vocab: draft only among the first N token ids (q = 0 for the rest), which makes
         each draft forward cheaper. Still lossless: the target's residual covers what q leaves out;
         a target token outside the range is simply never drafted, so acceptance can drop."""
         self.lm = CachedModel(model, head_rows=draft_vocab, runner=runner)
-        # Pairs may pad their embedding rows differently; the engine trims both to a shared width.
-        self.vocab_size = vocab_size or self.lm.vocab_size
+        self.vocab_size = drafted_width(self.lm.head_rows or self.lm.vocab_size, vocab_size)
         self.device = self.lm.device
 
     def begin(self, ids: list[int]) -> None:
@@ -94,7 +96,7 @@ class ModelDrafter:
     def propose(self, ids, k, sampling, generator, min_confidence=0.0, stop_tokens=frozenset()) -> Draft:
         """Draft k tokens; stop early once the draft's top probability falls under min_confidence,
         or after an end-of-turn token (nothing after it can be emitted)."""
-        tokens, rows = [], []
+        tokens, rows, ids = [], [], readable(ids, self.lm.vocab_size)
         for _ in range(k):
             logits = self.lm.logits_for(ids + tokens, keep=1)[-1, : self.vocab_size]
             q = display_probs(logits, sampling)  # processed q; softmax when greedy
@@ -103,6 +105,25 @@ class ModelDrafter:
             if tokens[-1] in stop_tokens or (min_confidence > 0 and float(q.max()) < min_confidence):
                 break
         return Draft(tokens, torch.stack(rows) if rows else None)
+
+
+def drafted_width(draft_width: int, target_width: int | None) -> int:
+    """Width of a draft model's q: its own logits (a cut head's rows: q is zero past them, and the
+    engine pads q to p's width once a step instead of a softmax over the whole width per token),
+    cut to the target's where the target is narrower."""
+    return min(draft_width, target_width) if target_width else draft_width
+
+
+STAND_IN = 0  # what a draft reads in place of a target id it has no embedding for
+
+
+def readable(ids: list[int], rows: int) -> list[int]:
+    """The context as a draft with `rows` embedding rows can read it: a target id past them (a
+    narrower draft's vocabulary) becomes a stand-in. Still lossless: q may be any distribution the
+    tokens are drawn from, and one conditioned on a stand-in is only a worse guess."""
+    if not ids or max(ids) < rows:
+        return ids
+    return [t if t < rows else STAND_IN for t in ids]
 
 
 class PromptLookupDrafter:

@@ -88,13 +88,14 @@ def draft_model_drafter(run: RunConfig, models: Models):
     vocab = run.draft_vocab or None
     if models.draft_tokenizer is not None:
         return universal_drafter(run, models)
+    width = models.target.config.get_text_config().vocab_size  # the draft drafts the target's ids only
     if run.speculation == TREE:
         from playground.engine.tree_drafter import TreeDrafter
 
-        return TreeDrafter(models.draft, draft_vocab=vocab, runner=run.runner, **tree_shape(run))
+        return TreeDrafter(models.draft, vocab_size=width, draft_vocab=vocab, runner=run.runner, **tree_shape(run))
     from playground.engine.drafters import ModelDrafter
 
-    return ModelDrafter(models.draft, draft_vocab=vocab, runner=run.runner)
+    return ModelDrafter(models.draft, width, draft_vocab=vocab, runner=run.runner)
 
 
 def universal_drafter(run: RunConfig, models: Models):

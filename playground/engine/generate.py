@@ -19,6 +19,7 @@ from playground.engine.kvcache import CachedModel
 from playground.engine.sampling import (
     Sampling,
     Verdict,
+    common_width,
     display_probs,
     greedy_verify,
     logits_to_probs,
@@ -66,14 +67,13 @@ class SpecConfig:
 @dataclass(frozen=True)
 class Decoding:
     """What every step of one generation shares, so a step takes (state, context, lookahead): the
-    target with its cache, the drafter (None: autoregressive), the knobs, the run's generators, the
-    vocabulary width both models share, and the end-of-turn tokens."""
+    target with its cache, the drafter (None: autoregressive), the knobs, the run's generators and
+    the end-of-turn tokens."""
 
     lm: CachedModel
     drafter: Drafter | None
     config: SpecConfig
     generators: Generators
-    vocab: int
     eos: frozenset[int] = frozenset()
 
 
@@ -81,8 +81,7 @@ def start(target, drafter: Drafter | None, config: SpecConfig, eos_token_ids=())
     """The decoding state of one run: the target's cache (run by the config's runner) and fresh generators."""
     lm = CachedModel(target, runner=config.runner,
                      tree=config.tree or (drafter is not None and drafter.speculation == TREE))
-    vocab = min(lm.vocab_size, drafter.vocab_size or lm.vocab_size) if drafter else lm.vocab_size
-    return Decoding(lm, drafter, config, Generators(config.seed), vocab, frozenset(eos_token_ids))
+    return Decoding(lm, drafter, config, Generators(config.seed), frozenset(eos_token_ids))
 
 
 def generate(
@@ -142,6 +141,12 @@ def check_inputs(target, prompt_ids, config, drafter, tokenizer) -> None:
                          f"propose), got {type(drafter).__name__}")
     if drafter is not None and drafter.speculation not in SPECULATIONS:
         raise ValueError(f"drafter.speculation must be one of {SPECULATIONS}, got {drafter.speculation!r}")
+    wider = drafter is not None and (drafter.vocab_size or 0) > target.config.get_text_config().vocab_size
+    if wider:  # the target could not read what it would be asked to verify
+        width = target.config.get_text_config().vocab_size
+        raise ValueError(f"drafter: its q has {drafter.vocab_size} ids, the target's logits {width}: a draft "
+                         f"wider than the target proposes ids the target cannot read; give it the target's "
+                         f"width (ModelDrafter(draft, vocab_size={width})) so it drafts only the target's ids")
     problem = context_problem(target, prompt_ids, config)
     if problem:
         raise ValueError(problem)
@@ -185,19 +190,19 @@ class Phases:
 
 def timed_step(state: Decoding, context: list[int], k: int, phases: Phases) -> StepEvent:
     """Draft, verify in one target forward, accept and roll back, each timed on the engine's clock."""
-    device = state.lm.device
-    t0 = clock(device)
+    clock = StepClock(state.lm.device)
     draft = phases.draft(state, context, k)
-    t1 = clock(device)
+    clock.mark()
     target_logits = phases.verify(state, context, draft)
-    t2 = clock(device)
+    clock.mark()
     verdict, p_shown, q_shown = phases.accept(state, draft, target_logits)
     phases.roll_back(state, context, verdict)
-    t3 = clock(device)
+    clock.mark()
     observe(state, context, draft, target_logits)
-    t4 = clock(device)
+    clock.mark()
     event = phases.describe(draft, verdict, p_shown, q_shown, state.config)
-    return replace(event, draft_s=t1 - t0 + t4 - t3, verify_s=t2 - t1, overhead_s=clock(device) - t4 + t3 - t2)
+    t1, t2, t3, t4, end = clock.seconds()  # after describe's read: the device is done, nothing waits
+    return replace(event, draft_s=t1 + t4 - t3, verify_s=t2 - t1, overhead_s=end - t4 + t3 - t2)
 
 
 def observe(state: Decoding, context: list[int], draft: Draft | TreeDraft, target_logits) -> None:
@@ -240,17 +245,18 @@ def draft_tokens(state: Decoding, context: list[int], k: int) -> Draft:
 
 def verify(state: Decoding, context: list[int], draft: Draft) -> torch.Tensor:
     """Verify: one target forward over every drafted token, and one row more for the token after
-    them.  -> [len(draft) + 1, vocab] logits"""
-    return state.lm.logits_for(context + draft.tokens, keep=len(draft.tokens) + 1)[:, : state.vocab]
+    them, at the target's whole width (p is never cut to the draft's).  -> [len(draft) + 1, V] logits"""
+    return state.lm.logits_for(context + draft.tokens, keep=len(draft.tokens) + 1)
 
 
 def accept(state: Decoding, draft: Draft, target_logits) -> tuple[Verdict, torch.Tensor, torch.Tensor]:
     """Accept or reject the draft; returns the verdict and the p and q rows a viewer is shown."""
     sampling, device = state.config.sampling, target_logits.device
     tokens = torch.tensor(draft.tokens, device=device, dtype=torch.long)
-    q = one_hot_q(tokens, state.vocab) if draft.q is None else draft.q[:, : state.vocab].to(device)
+    q = one_hot_q(tokens, target_logits.shape[-1]) if draft.q is None else draft.q.to(device)
+    target_logits, q = common_width(target_logits, q)
     if sampling.greedy:
-        return greedy_verify(tokens, target_logits), display_probs(target_logits, sampling), q
+        return greedy_verify(draft.tokens, target_logits), display_probs(target_logits, sampling), q
     p = logits_to_probs(target_logits, sampling)
     return speculative_verify(tokens, q, p, state.generators.on(device)), p, q
 
@@ -270,16 +276,18 @@ def one_hot_q(tokens: torch.Tensor, vocab: int) -> torch.Tensor:
 
 def verify_tree(state: Decoding, context: list[int], draft: TreeDraft) -> torch.Tensor:
     """Verify: one target forward over every node, each seeing only its ancestors.
-    -> [nodes + 1, vocab] logits: row 0 after the context, row i+1 after node i"""
-    return state.lm.logits_for_tree(context, draft.tree)[:, : state.vocab]
+    -> [nodes + 1, V] logits at the target's whole width: row 0 after the context, row i+1 after node i"""
+    return state.lm.logits_for_tree(context, draft.tree)
 
 
 def accept_tree(state: Decoding, draft: TreeDraft,
                 target_logits) -> tuple[TreeVerdict, torch.Tensor, torch.Tensor]:
     """Greedy or SpecInfer acceptance over the tree; returns the p and q rows a viewer is shown."""
     sampling, device = state.config.sampling, target_logits.device
-    q = None if draft.q is None else draft.q[:, : state.vocab].to(device)
-    shown = candidate_rows(draft.tree, state.vocab).to(device) if q is None else q
+    q = None if draft.q is None else draft.q.to(device)
+    if q is not None:
+        target_logits, q = common_width(target_logits, q)
+    shown = candidate_rows(draft.tree, target_logits.shape[-1], device) if q is None else q
     if sampling.greedy:
         return greedy_tree_verify(draft.tree, target_logits), display_probs(target_logits, sampling), shown
     p = logits_to_probs(target_logits, sampling)
@@ -333,6 +341,37 @@ class Generators:
         if key not in self.by_device:
             self.by_device[key] = torch.Generator(device=device).manual_seed(self.seed)
         return self.by_device[key]
+
+
+class StepClock:
+    """The phases of one step, timed from the clock's creation. On CUDA each mark also records an
+    event in the stream, and the events are read once, after the step's last read of a tensor
+    (describe's), when every one of them has completed: no mark waits for the device, where a
+    synchronize per mark would stall the queue six times a step. Elsewhere the wall clock is exact."""
+
+    def __init__(self, device):
+        self.cuda = torch.device(device).type == "cuda"
+        self.host: list[float] = []
+        self.events: list = []
+        self.mark()
+
+    def mark(self) -> None:
+        self.host.append(time.perf_counter())
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.events.append(event)
+
+    def seconds(self) -> list[float]:
+        """Each mark after the first, then now, in seconds since the first. After the last mark the
+        step only describes itself on the host, so that stretch is read on the wall clock."""
+        now = time.perf_counter()
+        if self.cuda:
+            self.events[-1].synchronize()  # already complete: recorded before describe's read
+            marks = [self.events[0].elapsed_time(e) / 1000 for e in self.events[1:]]
+        else:
+            marks = [t - self.host[0] for t in self.host[1:]]
+        return marks + [(marks[-1] if marks else 0.0) + now - self.host[-1]]
 
 
 def clock(device) -> float:

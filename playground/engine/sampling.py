@@ -50,17 +50,30 @@ def apply_top_p(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     if top_p >= 1.0:
         return logits
     probs = logits.softmax(dim=-1)
-    # Sorting a 150k vocabulary costs ~7 ms a row on a CPU. Tokens under (1 - top_p) / V can
-    # never be kept (all of them together hold less than 1 - top_p), so only the rest is sorted.
-    floor = (1 - top_p) / logits.shape[-1]
-    k = max(1, int((probs >= floor).sum(dim=-1).max()))
-    top, order = probs.topk(k, dim=-1)  # descending
-    below = probs.sum(dim=-1, keepdim=True) - top.sum(dim=-1, keepdim=True)
+    top, order, below = nucleus_candidates(probs, top_p)
     ascending_mass = below + top.flip(-1).cumsum(dim=-1).flip(-1)  # transformers' cumulative sum
     keep_sorted = ascending_mass > 1 - top_p
     keep_sorted[..., 0] = True  # the most likely token always survives
     remove = torch.ones_like(logits, dtype=torch.bool).scatter(-1, order, ~keep_sorted)
     return logits.masked_fill(remove, -math.inf)
+
+
+def nucleus_candidates(probs: torch.Tensor, top_p: float, first: int = 64):
+    """The most likely tokens of each row, descending, enough of them to hold the nucleus: the
+    top k whose leftover mass `below` is at most 1 - top_p in every row, so every token outside is
+    one the rule removes anyway.  -> (top [.., k], their ids, below [.., 1])
+
+    Sorting a 150k vocabulary costs ~7 ms a row on a CPU, and a nucleus is mostly tens of tokens:
+    k starts small and grows fourfold until it holds the nucleus (one read of the leftover each
+    time; a flat row ends at the whole vocabulary, where nothing is left over)."""
+    vocab, k = probs.shape[-1], min(first, probs.shape[-1])
+    total = probs.sum(dim=-1, keepdim=True)
+    while True:
+        top, order = probs.topk(k, dim=-1)  # descending
+        below = total - top.sum(dim=-1, keepdim=True)
+        if k == vocab or bool((below <= 1 - top_p).all()):
+            return top, order, below
+        k = min(vocab, 4 * k)
 
 
 def logits_to_probs(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
@@ -88,8 +101,17 @@ def display_probs(logits: torch.Tensor, sampling: Sampling) -> torch.Tensor:
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
-    """One token from a probability row.  probs: [V]"""
-    return int(torch.multinomial(probs, 1, generator=generator))
+    """One token from a probability row.  probs: [V]
+
+    On a CPU by the inverse of the cumulative distribution (in float64, one uniform): exact, and
+    ~1 ms for 152k tokens where torch.multinomial takes 15-20 ms (it draws an exponential per
+    token), which was most of the cost of a sampled token. On a GPU multinomial is fast as it is."""
+    if probs.device.type != "cpu":
+        return int(torch.multinomial(probs, 1, generator=generator))
+    cumulative = probs.double().cumsum(-1)
+    u = torch.rand(1, generator=generator, dtype=torch.float64)
+    # the first token whose cumulative mass passes u·total: never a token of zero mass
+    return int(torch.searchsorted(cumulative, u * cumulative[-1], right=True).clamp_max(probs.shape[-1] - 1))
 
 
 def pick(probs: torch.Tensor, sampling: Sampling, generator: torch.Generator | None) -> int:
@@ -97,6 +119,24 @@ def pick(probs: torch.Tensor, sampling: Sampling, generator: torch.Generator | N
     if sampling.greedy:
         return int(probs.argmax())
     return sample(probs, generator)
+
+
+# -- one vocabulary for p and q ---------------------------------------------------------------
+
+
+def common_width(target_logits: torch.Tensor, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """p's logits and q over one vocabulary, the target's whole width: a draft narrower than the
+    target gets q = 0 on the ids it lacks (its mass is already on its own ids). Cutting p to the
+    draft's width instead (as an earlier version did) made the target's ids past it unreachable,
+    even by a plain step or a bonus token. (A draft wider than the target is refused at the start
+    of a run, or drafts only the target's ids: the target cannot read an id it does not have.)"""
+    return target_logits, widened(q, target_logits.shape[-1], 0.0)
+
+
+def widened(rows: torch.Tensor, width: int, fill: float) -> torch.Tensor:
+    """rows [..., W] padded with `fill` to [..., width] (no copy when already that wide)."""
+    extra = width - rows.shape[-1]
+    return rows if extra == 0 else torch.nn.functional.pad(rows, (0, extra), value=fill)
 
 
 # -- Algorithm 1 ------------------------------------------------------------------------------
@@ -130,9 +170,7 @@ def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
     """
     residual = (p - q).clamp_min(0)
     total = residual.sum()
-    if total <= 0:
-        return p
-    return residual / total
+    return torch.where(total > 0, residual / total, p)  # chosen on the device: no wait for the host
 
 
 def speculative_verify(
@@ -142,12 +180,14 @@ def speculative_verify(
     then resample from the residual; after a fully accepted draft, add a bonus token from p.
 
     tokens: [k] drafted tokens, q: [k, V] draft probs, p: [k+1, V] target probs (one row more).
+    Two reads on the host: the ratios and uniforms together (they decide n), then the token drawn.
     """
     k = tokens.shape[0]
     ratio = acceptance_probs(p, q, tokens)
     u = torch.rand(k, generator=generator, device=p.device)
-    rejected = (u >= ratio).nonzero()
-    n = int(rejected[0]) if rejected.numel() else k
+    read = torch.cat([ratio, u]).tolist()  # one transfer
+    ratios, uniforms = read[:k], read[k:]
+    n = next((i for i in range(k) if uniforms[i] >= ratios[i]), k)
     tested = min(n + 1, k)  # positions after the first rejection were never tested
     if n < k:
         residual = residual_distribution(p[n], q[n])
@@ -155,18 +195,19 @@ def speculative_verify(
     else:
         residual = None
         next_token = sample(p[k], generator)
-    return Verdict(n, next_token, ratio.tolist(), u[:tested].tolist(), residual)
+    return Verdict(n, next_token, ratios, uniforms[:tested], residual)
 
 
 def greedy_verify(tokens: torch.Tensor, target_logits: torch.Tensor) -> Verdict:
     """Greedy limit: keep draft tokens while they equal the target's argmax; the next token is
-    the target's argmax after the kept prefix.  tokens: [k], target_logits: [k+1, V]
+    the target's argmax after the kept prefix.  tokens: [k] (a tensor or the host's list),
+    target_logits: [k+1, V]. One read on the host: the target's argmax at every row.
     """
-    k = tokens.shape[0]
-    best = target_logits.argmax(-1)  # [k+1]
-    matches = (tokens == best[:k]).long()
-    n = int(matches.cumprod(0).sum()) if k else 0
-    return Verdict(n, int(best[n]), matches.float().tolist(), [], None)
+    drafted = tokens.tolist() if torch.is_tensor(tokens) else list(tokens)  # the engine passes its host list
+    k, best = len(drafted), target_logits.argmax(-1).tolist()  # [k+1], one transfer
+    matches = [float(x == b) for x, b in zip(drafted, best)]
+    n = next((i for i in range(k) if not matches[i]), k)
+    return Verdict(n, best[n], matches, [], None)
 
 
 # -- theory -----------------------------------------------------------------------------------

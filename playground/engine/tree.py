@@ -196,12 +196,13 @@ def sampled_tree_verify(tree: Tree, q: torch.Tensor | None, p: torch.Tensor, gen
         path.append(node)
 
 
-def candidate_rows(tree: Tree, vocab: int) -> torch.Tensor:
+def candidate_rows(tree: Tree, vocab: int, device=None) -> torch.Tensor:
     """What a viewer is shown as q for a tree of deterministic candidates: 1 on each node's token
-    in its parent's row (an indicator of what was proposed, not a distribution).  -> [n+1, V]"""
-    rows = torch.zeros(len(tree) + 1, vocab)
-    for token, parent in zip(tree.tokens, tree.parents):
-        rows[parent + 1, token] = 1.0
+    in its parent's row (an indicator of what was proposed, not a distribution).  -> [n+1, V]
+    Made where it is read (`device`), in one indexed write: no [n+1, V] copy from the host a step."""
+    rows = torch.zeros(len(tree) + 1, vocab, device=device)
+    parents = torch.tensor(tree.parents, dtype=torch.long, device=device) + 1
+    rows[parents, torch.tensor(tree.tokens, dtype=torch.long, device=device)] = 1.0
     return rows
 
 

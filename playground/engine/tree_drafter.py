@@ -15,7 +15,7 @@ import math
 import torch
 
 from playground.config import KNOBS, TREE, check_value
-from playground.engine.drafters import TreeDraft
+from playground.engine.drafters import TreeDraft, drafted_width, readable
 from playground.engine.kvcache import CachedModel
 from playground.engine.memory import cached_model_bytes
 from playground.engine.sampling import Sampling, display_probs
@@ -40,7 +40,7 @@ class TreeDrafter:
             check_value(KNOBS[f"tree_{name}"], value)  # the run configuration's names and ranges
         self.budget, self.depth, self.branching, self.width = budget, depth, branching, width
         self.lm = CachedModel(model, head_rows=draft_vocab, runner=runner, tree=True)
-        self.vocab_size = vocab_size or self.lm.vocab_size
+        self.vocab_size = drafted_width(self.lm.head_rows or self.lm.vocab_size, vocab_size)  # as ModelDrafter's
         self.device = self.lm.device
 
     def begin(self, ids: list[int]) -> None:
@@ -53,7 +53,7 @@ class TreeDrafter:
                 stop_tokens: frozenset[int] = frozenset()) -> TreeDraft:
         """Grow a tree of at most `budget` nodes and min(depth, max_depth) levels after ids.
         min_confidence is a chain's cut; a tree ranks its nodes by cumulative probability instead."""
-        depth = min(self.depth, max_depth)
+        depth, ids = min(self.depth, max_depth), readable(ids, self.lm.vocab_size)
         q_root = display_probs(self.lm.logits_for(ids, keep=1)[-1, : self.vocab_size], sampling)
         tokens, parents, scores, rows = [], [], [], {ROOT: q_root}
         frontier, fed, forwards = [ROOT], [], 1

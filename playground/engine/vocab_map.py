@@ -49,12 +49,21 @@ class VocabMap:
 def vocab_map_of(target_tokenizer, draft_tokenizer, target_size: int | None = None,
                  draft_size: int | None = None) -> VocabMap:
     """build_vocab_map, made once per pair of tokenizers (seconds for a 150k vocabulary) and kept on
-    the draft's tokenizer object, so it lives and dies with the loaded model (no global cache)."""
+    the draft's tokenizer object, so it lives and dies with the loaded model (no global cache).
+
+    Keyed by a token stamped on the target's tokenizer, not by id(target_tokenizer): an id is reused
+    by the next object once a tokenizer is freed, which would hand a new target another's map. The
+    key holds the token, so it stays alive and unique as long as the map is kept."""
     kept = draft_tokenizer.__dict__.setdefault("_playground_vocab_maps", {})
-    key = (id(target_tokenizer), target_size, draft_size)
+    key = (identity_of(target_tokenizer), target_size, draft_size)
     if key not in kept:
         kept[key] = build_vocab_map(target_tokenizer, draft_tokenizer, target_size, draft_size)
     return kept[key]
+
+
+def identity_of(tokenizer) -> object:
+    """A token that stands for this tokenizer object alone, made on first use and kept on it."""
+    return tokenizer.__dict__.setdefault("_playground_identity", object())
 
 
 def build_vocab_map(target_tokenizer, draft_tokenizer, target_size: int | None = None,

@@ -30,11 +30,13 @@ class EagerRunner:
     def move(self, prefix: int, picks: list[int]) -> None:
         """Entries `picks` copied to prefix, prefix + 1, ...; it only needs each layer's key and
         value tensors [batch, heads, seq, dim], which every full-attention DynamicLayer has."""
+        index = None  # made once, not once per layer: each is a copy from the host
         for layer in self.cache.layers:
             if not isinstance(layer, DynamicLayer) or layer.is_sliding:
                 raise ValueError(f"tree verification needs full-attention dynamic cache layers, got {type(layer).__name__}")
             if picks and layer.is_initialized:
-                index = torch.tensor(picks, device=layer.keys.device)
+                if index is None or index.device != layer.keys.device:
+                    index = torch.tensor(picks, device=layer.keys.device)
                 layer.keys[..., prefix : prefix + len(picks), :] = layer.keys.index_select(-2, index)
                 layer.values[..., prefix : prefix + len(picks), :] = layer.values.index_select(-2, index)
 

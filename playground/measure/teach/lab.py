@@ -23,7 +23,7 @@ from playground.engine.drafters import Drafter
 from playground.engine.generate import (Decoding, Generators, SpecConfig, begin, check_inputs, draft_tokens, one_hot_q,
                                         speculative_step, start)
 from playground.measure.teach.explorer import draw_batched
-from playground.engine.sampling import logits_to_probs
+from playground.engine.sampling import logits_to_probs, widened
 from playground.measure.teach.stats import Fit, goodness_of_fit, two_sample
 
 MAX_DRAWS = 100_000
@@ -58,7 +58,7 @@ def losslessness_lab(
     if isinstance(draws, bool) or not isinstance(draws, int) or not 1 <= draws <= MAX_DRAWS:
         raise ValueError(f"draws must be an integer in [1, {MAX_DRAWS}], got {draws!r}")
     state, p = first_p(target, drafter, prompt_ids, config)
-    speculative = np.zeros(state.vocab)
+    speculative = np.zeros(p.shape[-1])
     accepted = 0
     for i in range(draws):
         event = speculative_step(state, prompt_ids, 1)
@@ -68,7 +68,7 @@ def losslessness_lab(
             progress(i + 1, draws)
     direct = np.bincount(
         torch.multinomial(p, draws, replacement=True, generator=state.generators.on(p.device)).cpu().numpy(),
-        minlength=state.vocab,
+        minlength=p.shape[-1],
     ).astype(float)
     exact = p.double().cpu().numpy()
     return LabResult(
@@ -93,8 +93,9 @@ def first_p_and_q(target, drafter: Drafter, prompt_ids: list[int], config: SpecC
     draft = draft_tokens(state, prompt_ids, 1)
     if not draft.tokens:
         raise ValueError("the drafter proposed no token for this prompt (lower min_confidence)")
-    q = one_hot_q(torch.tensor(draft.tokens[:1]), state.vocab)[0] if draft.q is None else draft.q[0, :state.vocab]
-    return p, q.to(device=p.device, dtype=p.dtype)
+    q = one_hot_q(torch.tensor(draft.tokens[:1]), p.shape[-1])[0] if draft.q is None else draft.q[0]
+    width = max(p.shape[-1], q.shape[-1])  # p at the target's whole width; q zero where the draft has no id
+    return widened(p, width, 0.0), widened(q.to(device=p.device, dtype=p.dtype), width, 0.0)
 
 
 def first_p(target, drafter: Drafter, prompt_ids: list[int], config: SpecConfig) -> tuple[Decoding, torch.Tensor]:
@@ -102,7 +103,7 @@ def first_p(target, drafter: Drafter, prompt_ids: list[int], config: SpecConfig)
     check_inputs(target, prompt_ids, config, drafter, None)
     state = start(target, drafter, config)
     begin(state, prompt_ids)
-    return state, logits_to_probs(state.lm.logits_for(prompt_ids, keep=1)[-1, : state.vocab], config.sampling)
+    return state, logits_to_probs(state.lm.logits_for(prompt_ids, keep=1)[-1], config.sampling)
 
 
 def checkpoints(draws: int, first: int = 100, per_decade: int = 6) -> list[int]:
