@@ -91,3 +91,37 @@ def test_the_count_sees_a_read_the_engine_would_add(pair, monkeypatch):
     reads = Reads(monkeypatch)
     counts = reads.per_step(run_state(pair, ModelDrafter(pair[1], runner="eager")), 4)
     assert max(counts) > GAMMA + 2, counts
+
+
+# -- the engine's own tensor work on one torch thread where the forwards run elsewhere ----------
+
+def cached(name):
+    """What the engine reads of a cached model here: its runner's name."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(runner=SimpleNamespace(name=name))
+
+
+@pytest.mark.parametrize("target, draft, one", [("onnxruntime", "onnxruntime", True), ("llamacpp", None, True),
+                                                ("onnxruntime", "eager", False), ("eager", None, False)])
+def test_a_step_runs_torch_on_one_thread_only_where_every_forward_runs_outside_it(monkeypatch, target, draft, one):
+    """ONNX Runtime's pool and torch's spinning OpenMP workers took turns on 2 cores; a step whose
+    forwards are all ONNX Runtime's or llama.cpp's keeps torch to one thread, and gives back the rest.
+    The draft model is found inside a hybrid drafter too."""
+    from types import SimpleNamespace
+
+    from playground.engine import generate as engine
+    from playground.engine.hybrid import HybridDrafter
+
+    seen = []
+    monkeypatch.setattr(engine, "one_step", lambda *args: seen.append(torch.get_num_threads()))
+    free = SimpleNamespace(speculation="chain", vocab_size=None, device=None)  # a drafter with no model
+    drafter = None if draft is None else HybridDrafter(free, SimpleNamespace(**vars(free), lm=cached(draft)))
+    state = SimpleNamespace(lm=cached(target), drafter=drafter)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        engine.step(state, [1], 3, 10)
+        assert seen == [1 if one else 2] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
