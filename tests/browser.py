@@ -68,5 +68,8 @@ def step_until(page, text: str, clicks: int = 40) -> int:
             page.locator("#st-reset").click()
             page.get_by_text("Back at the start").wait_for(timeout=30_000)
             seed = page.locator("#st-seed input")
+            if not seed.is_visible():  # it sits in the tab's closed "More settings"
+                page.get_by_text("More settings").locator("visible=true").first.click()
             seed.fill(str(int(seed.input_value() or 0) + 1))
+            seed.press("Enter")
     pytest.fail(f"no {text!r} in {clicks} steps")
