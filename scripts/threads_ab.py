@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> None:
     own_pools = engine.outside_torch
 
     def measure(drafter, one_thread: bool) -> str:
-        engine.outside_torch = own_pools if one_thread else (lambda state: False)
+        engine.outside_torch = own_pools if one_thread else (lambda lm, drafter: False)
         rows = []
         for ids in prompts:
             base = list(engine.generate(pair.target.model, ids, config, None, eos_token_ids=eos))

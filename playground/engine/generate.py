@@ -67,21 +67,23 @@ class SpecConfig:
 @dataclass(frozen=True)
 class Decoding:
     """What every step of one generation shares, so a step takes (state, context, lookahead): the
-    target with its cache, the drafter (None: autoregressive), the knobs, the run's generators and
-    the end-of-turn tokens."""
+    target with its cache, the drafter (None: autoregressive), the knobs, the run's generators,
+    the end-of-turn tokens, and whether every forward runs outside torch (outside_torch)."""
 
     lm: CachedModel
     drafter: Drafter | None
     config: SpecConfig
     generators: Generators
     eos: frozenset[int] = frozenset()
+    one_thread: bool = False
 
 
 def start(target, drafter: Drafter | None, config: SpecConfig, eos_token_ids=()) -> Decoding:
     """The decoding state of one run: the target's cache (run by the config's runner) and fresh generators."""
     lm = CachedModel(target, runner=config.runner,
                      tree=config.tree or (drafter is not None and drafter.speculation == TREE))
-    return Decoding(lm, drafter, config, Generators(config.seed), frozenset(eos_token_ids))
+    return Decoding(lm, drafter, config, Generators(config.seed), frozenset(eos_token_ids),
+                    outside_torch(lm, drafter))
 
 
 def generate(
@@ -122,7 +124,7 @@ def step(state: Decoding, context: list[int], gamma: int, room: int) -> StepEven
     """One target call: a tree step, a chain step of up to gamma drafts, or a plain step (no drafter,
     or no room left for a draft: `room` is how many tokens may still be drafted). The event records
     the lookahead asked: the schedule's gamma for a chain, the tree's depth for a tree."""
-    if not outside_torch(state):
+    if not state.one_thread:
         return one_step(state, context, gamma, room)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -135,12 +137,12 @@ def step(state: Decoding, context: list[int], gamma: int, room: int) -> StepEven
 OWN_POOLS = ("onnxruntime", "llamacpp")  # runners whose forwards run on their own thread pools
 
 
-def outside_torch(state: Decoding) -> bool:
-    """Whether every forward of the run runs outside torch. Then the engine's own tensor work (a
+def outside_torch(lm: CachedModel, drafter) -> bool:
+    """Whether every forward of the run runs outside torch (asked once, when the run starts). Then the engine's own tensor work (a
     softmax, an argmax, a pad) runs on one torch thread: after a parallel torch op its OpenMP
     workers spin, and on 2 cores they took the cores from ONNX Runtime's pool in the next forward
     (the default pair's draft measured c 0.58-0.63 in a run at 2 torch threads, 0.37-0.39 at one)."""
-    runners = [state.lm.runner] + [lm.runner for lm in drafter_models(state.drafter)]
+    runners = [lm.runner] + [model.runner for model in drafter_models(drafter)]
     return all(runner.name in OWN_POOLS for runner in runners)
 
 
@@ -175,9 +177,8 @@ def check_inputs(target, prompt_ids, config, drafter, tokenizer) -> None:
                          f"propose), got {type(drafter).__name__}")
     if drafter is not None and drafter.speculation not in SPECULATIONS:
         raise ValueError(f"drafter.speculation must be one of {SPECULATIONS}, got {drafter.speculation!r}")
-    wider = drafter is not None and (drafter.vocab_size or 0) > target.config.get_text_config().vocab_size
-    if wider:  # the target could not read what it would be asked to verify
-        width = target.config.get_text_config().vocab_size
+    width = target.config.get_text_config().vocab_size
+    if drafter is not None and (drafter.vocab_size or 0) > width:  # the target could not read what it verifies
         raise ValueError(f"drafter: its q has {drafter.vocab_size} ids, the target's logits {width}: a draft "
                          f"wider than the target proposes ids the target cannot read; give it the target's "
                          f"width (ModelDrafter(draft, vocab_size={width})) so it drafts only the target's ids")

@@ -118,6 +118,7 @@ def test_a_step_runs_torch_on_one_thread_only_where_every_forward_runs_outside_i
     free = SimpleNamespace(speculation="chain", vocab_size=None, device=None)  # a drafter with no model
     drafter = None if draft is None else HybridDrafter(free, SimpleNamespace(**vars(free), lm=cached(draft)))
     state = SimpleNamespace(lm=cached(target), drafter=drafter)
+    state.one_thread = engine.outside_torch(state.lm, drafter)  # as start() asks it
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
