@@ -134,6 +134,14 @@ def prompts(vocab: int, args) -> list[list[int]]:
     return [torch.randint(vocab, (args.prompt_tokens,), generator=gen).tolist() for _ in range(args.prompts)]
 
 
+def save_for_loader(model, folder) -> None:
+    """A random model saved where the app's loader reads it: its weights, and a tokenizer beside them."""
+    from playground.models.tiny import byte_tokenizer
+
+    model.save_pretrained(folder)
+    byte_tokenizer().save_pretrained(folder)
+
+
 def free() -> None:
     """Give the memory of models the caller has just deleted back to the device."""
     import gc

@@ -27,7 +27,7 @@ import time
 from dataclasses import replace
 
 from playground.measure.hardware.common import (CURVE_KS, free, gpu_command, pair_models, parse, pooled_row,
-                                                prompts, random_model, run_checks)
+                                                prompts, random_model, run_checks, save_for_loader)
 
 FULL = dict(curve_shapes=("7b", "1.5b", "0.5b"), pair_shape="1.5b", max_k=65, draft_layers=4, prompts=3,
             prompt_tokens=128, max_new_tokens=96, repeats=3, device="cuda", quantizations=("nf4", "int8"))
@@ -113,15 +113,13 @@ def bitsandbytes_on_gpu(args) -> dict:
 
     from playground.models.loading import load_model
     from playground.models.registry import ModelSpec, Source
-    from playground.models.tiny import byte_tokenizer
 
     dtype = torch.float32 if args.cpu_smoke else torch.bfloat16
     name = "float32" if args.cpu_smoke else "bfloat16"
     target, draft = pair_models(args.pair_shape, dtype, args.device, args)
     out = {}
     with tempfile.TemporaryDirectory(prefix="gpu-paths-") as tmp:
-        target.save_pretrained(tmp)
-        byte_tokenizer().save_pretrained(tmp)  # the loader reads a tokenizer beside the weights
+        save_for_loader(target, tmp)
         del target
         free()
         spec = ModelSpec("random-target", (Source("local", tmp),))

@@ -35,7 +35,7 @@ import tempfile
 import time
 
 from playground.measure.hardware.common import (free, gpu_command, pair_models, parse, pooled_row, prompts,
-                                                random_model, run_checks)
+                                                random_model, run_checks, save_for_loader)
 from playground.measure.hardware.syncs import counting, per_step, summary
 
 RUNNERS = ("eager", "static", "compiled")
@@ -212,14 +212,11 @@ def sync_row(target, draft, ids, runner: str, knobs: dict, args) -> dict:
 def quantized(args) -> dict:
     """The pair's target saved, then loaded in each quantization (and compute dtype) as the app loads
     it; the bf16 early-exit draft drafts for it."""
-    from playground.models.tiny import byte_tokenizer
-
     target, draft = pair_models(args.pair_shape, dtype_of(args), args.device, args)
     ids_list = prompts(target.config.vocab_size, args)
     out = {}
     with tempfile.TemporaryDirectory(prefix="gpu-runners-") as tmp:
-        target.save_pretrained(tmp)
-        byte_tokenizer().save_pretrained(tmp)  # the loader reads a tokenizer beside the weights
+        save_for_loader(target, tmp)
         del target
         free()
         for quantization, dtype in args.quantizations:
