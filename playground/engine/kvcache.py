@@ -6,8 +6,10 @@ is needed; the runner (engine/runners) owns the cache and says how a crop is don
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
-from playground.engine.runners import make_runner
+from playground.engine.runners import LLAMACPP, ONNXRUNTIME, make_runner, resolve
 from playground.engine.tree import Tree, attention_mask, tree_positions
 
 
@@ -27,8 +29,9 @@ class CachedModel:
         self.vocab_size = model.config.get_text_config().vocab_size
         self.tokens: list[int] = []  # the tokens whose keys and values are in the cache
         self.head_rows = head_rows  # None: the whole output layer
-        self.head = None if head_rows is None else trimmed_head(model, head_rows)
-        self.runner = make_runner(model, runner, self.head, tree)  # tree: it will be fed token trees
+        kind = resolve(runner, model.device, tree, model, head_rows)
+        self.head = None if head_rows is None else head_for(model, head_rows, kind)
+        self.runner = make_runner(model, kind, self.head, tree)  # tree: it will be fed token trees
 
     @property
     def cache(self):
@@ -102,6 +105,28 @@ class CachedModel:
         logits = self.runner.forward(new, None, None, keep)
         self.tokens.extend(new)
         return logits
+
+
+# Runners that cut the output layer themselves (onnxruntime into its build, llamacpp by masking):
+# they need the row count only, and a model handle keeps its PyTorch form unmade for them.
+OWN_HEADS = (ONNXRUNTIME, LLAMACPP)
+
+
+@dataclass(frozen=True)
+class HeadRows:
+    """A cut head as a runner that cuts its own sees it: its first `rows` rows."""
+
+    rows: int
+
+
+def head_for(model, rows: int, runner: str):
+    """The head a runner of kind `runner` computes the first `rows` rows of the logits with."""
+    if runner not in OWN_HEADS:
+        return trimmed_head(model, rows)
+    vocab = model.config.get_text_config().vocab_size
+    if not 1 <= rows <= vocab:
+        raise ValueError(f"draft_vocab must be in [1, {vocab}] for this draft, got {rows}")
+    return HeadRows(rows)
 
 
 def trimmed_head(model, rows: int) -> "TrimmedHead":

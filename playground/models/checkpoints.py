@@ -165,13 +165,26 @@ def usable_checkpoint(path: Path, report) -> bool:
 
 
 def gguf_checkpoint(gguf: Path, key: str, report) -> Path:
-    """Dequantize a GGUF once into a bf16 safetensors checkpoint under the cache.
+    """Dequantize a GGUF once into a bf16 safetensors checkpoint under the cache (made_once)."""
+    return made_once(checkpoints_dir() / key, lambda tmp: save_dequantized(gguf, tmp), report,
+                     f"converting {gguf.name} into a checkpoint (once; a minute or two)")
+
+
+def gguf_metadata(gguf: Path, report) -> Path:
+    """A GGUF's config.json, tokenizer and generation_config.json, without weights, made once: what a
+    model whose runners read the GGUF itself needs (models/handle.py). 30 KB instead of a checkpoint's
+    3 GB; reading them from the GGUF takes transformers about 25 s for Qwen's 151k-token vocabulary."""
+    return made_once(metadata_dir() / gguf_key(gguf), lambda tmp: save_metadata(gguf, tmp), report,
+                     f"reading {gguf.name}'s config and tokenizer (once; half a minute)")
+
+
+def made_once(out: Path, write, report, message: str) -> Path:
+    """The cached folder `out`, written by `write(tmp)` if it is missing or damaged.
 
     Written to a temp directory with a manifest of its files' hashes and renamed when complete, so a
-    crash never leaves a directory that looks like a finished checkpoint. A lock makes a second
-    process wait and reuse the result; one that finished first anyway (no flock) is kept.
+    crash never leaves a directory that looks like a finished one. A lock makes a second process wait
+    and reuse the result; one that finished first anyway (no flock) is kept.
     """
-    out = checkpoints_dir() / key
     if usable_checkpoint(out, report):
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -181,9 +194,9 @@ def gguf_checkpoint(gguf: Path, key: str, report) -> Path:
             return out
         tmp = out.with_name(f".{out.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        report(f"converting {gguf.name} into a checkpoint (once; a minute or two)", None)
+        report(message, None)
         try:
-            save_dequantized(gguf, tmp)
+            write(tmp)
             write_manifest(tmp)
             replace_folder(tmp, out, lambda done: is_checkpoint(done) and not folder_problems(done))
         except BaseException:
@@ -192,21 +205,49 @@ def gguf_checkpoint(gguf: Path, key: str, report) -> Path:
     return out
 
 
-def save_dequantized(gguf: Path, out: Path) -> None:
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def metadata_dir() -> Path:
+    return cache_dir() / "metadata"
 
-    # bf16 is the dtype these models were trained and published in; float32 runs upcast it exactly.
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.bfloat16)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    # The GGUF loader marks the model as quantized, which makes save_pretrained refuse; the weights
-    # are already plain dequantized tensors, so drop the marks.
+
+def dequantized_model(gguf: Path, dtype: str = "bfloat16"):
+    """The transformers model of a GGUF, every weight dequantized into `dtype` in memory."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=getattr(torch, dtype))
+    # The GGUF loader marks the model as quantized, which makes save_pretrained refuse and PyTorch's
+    # CPU quantization skip it; the weights are already plain dequantized tensors, so drop the marks.
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    return model
+
+
+def save_dequantized(gguf: Path, out: Path) -> None:
+    from transformers import AutoTokenizer
+
+    # bf16 is the dtype these models were trained and published in; float32 runs upcast it exactly.
+    model = dequantized_model(gguf)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     del model
     gc.collect()
 
 
+def save_metadata(gguf: Path, out: Path) -> None:
+    """What save_dequantized writes but the weights: the same config, tokenizer and generation config."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    config = AutoConfig.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    # what saving the model adds to its config: the class (onnxruntime-genai's builder picks its
+    # exporter by it) and the dtype save_dequantized writes
+    config.architectures = [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[config.model_type]]
+    config.dtype = "bfloat16"
+    config.save_pretrained(out)
+    GenerationConfig.from_model_config(config).save_pretrained(out)
+    AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name).save_pretrained(out)

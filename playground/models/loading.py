@@ -1,10 +1,13 @@
 """Load the models a registry names: pick a source, get a local checkpoint, apply device, dtype and
 quantization, and keep the last pair warm.
 
-Every source ends as a local transformers checkpoint before loading, because bitsandbytes only
-quantizes while loading a checkpoint: transformers refuses to combine a GGUF file with it. So a
-GGUF (local, from the hub, or from a model pack) is dequantized once into a cached safetensors
-checkpoint, and every later load takes seconds and can be quantized any way.
+On a CPU in int4 a GGUF of a pack or a local file is kept as its files (models/handle.py): ONNX
+Runtime builds from the GGUF itself, and the PyTorch model is made from it in memory only when
+something computes with PyTorch. Every other source ends as a local transformers checkpoint before
+loading, because bitsandbytes only quantizes while loading a checkpoint: transformers refuses to
+combine a GGUF file with it. So there a GGUF (local, from the hub, or from a model pack) is
+dequantized once into a cached safetensors checkpoint, and every later load takes seconds and can be
+quantized any way.
 
 torch and transformers are imported inside functions, so importing this module stays cheap.
 """
@@ -51,13 +54,13 @@ FIT_CONTEXT = 4096
 @dataclass
 class LoadedModel:
     name: str  # the registry's model name
-    model: object  # a transformers causal LM, in eval mode, on `device`
+    model: object  # a transformers causal LM in eval mode on `device`, or a ModelHandle that makes one on first use
     tokenizer: object
     spec: ModelSpec
     device: str  # "cpu" or "cuda" (resolved from auto)
     dtype: str  # float32 | bfloat16 | float16 (resolved from auto; the compute dtype when quantized)
     quantization: str  # none | nf4 | int8 | int8-cpu | int4-cpu (resolved from auto)
-    footprint_bytes: int  # model.get_memory_footprint(): parameters and buffers
+    footprint_bytes: int  # parameters and buffers as loaded (footprint: a handle's is its GGUF's size)
     source: Source | None = None  # the source the weights came from (the first that worked)
 
 
@@ -156,8 +159,18 @@ def load_model(spec: ModelSpec, *, quantization: str | None = None, dtype: str |
             continue
         report(f"{spec.name}: loaded from {source}", 1.0)
         return LoadedModel(spec.name, model, tokenizer, spec, device, str(model.dtype).removeprefix("torch."),
-                           quantization, int(model.get_memory_footprint()), source)
+                           quantization, footprint(model), source)
     raise RuntimeError(no_source_message(spec, failures))
+
+
+def footprint(model) -> int:
+    """Parameters and buffers; a model kept as its files (a handle), its GGUF's bytes: the weights as
+    its runners hold them (ONNX Runtime's int4 build, llama.cpp's mapping) are about that size."""
+    from playground.models.handle import ModelHandle
+
+    if isinstance(model, ModelHandle) and not model.loaded:
+        return model.gguf_file().stat().st_size
+    return int(model.get_memory_footprint())
 
 
 def no_source_message(spec: ModelSpec, failures: list[str]) -> str:
@@ -303,6 +316,8 @@ def load_from(source: Source, spec: ModelSpec, device, dtype, quantization, repo
 
     if source.kind == "tiny":
         return load_tiny(source.ref, device, dtype, quantization, spec.name, report)
+    if reads_its_file(source, device, quantization):
+        return gguf_handle(source, spec, dtype, quantization, report)
     if source.kind == "hub":
         path = hub_checkpoint(source, spec, report)
     elif source.kind == "local":
@@ -320,6 +335,46 @@ def load_from(source: Source, spec: ModelSpec, device, dtype, quantization, repo
     if locate is not None:  # the llamacpp runner runs this file itself
         gguf_file.record(model, locate)
     return model, tokenizer
+
+
+def reads_its_file(source: Source, device: str, quantization: str) -> bool:
+    """Is the model kept as its files (a ModelHandle), its PyTorch form made on first use? On a CPU in
+    int4 from a GGUF of a pack or a local file: ONNX Runtime (auto's usual choice there) builds from
+    that file and never computes with PyTorch. A hub GGUF keeps the checkpoint path (its file is
+    fetched with the checkpoint), and so does every other case, whose runners compute with PyTorch."""
+    gguf = source.kind == "pack" or (source.kind == "local" and Path(source.ref).suffix == ".gguf")
+    return gguf and device == "cpu" and quantization == "int4-cpu"
+
+
+def gguf_handle(source: Source, spec: ModelSpec, dtype: str, quantization: str, report):
+    """(handle, tokenizer) of a GGUF source: its metadata folder read now (once per GGUF), the PyTorch
+    model made from the GGUF in memory, no checkpoint written, when something computes with it."""
+    from transformers import AutoConfig, AutoTokenizer, GenerationConfig
+
+    from playground.models.checkpoints import SourceError, dequantized_model, gguf_metadata
+    from playground.models.handle import ModelHandle
+
+    locate = gguf_file.locator(source, report)
+    try:
+        gguf = locate()
+    except RuntimeError as e:  # the pack could not be fetched: the next source is tried
+        raise SourceError(str(e)) from e
+    if not gguf.is_file():
+        raise SourceError(f"{gguf} does not exist")
+    meta = gguf_metadata(gguf, report)
+    dtype = resolve_dtype(dtype, "cpu", model_family(meta), quantization, report, spec.name)
+
+    def make():
+        report(f"{spec.name}: making its PyTorch model from {gguf.name} ({dtype}, quantization {quantization})", None)
+        model = after_loading(dequantized_model(gguf, dtype).eval(), quantization)
+        free_memory()  # the dequantized float weights the int4 layers replaced
+        return model
+
+    handle = ModelHandle(spec.name, AutoConfig.from_pretrained(meta), GenerationConfig.from_pretrained(meta),
+                         "cpu", dtype, quantization, make)
+    handle.metadata_dir = lambda: meta
+    gguf_file.record(handle, locate)
+    return handle, AutoTokenizer.from_pretrained(meta, trust_remote_code=spec.trust_remote_code)
 
 
 def load_weights(path: Path, device, dtype, quantization, spec: ModelSpec):

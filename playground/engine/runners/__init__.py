@@ -115,6 +115,19 @@ def make_runner(model, name: str = "auto", head=None, tree: bool = False) -> Run
     return CompiledRunner(model, head)
 
 
+def module_of(model):
+    """The torch module a runner computes with: a model handle (models/handle.py, which answers a run's
+    questions from the model's files) makes its PyTorch model now; a module is itself."""
+    make = vars(type(model)).get("module")
+    return make(model) if make is not None else model
+
+
+def is_handle(model) -> bool:
+    """A model handle: its PyTorch form is made on first use (module_of), so asking it what only that
+    form knows loads it."""
+    return "module" in vars(type(model))
+
+
 def doubled(size: int, n: int) -> int:
     """`size` doubled until it holds n: a cache grown this way is remade a few times a run, not at
     every step."""

@@ -6,12 +6,14 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
+from playground.engine.runners import module_of
+
 
 class EagerRunner:
     name = "eager"
 
     def __init__(self, model, head=None):
-        self.model, self.head, self.device = model, head, model.device
+        self.model, self.head, self.device = module_of(model), head, model.device
         self.reset()
 
     def reset(self) -> None:

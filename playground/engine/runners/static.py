@@ -17,6 +17,7 @@ import weakref
 import torch
 from transformers import StaticCache
 
+from playground.engine.runners import module_of
 from playground.engine.runners.eager import additive_mask
 
 MIN_CAPACITY = 256  # a prompt and 96 new tokens fit; attention reads the whole capacity each step
@@ -30,7 +31,7 @@ class StaticRunner:
     name = "static"
 
     def __init__(self, model, head=None):
-        self.model, self.head, self.device = model, head, model.device
+        self.model, self.head, self.device = module_of(model), head, model.device  # the pool stays the handle's
         self.pool = pool_of(model)
         self.cache = self.pool.take(MIN_CAPACITY)
         self.finalizer = weakref.finalize(self, self.pool.ended, self.cache)  # the run is over

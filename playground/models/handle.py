@@ -1,0 +1,73 @@
+"""A model as its files, its PyTorch form made only when something computes with PyTorch.
+
+On a CPU the default path never computes with PyTorch: ONNX Runtime runs both models from builds
+made straight from their GGUF files (engine/runners/onnx_build.py). Loading the transformers model
+there anyway held a second copy of every weight beside ONNX Runtime's sessions (1.9 GB for the
+default pair) and cost a dequantization at every start. A `ModelHandle` answers what a run asks
+before its first forward from small files (config, generation config, the GGUF and a metadata
+folder: config.json and the tokenizer, written once per GGUF), and makes the PyTorch model on the
+first use of anything only PyTorch has: a tree, self-drafting, the eager, static and compiled
+runners, auto's timing, Theory's runner section. `release` lets it go again (auto keeps
+onnxruntime after timing it against eager).
+
+Any attribute the handle has not got is looked up on the PyTorch model, which is made for it; so a
+feature written against a transformers model works on a handle unchanged, and pays the load the
+first time. The engine asks `runners.module_of(model)` where it hands a model to torch itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Callable
+
+
+class ModelHandle:
+    """`make` -> the PyTorch model (loaded and quantized as the run asked), called at most once a
+    `release`. `config` and `generation_config` are transformers objects read from the metadata
+    folder; `quantization` the CPU quantization the PyTorch form gets (int4-cpu for the default)."""
+
+    # the files a runner builds or loads from, recorded by models/loading (callables -> Path); None
+    # here, so that asking for one a handle has not got answers None and does not load PyTorch
+    gguf_file = metadata_dir = checkpoint_dir = None
+
+    def __init__(self, name: str, config, generation_config, device: str, dtype: str, quantization: str,
+                 make: Callable[[], object]):
+        import torch
+
+        self.name, self.config, self.generation_config = name, config, generation_config
+        self.device, self.dtype, self.quantization = torch.device(device), getattr(torch, dtype), quantization
+        self.make, self.made, self.lock = make, None, threading.Lock()
+
+    def module(self):
+        """The PyTorch model, made now if it is not yet."""
+        with self.lock:
+            if self.made is None:
+                self.made = self.make()
+            return self.made
+
+    @property
+    def loaded(self) -> bool:
+        return self.made is not None
+
+    def release(self) -> None:
+        """Drop the PyTorch model (the next use makes it again); its memory goes back with free_memory."""
+        with self.lock:
+            self.made = None
+
+    def parameters(self):
+        """The torch weights held now: none until the PyTorch model is made (memory counts what is held)."""
+        return self.made.parameters() if self.made is not None else iter(())
+
+    def buffers(self):
+        return self.made.buffers() if self.made is not None else iter(())
+
+    def __call__(self, *args, **kwargs):
+        return self.module()(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") or name in ("made", "make", "lock"):  # copy/pickle probes, half-built handles
+            raise AttributeError(name)
+        return getattr(self.module(), name)
+
+    def __repr__(self) -> str:
+        return f"ModelHandle({self.name!r}, {'loaded' if self.loaded else 'files only'})"

@@ -1,0 +1,109 @@
+"""A GGUF on a CPU in int4 is kept as its files (models/handle.py): nothing loads PyTorch until
+something computes with it, and what it then makes is the model the checkpoint path loads."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from playground.engine.memory import model_bytes
+from playground.engine.runners import is_handle, module_of
+from playground.models.handle import ModelHandle
+from playground.models.registry import ModelSpec, Source
+
+IDS = [(7 * i + 3) % 250 for i in range(12)]
+
+
+@pytest.fixture(scope="module")
+def gguf(tmp_path_factory):
+    """The tiny target as a float32 GGUF file, and the model it was written from."""
+    from playground.models.gguf_file import write_gguf
+    from playground.models.tiny import tiny_pair
+
+    target, _, tokenizer = tiny_pair(seed=0)
+    return write_gguf(target, tokenizer, tmp_path_factory.mktemp("gguf") / "target.gguf"), target
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    """An empty cache; transformers' GGUF tokenizer reader given the tiny tokenizer itself: the tiny
+    byte-level vocabulary has no merge whose result is a token, and the reader refuses a BPE without
+    one (llama.cpp needs a merge, so write_gguf writes one that transformers cannot build)."""
+    from transformers import AutoTokenizer
+
+    from playground.models.tiny import tiny_pair
+
+    monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path / "cache"))
+    real = AutoTokenizer.from_pretrained.__func__
+
+    def from_pretrained(cls, path, *args, gguf_file=None, **kwargs):
+        return tiny_pair(seed=0)[2] if gguf_file else real(cls, path, *args, **kwargs)
+
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", classmethod(from_pretrained))
+    return tmp_path / "cache"
+
+
+def load(path, quantization="int4-cpu"):
+    from playground.models.loading import load_model
+
+    return load_model(ModelSpec("tiny-gguf", (Source("local", str(path)),)), quantization=quantization,
+                      device="cpu")  # dtype auto: bfloat16, as the checkpoint path writes it
+
+
+def test_a_gguf_in_int4_on_the_cpu_is_kept_as_its_files(gguf, cache):
+    path, written = gguf
+    loaded = load(path)
+    handle = loaded.model
+    assert isinstance(handle, ModelHandle) and is_handle(handle) and not handle.loaded
+    # what a run asks before its first forward, answered without PyTorch
+    assert handle.config.get_text_config().vocab_size == written.config.vocab_size
+    assert handle.device == torch.device("cpu") and handle.dtype == torch.bfloat16
+    assert handle.gguf_file() == path and (handle.metadata_dir() / "config.json").is_file()
+    assert handle.checkpoint_dir is None and getattr(handle, "checkpoint_dir", None) is None
+    assert loaded.tokenizer.convert_ids_to_tokens(5) is not None
+    assert loaded.footprint_bytes == path.stat().st_size
+    assert model_bytes(handle) == 0  # no torch weight is held
+    assert not handle.loaded
+    assert not any(p.is_dir() for p in (cache / "checkpoints").glob("*"))  # no checkpoint written (its GGUF hash index only)
+
+
+def test_its_pytorch_model_is_made_on_first_use_and_equals_the_checkpoint_path(gguf, cache):
+    path, _ = gguf
+    handle = load(path).model
+    module = module_of(handle)
+    assert handle.loaded and module is handle.module()  # made once
+    assert any(type(m).__name__ == "Int4Linear" for m in module.modules())  # quantized as asked
+    assert model_bytes(handle) > 0
+    reference = load(path, quantization="int4-cpu")
+    # the checkpoint path: the GGUF converted into a checkpoint, loaded and quantized
+    from playground.models.checkpoints import gguf_checkpoint, gguf_key
+    from playground.models.loading import load_weights
+
+    folder = gguf_checkpoint(path, gguf_key(path), lambda m, f: None)
+    converted = load_weights(folder, "cpu", "bfloat16", "int4-cpu", ModelSpec("tiny-gguf", ()))
+    ids = torch.tensor([IDS])
+    with torch.inference_mode():
+        assert torch.equal(handle(input_ids=ids).logits, converted(input_ids=ids).logits)
+    assert reference.model is not handle and not reference.model.loaded
+    handle.release()
+    assert not handle.loaded and model_bytes(handle) == 0
+
+
+def test_an_eager_run_makes_it_and_decodes_as_the_model_does(gguf, cache):
+    from playground.engine.kvcache import CachedModel
+
+    path, _ = gguf
+    handle = load(path).model
+    lm = CachedModel(handle, runner="eager")
+    assert handle.loaded
+    tokens = list(IDS)
+    for _ in range(4):
+        tokens.append(int(lm.logits_for(tokens, 1)[-1].argmax()))
+    with torch.inference_mode():
+        direct = handle.module().generate(torch.tensor([IDS]), max_new_tokens=4, do_sample=False)[0].tolist()
+    assert tokens == direct
+
+
+def test_other_quantizations_and_devices_load_pytorch_as_before(gguf, cache):
+    path, _ = gguf
+    assert not isinstance(load(path, quantization="none").model, ModelHandle)
