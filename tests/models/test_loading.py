@@ -14,7 +14,7 @@ from playground.config import KnobError, RunConfig
 import torch
 
 from playground.config import cache_dir
-from playground.models import checkpoints, loading, modelpack
+from playground.models import checkpoints, loading, modelpack, precision
 from playground.engine.drafters import ModelDrafter
 from playground.engine.generate import SpecConfig, generate
 from playground.engine.events import output_tokens
@@ -134,8 +134,8 @@ def test_cuda_requested_without_cuda(monkeypatch, empty_cache, registry):
 def test_auto_device_and_dtype(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert loading.resolve_device("auto", "m") == "cpu"
-    assert loading.resolve_dtype("auto", "cpu") == loading.resolve_dtype("auto", "cpu", "qwen2", "int8") == "bfloat16"
-    assert loading.resolve_dtype("float32", "cuda") == "float32"
+    assert precision.resolve_dtype("auto", "cpu") == precision.resolve_dtype("auto", "cpu", "qwen2", "int8") == "bfloat16"
+    assert precision.resolve_dtype("float32", "cuda") == "float32"
 
 
 @pytest.mark.parametrize("capability, family, quantization, expected", [
@@ -155,19 +155,19 @@ def test_auto_dtype_on_cuda_is_bf16_only_where_the_card_has_it(monkeypatch, capa
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
     said = []
-    got = loading.resolve_dtype("auto", "cuda", family, quantization, lambda m, f: said.append(m), "m")
+    got = precision.resolve_dtype("auto", "cuda", family, quantization, lambda m, f: said.append(m), "m")
     assert got == expected
     assert bool(said) == (expected == "float32")  # float32 is said, with the card and the reason
     if said:
         assert f"compute capability {capability[0]}.{capability[1]}" in said[0] and "set dtype float16" in said[0]
         assert ("overflows float16" if family == "qwen2" else "not known to stay within") in said[0]
-    assert loading.resolve_dtype("float16", "cuda", family, quantization) == "float16"  # asked for: as given
+    assert precision.resolve_dtype("float16", "cuda", family, quantization) == "float16"  # asked for: as given
 
 
 def test_rocm_cards_run_bf16_natively(monkeypatch):
     monkeypatch.setattr(torch.version, "hip", "6.2")
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 4))
-    assert loading.resolve_dtype("auto", "cuda", "qwen2") == "bfloat16"
+    assert precision.resolve_dtype("auto", "cuda", "qwen2") == "bfloat16"
 
 
 def test_int8_holds_back_its_warning_on_every_matmul_and_lets_warnings_through_after(capsys):
@@ -196,7 +196,7 @@ def test_int8_holds_back_its_warning_on_every_matmul_and_lets_warnings_through_a
 
 def test_int8_uses_the_documented_outlier_threshold():
     m = load_model(TINY_TARGET, quantization="int8", dtype="bfloat16", device="cpu")
-    assert m.model.config.quantization_config.llm_int8_threshold == loading.INT8_THRESHOLD == 6.0
+    assert m.model.config.quantization_config.llm_int8_threshold == precision.INT8_THRESHOLD == 6.0
 
 
 def test_the_pair_cache_refuses_compiled_with_a_model_that_models_yaml_quantizes_with_bitsandbytes(monkeypatch,
