@@ -46,7 +46,8 @@ TITLE = "Drafts"
 COLUMNS = [  # (leaderboard key, header, digits)
     ("entry", "drafter", None), ("what", "what drafts", None), ("gamma", "γ", None), ("alpha", "α", 2),
     ("alpha_by_position", "α by position", None), ("c", "c", 3), ("verify_cost", "v(γ+1)", 2),
-    ("tokens_per_call", "tokens / call", 2), ("memory_mb", "MB held", 0), ("tok_s", "tok/s", 2),
+    ("tokens_per_call", "tokens / call", 2), ("weights_mb", "weights MB (counted)", 0),
+    ("resident_mb", "resident MB (measured)", 0), ("tok_s", "tok/s", 2),
     ("decode_tok_s", "decode tok/s", 2), ("over_fastest", "× fastest plain", 2),
     ("decode_over_fastest", "decoding × fastest", 2),
     ("predicted_over_fastest", "formula ×", 2), ("identical", "same tokens", None), ("runner", "runner", None),
@@ -60,7 +61,9 @@ LEGEND = (
     "a cell's own speedup is side by side, so a machine slowing down over a long board does not move it), named above the table; decoding ×: the same without the prefill; formula: the prediction at its "
     "α, c and v for the decoding, the plain run's prefill kept as it took (speculation does not touch it), on "
     "the same scale. α by position: the share of steps whose i-th draft was "
-    "kept. MB: the target's weights plus what the drafter holds. same tokens (greedy): prompts whose output "
+    "kept. weights MB (counted): the target's weights plus what the drafter holds. resident MB (measured): what "
+    "this process's resident memory grew by since before its first model loaded, read at the entry's last run "
+    "(one process holds every entry's models). same tokens (greedy): prompts whose output "
     "equals plain decoding's."
 )
 MAP_EMPTY, COVERAGE_EMPTY = "The speedup map appears here.", "Which drafter caught which token appears here."

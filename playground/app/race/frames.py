@@ -43,7 +43,10 @@ class RaceFrame:
     settings: RunConfig
     done: bool = False
     compile_s: float = 0.0  # seconds this pair's compiled step shapes took (once, before), outside every timing
-    memory_mb: tuple[float, float] = (0.0, 0.0)  # what each run holds: weights, and the drafter's (engine/memory.py)
+    weights_mb: tuple[float, float] = (0.0, 0.0)  # counted: each run's weights, the drafter's (engine/memory.py)
+    # measured: what this process's resident memory grew by since before its first model loaded
+    # (measure/bench/resident.py), read with weights_mb; one figure, as one process holds both runs
+    resident_mb: float | None = None
     coverage: float | None = None  # a draft with another tokenizer: the share of the target's tokens it can propose
 
     @property
@@ -92,6 +95,7 @@ def race_frames(
     """
     from playground.engine import factory
     from playground.measure.bench.machine import spare_a_core
+    from playground.measure.bench.resident import grown_mb
     from playground.measure.bench.runs import Setup, warm_up
     from playground.engine.generate import check_inputs, generate
     from playground.engine.runners import COMPILED, compile_seconds, resolve
@@ -112,7 +116,8 @@ def race_frames(
         frame = RaceFrame(tracks[BASELINE], tracks[SPECULATIVE], settings,
                           compile_s=compile_seconds(pair.target.model, pair.draft.model if pair.draft_loaded else None)
                           if compiled else 0.0,
-                          memory_mb=held_mb(pair.target.model, drafter), coverage=getattr(drafter, "coverage", None))
+                          weights_mb=held_mb(pair.target.model, drafter), resident_mb=grown_mb(),
+                          coverage=getattr(drafter, "coverage", None))
         yield frame  # clears the page before the first step
         streams = {
             BASELINE: generate(pair.target.model, ids, config, None, eos_token_ids=eos),
@@ -135,7 +140,8 @@ def race_frames(
         finally:
             race.close()  # also on Stop: Gradio closes this generator, which closes both engine runs
     frame.done = True
-    frame.memory_mb = held_mb(pair.target.model, drafter)  # now with the caches and tables the run grew
+    frame.weights_mb = held_mb(pair.target.model, drafter)  # now with the caches and tables the run grew
+    frame.resident_mb = grown_mb()  # the end value (no sampler thread: not the peak)
     yield frame
 
 

@@ -41,9 +41,9 @@ def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None, budge
         ("compute seconds", f"{a.seconds:.2f}", f"{s.seconds:.2f}"),
         ("tokens / second", f"{a.tok_s:.1f}", f"{s.tok_s:.1f}"),
         # a second model's weights show here; a runner's own buffers (llama.cpp, ONNX Runtime) do not
-        ("memory held, MB", *(f"{mb:,.1f}" for mb in frame.memory_mb)),
+        ("weights MB (counted)", *(f"{mb:,.1f}" for mb in frame.weights_mb)),
     ]
-    table = "".join(f"<tr><td>{k}</td><td>{x}</td><td>{y}</td></tr>" for k, x, y in rows)
+    table = "".join(f"<tr><td>{k}</td><td>{x}</td><td>{y}</td></tr>" for k, x, y in rows) + resident_row(frame)
     return (
         '<div class="stats">'
         f'<div><span class="big">{shown}</span> measured speedup '
@@ -53,6 +53,16 @@ def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None, budge
         f"<table><tr><th></th><th>autoregressive</th><th>speculative</th></tr>{table}</table>"
         f"{compiled(frame)}{reach(frame)}{theory(s)}</div>"
     )
+
+
+def resident_row(frame: RaceFrame) -> str:
+    """The measured figure across both columns: one process runs both, so it cannot be split between them."""
+    shown = "–" if frame.resident_mb is None else f"{frame.resident_mb:,.1f}"
+    when = "at the race's end" if frame.done else "at its start"
+    hint = (f"what this process's resident memory (psutil) grew by since before its first model loaded, {when}: "
+            "both runs' models, their runners' buffers, the allocator's free lists")
+    return (f'<tr><td>resident MB (measured)</td><td colspan="2" title="{html.escape(hint)}">{shown} '
+            '<span class="hint">(this process, both runs)</span></td></tr>')
 
 
 def reach(frame: RaceFrame) -> str:

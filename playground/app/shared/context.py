@@ -157,7 +157,10 @@ class AppContext:
             loader.reports.put(Loading(message, fraction))
 
         def work():
+            from playground.measure.bench.resident import mark
+
             try:
+                mark()  # the baseline of the measured resident memory: the first load's, before it
                 loader.result["pair"] = self.cache.get(settings.pair, **settings.loading(),
                                                        progress=progress)
             except BaseException as e:  # handed to the handler's thread, which raises it

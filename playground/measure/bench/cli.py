@@ -109,6 +109,9 @@ def load_pair(args, plan: Plan, cache, cell=None):
     """The pair as `cell` quantizes it (the first cell by default; compare_targets sets the target's)."""
     from tqdm import tqdm
 
+    from playground.measure.bench.resident import mark
+
+    mark()  # the baseline of the measured resident memory: the first load's, before it (later calls keep it)
     run = replace(cell or plan.cells[0], target_quantization=args.target_quantization)
     return cache.get(plan.pair, **run.loading(), dtype=args.dtype, device=args.device,
                      progress=lambda message, fraction: tqdm.write(message, file=sys.stderr))

@@ -17,7 +17,8 @@ COLUMNS = (  # (summary key, header, width, format)
     ("predicted_speedup", "predicted", 9, "{:.2f}x"),
     ("verify_cost", "verify", 7, "{:.2f}"),
     ("acceptance_by_position", "α by position", 15, "positions"),
-    ("speculative_memory_mb", "MB", 6, "{:.0f}"),
+    ("speculative_weights_mb", "MB cnt", 6, "{:.0f}"),  # counted: weights and the drafter's (engine/memory.py)
+    ("speculative_resident_mb", "MB rss", 6, "{:.0f}"),  # measured: the process's growth (resident.py)
     ("hf_generate_tok_s", "HF tok/s", 9, "{:.2f}"),
     ("hf_assisted_speedup", "HF spd", 7, "{:.2f}x"),
     ("identical_prompts", "ident", 5, "{}"),
@@ -49,8 +50,10 @@ def format_report(report: dict) -> str:
     lines.append("speedup: median over prompts of spec tok/s / AR tok/s; tok/s include prefill; dec spd: the "
                  "same over decoding only (after each run's first token), all prompts pooled; verify: one "
                  "verification forward / one decoding step; α by position: the first three drafts' acceptance; "
-                 "MB: the target's weights (in torch and in its runner) and what the drafter holds (a runner's "
-                 "KV buffers not counted)")
+                 "MB cnt (counted): the target's weights (in torch and in its runner) and what the drafter holds "
+                 "(a runner's KV buffers not counted); MB rss (measured): what this process's resident memory "
+                 "grew by since before its first model loaded, read at the run's end (both runs' models, other "
+                 "engines' loops taken out)")
     if any("compile_s" in run["summary"] for run in report["runs"]):
         lines.append("compile s: seconds the compiled runner's first call of each step shape took in this "
                      "setting's warm-up (compiling, capturing on a GPU), kept out of every tok/s")

@@ -93,10 +93,11 @@ def local_rows(report: dict) -> list[dict]:
     setting = run["settings"]
     rows = [{"engine": f"ours plain (runner {run.get('runner', setting['runner'])})", "tok_s": s["baseline_tok_s"],
              "decode_tok_s": s.get("baseline_decode_tok_s"), "acceptance": None, "identical": "reference",
-             "memory_mb": s.get("baseline_memory_mb")},
+             "weights_mb": s.get("baseline_weights_mb"), "resident_mb": s.get("baseline_resident_mb")},
             {"engine": f"ours speculative ({setting['drafter']}, γ {setting['gamma']})", "tok_s": s["speculative_tok_s"],
              "decode_tok_s": s.get("speculative_decode_tok_s"), "acceptance": s.get("alpha"),
-             "identical": f"{s.get('identical_prompts', 0)}/{n}", "memory_mb": s.get("speculative_memory_mb")}]
+             "identical": f"{s.get('identical_prompts', 0)}/{n}", "weights_mb": s.get("speculative_weights_mb"),
+             "resident_mb": s.get("speculative_resident_mb")}]
     names = {"llamacpp": "llama.cpp's own loop, plain", "ortgenai": "ONNX Runtime GenAI's loop, plain",
              "ortgenai_speculative": "ONNX Runtime GenAI's loop, speculative",
              "openvino": "OpenVINO GenAI, plain", "openvino_speculative": "OpenVINO GenAI, speculative"}
@@ -105,7 +106,7 @@ def local_rows(report: dict) -> list[dict]:
             rows.append({"engine": engine, "tok_s": s[f"{key}_tok_s"], "decode_tok_s": s.get(f"{key}_decode_tok_s"),
                          "acceptance": s.get(f"{key}_acceptance"),
                          "identical": f"{s.get(f'{key}_identical_prompts', 0)}/{n}",
-                         "memory_mb": s.get(f"{key}_memory_mb")})
+                         "weights_mb": None, "resident_mb": s.get(f"{key}_resident_mb")})
     return rows
 
 
@@ -123,10 +124,10 @@ def served_rows(name: str, report: dict, ours: dict) -> list[dict]:
             rows.append({"engine": f"{name}, plain", "tok_s": s["baseline_tok_s"],
                          "decode_tok_s": decode_rate(records, "baseline"),
                          "acceptance": None, "identical": identical(records, "baseline_text"),
-                         "memory_mb": held_by(0)})
+                         "weights_mb": None, "resident_mb": held_by(0)})
         rows.append({"engine": f"{name}, {run['settings']['deployment']}", "tok_s": s["speculative_tok_s"],
                      "decode_tok_s": decode_rate(records, "speculative"), "acceptance": s.get("alpha"),
-                     "identical": identical(records, "text"), "memory_mb": held_by(i + 1),
+                     "identical": identical(records, "text"), "weights_mb": None, "resident_mb": held_by(i + 1),
                      "speedup_over_own_plain": s.get("speedup")})
     return rows
 
@@ -145,20 +146,24 @@ def peer_rows(reports: dict) -> list[dict]:
     return sorted(rows, key=lambda r: -r["tok_s"])
 
 
-MEMORY_NOTE = ("memory MB: ours, the weights each run holds, in torch and in its runner, with the drafter's "
-               "(engine/memory.py); a loop, the resident memory its first call added to the process (its "
-               "model loaded); a server, its processes' proportional set size after its run.")
+MEMORY_NOTE = ("resident MB (measured, psutil): ours, what our process's resident memory grew by since before its "
+               "first model loaded, read at the end of each run (one process holds both our runs, so the plain "
+               "row's figure includes the draft; the loops' growth is taken out); a loop, what its first call "
+               "added to the process (its model loaded); a server, its processes' proportional set size after "
+               "its run. weights MB (counted): ours only, the weights each run holds, in torch and in its "
+               "runner, with the drafter's (engine/memory.py).")
 
 
 def format_peers(rows: list[dict], missing: list[str]) -> str:
     """The peer table as Markdown (it goes into docs/benchmarks.md as printed)."""
     fmt = lambda v, spec: "—" if v is None else format(v, spec)
-    lines = ["| engine | tok/s | decode tok/s | × ours plain | acceptance | greedy = ours plain | memory MB |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = ["| engine | tok/s | decode tok/s | × ours plain | acceptance | greedy = ours plain | "
+             "resident MB (measured) | weights MB (counted) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['engine']} | {r['tok_s']:.2f} | {fmt(r['decode_tok_s'], '.2f')} | "
                      f"{fmt(r['over_ours_plain'], '.2f')}× | {fmt(r['acceptance'], '.2f')} | {r['identical']} | "
-                     f"{fmt(r['memory_mb'], '.0f')} |")
+                     f"{fmt(r['resident_mb'], '.0f')} | {fmt(r['weights_mb'], '.0f')} |")
     lines += ["", MEMORY_NOTE] + [f"left out: {line}" for line in missing]
     return "\n".join(lines)
 

@@ -9,7 +9,6 @@ decoding and leaves the prefill as it is.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -20,6 +19,7 @@ from playground.engine.memory import drafter_bytes, model_bytes
 from playground.engine.events import (StepEvent, acceptance_by_rank, costs, from_draft, output_tokens,
                                       position_counts, steady_events, summarize, tree_costs)
 from playground.measure.bench.divergence import first_divergence, margin_at
+from playground.measure.bench.resident import first_growth, grown_bytes
 from playground.measure.bench.references import llamacpp as reference_llamacpp
 from playground.measure.bench.references import onnxruntime_genai as reference_ortgenai
 from playground.measure.bench.references import openvino as reference_openvino
@@ -42,9 +42,12 @@ class Run:
     first_seconds: float | None = None  # until the first new token: the prefill (None: not timed)
     first_tokens: int = 1  # tokens out by then (a speculative first step may give several)
     stats: dict = field(default_factory=dict)  # an engine's own counters (onnxruntime-genai's speculative stats)
-    # ours: weights run plus what the drafter keeps (engine/memory.py); another engine's loop: the
-    # resident memory its first call added (first_growth); 0: not counted
-    memory_bytes: int = 0
+    # counted (ours): the weights run plus what the drafter keeps (engine/memory.py); None: not counted
+    weights_bytes: int | None = None
+    # measured (resident.py): ours, what the process grew by since before its first model loaded, read
+    # at the run's end, other engines' loops taken out; another engine's loop, what its first call
+    # added; None: not measured (no baseline marked)
+    resident_bytes: int | None = None
 
     @property
     def tok_s(self) -> float:
@@ -167,7 +170,8 @@ def engine_run(target, ids, config: SpecConfig, drafter, eos, stopped: Callable[
             first = clock(target.device) - started
     seconds = clock(target.device) - started
     return Run(output_tokens(events), seconds, events, first, len(output_tokens(events[:1])),
-               memory_bytes=model_bytes(target) + (drafter_bytes(drafter) if drafter is not None else 0))
+               weights_bytes=model_bytes(target) + (drafter_bytes(drafter) if drafter is not None else 0),
+               resident_bytes=grown_bytes())  # read after the clock stops: one system call, not timed
 
 
 def hf_run(setup: Setup, ids, config, assistant=None, prompt_lookup=False) -> Run:
@@ -176,34 +180,17 @@ def hf_run(setup: Setup, ids, config, assistant=None, prompt_lookup=False) -> Ru
     return Run(tokens, seconds)
 
 
-# target -> {(loop, id(draft)): resident bytes its first call added}, freed with the target as the
-# loops' own pipelines are: a later cell on the same target finds the loop loaded and its figure here
-GROWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def first_growth(target, key: tuple, call: Callable[[], tuple]) -> tuple[tuple, int]:
-    """call()'s result, and the resident memory the loop `key` holds: what its first call added to the
-    process. Another engine's loop loads its model then and keeps it, so that is its model and
-    buffers as the process sees them, which no tensor count reaches."""
-    from playground.measure.bench.machine import resident_bytes
-
-    before = resident_bytes()
-    result = call()
-    grown = GROWN.setdefault(target, {})
-    return result, grown.setdefault(key, max(resident_bytes() - before, 0))
-
-
 def llamacpp_run(setup: Setup, ids, config) -> Run:
     (tokens, seconds, first), held = first_growth(
         setup.target, ("llamacpp",), lambda: reference_llamacpp.plain_decode(setup.target, ids, config, setup.eos))
-    return Run(tokens, seconds, first_seconds=first, memory_bytes=held)
+    return Run(tokens, seconds, first_seconds=first, resident_bytes=held)
 
 
 def ortgenai_run(setup: Setup, ids, config, draft=None) -> Run:
     (tokens, seconds, first, stats), held = first_growth(
         setup.target, ("ortgenai", id(draft)),
         lambda: reference_ortgenai.decode(setup.target, ids, config, setup.eos, draft))
-    return Run(tokens, seconds, first_seconds=first, first_tokens=1, stats=stats, memory_bytes=held)
+    return Run(tokens, seconds, first_seconds=first, first_tokens=1, stats=stats, resident_bytes=held)
 
 
 def openvino_run(setup: Setup, ids, config, draft=None) -> Run:
@@ -211,7 +198,7 @@ def openvino_run(setup: Setup, ids, config, draft=None) -> Run:
     (tokens, seconds, first, stats), held = first_growth(
         setup.target, ("openvino", id(draft)),
         lambda: reference_openvino.decode(setup.target, ids, config, setup.eos, draft, tokenizers))
-    return Run(tokens, seconds, first_seconds=first, first_tokens=1, stats=stats, memory_bytes=held)
+    return Run(tokens, seconds, first_seconds=first, first_tokens=1, stats=stats, resident_bytes=held)
 
 
 def warm_up(setup: Setup, ids: list[int], config: SpecConfig, times: int) -> None:
@@ -287,9 +274,16 @@ def speed_fields(base: Run, spec: Run) -> dict:
         **base.decode_fields("baseline"),
         **spec.decode_fields("speculative"),
         "decode_speedup": spec.decode_tok_s / base.decode_tok_s if base.decode_tok_s else 0.0,
-        "baseline_memory_mb": base.memory_bytes / 2**20,
-        "speculative_memory_mb": spec.memory_bytes / 2**20,
+        **memory_fields("baseline", base),
+        **memory_fields("speculative", spec),
     }
+
+
+def memory_fields(name: str, run: Run) -> dict:
+    """A run's memory under two names: the weights counted (engine/memory.py) and the resident
+    growth measured (resident.py); MB, None where not counted or not measured."""
+    mb = lambda n: None if n is None else n / 2**20
+    return {f"{name}_weights_mb": mb(run.weights_bytes), f"{name}_resident_mb": mb(run.resident_bytes)}
 
 
 def speculation_fields(base: Run, spec: Run) -> dict:

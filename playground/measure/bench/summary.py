@@ -71,10 +71,13 @@ def rate_summary(records) -> dict:
 
 
 def memory_summary(records) -> dict:
-    """The most memory any prompt's run held (weights and the drafter's caches and tables)."""
-    if "speculative_memory_mb" not in records[0]:
+    """The most memory any prompt's run held: the weights counted (with the drafter's caches and
+    tables) and the process's resident growth measured (runs.memory_fields); None where no prompt has it."""
+    if "speculative_weights_mb" not in records[0]:
         return {}
-    return {f"{k}_memory_mb": max(r[f"{k}_memory_mb"] for r in records) for k in ("baseline", "speculative")}
+    most = lambda key: max((r[key] for r in records if r.get(key) is not None), default=None)
+    return {f"{k}_{what}_mb": most(f"{k}_{what}_mb")
+            for k in ("baseline", "speculative") for what in ("weights", "resident")}
 
 
 def decode_summary(records) -> dict:

@@ -253,7 +253,7 @@ def test_every_drafter_races_to_the_baselines_text_and_shows_what_it_holds(ctx, 
     *_, last = race(ctx, view, REPEATS, gamma=4, **changes)
     assert "identical to the baseline" in last[view.stats] and "Done" in last[view.status], last[view.stats]
     base_mb, spec_mb = (float(x.replace(",", "")) for x in
-                        re.search(r"memory held, MB</td><td>([\d,.]+)</td><td>([\d,.]+)", last[view.stats]).groups())
+                        re.search(r"weights MB \(counted\)</td><td>([\d,.]+)</td><td>([\d,.]+)", last[view.stats]).groups())
     # the hybrid holds a draft model's weights beside the target's; self-drafting only a cache of a
     # few layers (the tiny pair's suffix index, Python objects, can outweigh its 0.3 MB draft)
     from playground.engine.memory import model_bytes

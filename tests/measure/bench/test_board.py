@@ -196,6 +196,18 @@ def test_speedups_are_against_the_fastest_plain_decoding_named():
     assert board_table.winners(slow)[0]["winner"] == "plain decoding"
 
 
+def test_the_board_shows_the_weights_counted_beside_the_growth_measured():
+    memory = {"speculative_weights_mb": 950.4, "speculative_resident_mb": 1480.6}
+    report = {"runs": [run_of("model", 12.0, 10.0, extra=memory), run_of("suffix", 11.0, 10.0)]}
+    rows = {r["entry"]: r for r in board_table.leaderboard(report)}
+    assert (rows["model"]["weights_mb"], rows["model"]["resident_mb"]) == (950.4, 1480.6)
+    assert (rows["suffix"]["weights_mb"], rows["suffix"]["resident_mb"]) == (None, None)  # not in its report
+    printed = board_table.format_board(report)
+    assert "MB cnt MB rss" in printed and "MB rss (measured)" in printed
+    line = next(line for line in printed.splitlines() if line.startswith("model "))
+    assert "   950   1481 " in line, line
+
+
 def test_a_machine_slowing_down_over_the_board_moves_no_ratio():
     """Each cell's plain run is timed beside its speculative one; across cells the machine may drift
     (here it halves its speed), so a runner's plain rate is the median over its cells and each cell

@@ -41,8 +41,9 @@ def served_report(plain_rate: float, spec_rate: float, text: str) -> dict:
 
 def test_the_table_puts_every_row_over_our_plain_run_and_holds_text_to_ours():
     summary = {"prompts": 1, "baseline_tok_s": 4.0, "speculative_tok_s": 5.0, "alpha": 0.8, "identical_prompts": 1,
-               "llamacpp_tok_s": 8.0, "llamacpp_identical_prompts": 0, "llamacpp_memory_mb": 900.0,
-               "baseline_memory_mb": 600.0, "speculative_memory_mb": 800.0}
+               "llamacpp_tok_s": 8.0, "llamacpp_identical_prompts": 0, "llamacpp_resident_mb": 900.0,
+               "baseline_weights_mb": 600.0, "speculative_weights_mb": 800.0,
+               "baseline_resident_mb": 1500.0, "speculative_resident_mb": 1550.0}
     ours = {"runs": [{"settings": {"drafter": "model", "gamma": 3, "runner": "auto"}, "runner": "eager",
                       "summary": summary, "prompts": [{"id": 1, "baseline_text": "same"}]}]}
     rows = peers.peer_rows({"ours": ours, "vllm": served_report(2.0, 3.0, "different")})
@@ -54,12 +55,16 @@ def test_the_table_puts_every_row_over_our_plain_run_and_holds_text_to_ours():
     assert by["vLLM, plain"]["identical"] == "1/1" and by["vLLM, draft_model"]["identical"] == "0/1"
     assert by["vLLM, draft_model"]["speedup_over_own_plain"] == 1.5
     assert by["vLLM, plain"]["decode_tok_s"] == pytest.approx(9 / (5 - 0.5))  # after the first token
-    memory = {name: by[name]["memory_mb"] for name in ("ours plain (runner eager)", "ours speculative (model, γ 3)",
-                                                       "llama.cpp's own loop, plain", "vLLM, plain", "vLLM, draft_model")}
-    assert list(memory.values()) == [600.0, 800.0, 900.0, 700.0, 1100.0]
+    names = ("ours plain (runner eager)", "ours speculative (model, γ 3)", "llama.cpp's own loop, plain",
+             "vLLM, plain", "vLLM, draft_model")
+    # measured for every engine; counted for ours only (no tensor count reaches another engine's memory)
+    assert [by[name]["resident_mb"] for name in names] == [1500.0, 1550.0, 900.0, 700.0, 1100.0]
+    assert [by[name]["weights_mb"] for name in names] == [600.0, 800.0, None, None, None]
     table = peers.format_peers(rows, ["vLLM: no venv (python -m playground.serve setup vllm)"])
     assert "| ours speculative (model, γ 3) | 5.00 |" in table and "left out: vLLM: no venv" in table
-    assert "| vLLM, draft_model | 3.00 | 3.18 | 0.75× | 0.50 | 0/1 | 1100 |" in table and peers.MEMORY_NOTE in table
+    assert "| vLLM, draft_model | 3.00 | 3.18 | 0.75× | 0.50 | 0/1 | 1100 | — |" in table and peers.MEMORY_NOTE in table
+    assert "| ours speculative (model, γ 3) | 5.00 | — | 1.25× | 0.80 | 1/1 | 1550 | 800 |" in table
+    assert "| resident MB (measured) | weights MB (counted) |" in table
 
 
 @pytest.mark.served
@@ -82,7 +87,7 @@ def test_every_installed_peer_runs_on_the_same_prompts_in_one_table(tmp_path):
     for name in expected[1:]:  # float32 everywhere: every engine's greedy output is our plain run's
         assert rows[name]["identical"] == ("other weights" if name.startswith("vLLM") else "2/2"), (name, rows[name])
         assert rows[name]["tok_s"] > 0
-        assert rows[name]["memory_mb"] > 0, name  # each loop's first call and each server's processes hold some
+        assert rows[name]["resident_mb"] > 0, name  # each loop's first call and each server's processes hold some
     for name in ("OpenVINO GenAI, speculative", "llama.cpp's server, draft_model", "vLLM, draft_model"):
         assert 0 < rows[name]["acceptance"] <= 1
     assert set(report["reports"]) == {"ours", "llama-server", "vllm"}

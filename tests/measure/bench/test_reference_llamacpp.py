@@ -57,7 +57,7 @@ def test_the_llamacpp_row_is_in_the_json_per_prompt_and_summary(bench):
         s = run["summary"]
         assert s["llamacpp_tok_s"] > 0 and s["baseline_over_llamacpp"] > 0 and s["speculative_over_llamacpp"] > 0
         # what its first call loaded, the same on every prompt (the loop stays loaded)
-        assert s["llamacpp_memory_mb"] > 0 and {p["llamacpp_memory_mb"] for p in run["prompts"]} == {s["llamacpp_memory_mb"]}
+        assert s["llamacpp_resident_mb"] > 0 and {p["llamacpp_resident_mb"] for p in run["prompts"]} == {s["llamacpp_resident_mb"]}
         assert s["llamacpp_identical_prompts"] == (2 if greedy else None)
         assert {"llamacpp_tok_s", "speculative_over_llamacpp"} <= set(run["categories"]["coding"])
 

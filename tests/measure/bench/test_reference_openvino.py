@@ -108,7 +108,7 @@ def test_the_bench_times_its_rows_beside_ours(openvino_genai, tmp_path):
     s = run["summary"]
     assert s["openvino_identical_prompts"] == 2 and s["baseline_over_openvino"] > 0
     assert 0 <= s["openvino_speculative_acceptance"] <= 1
-    assert s["openvino_memory_mb"] > 0 and s["openvino_speculative_memory_mb"] > 0  # each loaded at its first call
+    assert s["openvino_resident_mb"] > 0 and s["openvino_speculative_resident_mb"] > 0  # each loaded at its first call
     block = printed.getvalue()[printed.getvalue().index("Faster than what?"):]
     for row in ("OpenVINO GenAI plain (its LLMPipeline)", "OpenVINO GenAI speculative", "ours plain, runner auto"):
         assert row in block

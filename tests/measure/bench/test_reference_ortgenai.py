@@ -44,7 +44,7 @@ def test_its_plain_and_speculative_loops_are_timed_beside_ours(bench):
     s = run["summary"]
     assert s["ortgenai_identical_prompts"] == 2 and s["speculative_over_ortgenai"] > 0
     assert 0 < s["ortgenai_speculative_acceptance"] <= 1
-    assert s["ortgenai_memory_mb"] > 0 and s["ortgenai_speculative_memory_mb"] > 0  # each loaded at its first call
+    assert s["ortgenai_resident_mb"] > 0 and s["ortgenai_speculative_resident_mb"] > 0  # each loaded at its first call
     assert {"ortgenai_tok_s", "ortgenai_speculative_decode_tok_s"} <= set(s)
 
 

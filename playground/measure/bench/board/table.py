@@ -124,7 +124,9 @@ def leaderboard(report: dict) -> list[dict]:
             "gamma": run["settings"]["tree_depth" if run["settings"].get("speculation") == TREE else "gamma"],
             "alpha": s["alpha"], "alpha_by_position": s.get("acceptance_by_position", []), "c": s["c"],
             "verify_cost": s["verify_cost"], "tokens_per_call": s["mean_accepted_tokens"],
-            "memory_mb": s.get("speculative_memory_mb"), "tok_s": s["speculative_tok_s"],
+            # counted (engine/memory.py) and measured (resident.py: the process's growth, all rows' models)
+            "weights_mb": s.get("speculative_weights_mb"), "resident_mb": s.get("speculative_resident_mb"),
+            "tok_s": s["speculative_tok_s"],
             "decode_tok_s": s.get("speculative_decode_tok_s"),
             "over_own_plain": s["speedup_total"],
             "over_fastest": over_fastest(run, every),
@@ -222,7 +224,8 @@ def format_board(report: dict) -> str:
     """The leaderboard, the winners and the sentences, as the CLI prints them."""
     rows, plain = leaderboard(report), fastest_plain(probe_runs(report))
     head = (f"{'entry':<32} {'γ':>2} {'α':>5} {'α by position':<20} {'c':>6} {'v':>5} {'tok/call':>8} "
-            f"{'tok/s':>7} {'dec tok/s':>9} {'× fastest':>9} {'dec ×':>6} {'predicted':>9} {'MB':>6} same")
+            f"{'tok/s':>7} {'dec tok/s':>9} {'× fastest':>9} {'dec ×':>6} {'predicted':>9} {'MB cnt':>6} "
+            f"{'MB rss':>6} same")
     lines = [f"The drafts board: against the fastest plain decoding, {plain.name} ({plain.tok_s:.2f} tok/s"
              + (f", {plain.decode_tok_s:.2f} decoding only" if plain.decode_tok_s else "")
              + "; medians over the probe's cells), each drafter's own side-by-side speedup rescaled to it", head]
@@ -230,11 +233,15 @@ def format_board(report: dict) -> str:
         positions = "/".join(f"{a:.2f}" for a in r["alpha_by_position"][:4])
         decode = f"{r['decode_tok_s']:.2f}" if r["decode_tok_s"] is not None else "-"
         decode_x = f"{r['decode_over_fastest']:.2f}×" if r["decode_over_fastest"] is not None else "-"
-        memory = f"{r['memory_mb']:.0f}" if r["memory_mb"] is not None else "-"
+        counted, measured = (f"{r[k]:.0f}" if r[k] is not None else "-" for k in ("weights_mb", "resident_mb"))
         lines.append(f"{r['entry'][:32]:<32} {r['gamma']:>2} {r['alpha']:>5.2f} {positions:<20} {r['c']:>6.3f} "
                      f"{r['verify_cost']:>5.2f} {r['tokens_per_call']:>8.2f} {r['tok_s']:>7.2f} {decode:>9} "
-                     f"{r['over_fastest']:>8.2f}× {decode_x:>6} {r['predicted_over_fastest']:>8.2f}× {memory:>6} "
+                     f"{r['over_fastest']:>8.2f}× {decode_x:>6} {r['predicted_over_fastest']:>8.2f}× "
+                     f"{counted:>6} {measured:>6} "
                      f"{r['identical']}")
+    lines.append("MB cnt (counted): the target's weights and what the drafter holds; MB rss (measured): what this "
+                 "process's resident memory grew by since before its first model loaded, at the entry's last run "
+                 "(one process holds every entry's models)")
     lines.append("Winner per category: " + "; ".join(f"{w['category']}: {w['winner']} ({w['over_fastest']:.2f}×)"
                                                      for w in winners(report)))
     lines += cannot_pay(report)

@@ -137,7 +137,7 @@ def record_fields(runs: dict, config) -> dict:
         "llamacpp_seconds": cpp.seconds,
         "llamacpp_tok_s": cpp.tok_s,
         **cpp.decode_fields("llamacpp"),
-        "llamacpp_memory_mb": cpp.memory_bytes / 2**20,
+        "llamacpp_resident_mb": cpp.resident_bytes / 2**20,  # measured: what its first call added
         "baseline_over_llamacpp": base.tok_s / cpp.tok_s if cpp.tok_s else 0.0,
         "speculative_over_llamacpp": spec.tok_s / cpp.tok_s if cpp.tok_s else 0.0,
         # greedy: a different runtime on the same file; a near-tie may go the other way (reported)
@@ -161,7 +161,7 @@ def summary_fields(records: list[dict], ours: dict) -> dict:
     fields = {
         "llamacpp_tok_s": cpp,
         "llamacpp_decode_tok_s": decode,
-        "llamacpp_memory_mb": max(r.get("llamacpp_memory_mb", 0) for r in records),
+        "llamacpp_resident_mb": max(r.get("llamacpp_resident_mb", 0) for r in records),
         "baseline_over_llamacpp": ours["baseline_tok_s"] / cpp if cpp else 0.0,
         "speculative_over_llamacpp": median(r["speculative_over_llamacpp"] for r in records),
         "speculative_over_llamacpp_total": ours["speculative_tok_s"] / cpp if cpp else 0.0,

@@ -15,7 +15,7 @@ def record_fields(runs: dict, key: str) -> dict:
         f"{key}_new_tokens": len(plain.tokens), f"{key}_seconds": plain.seconds, f"{key}_tok_s": plain.tok_s,
         **plain.decode_fields(key),
         f"{key}_identical": plain.tokens == base.tokens,
-        f"{key}_memory_mb": plain.memory_bytes / 2**20,
+        f"{key}_resident_mb": plain.resident_bytes / 2**20,  # measured: what its first call added
         f"baseline_over_{key}": base.tok_s / plain.tok_s if plain.tok_s else 0.0,
         f"speculative_over_{key}": spec.tok_s / plain.tok_s if plain.tok_s else 0.0,
     }
@@ -25,7 +25,7 @@ def record_fields(runs: dict, key: str) -> dict:
             f"{name}_new_tokens": len(theirs.tokens), f"{name}_seconds": theirs.seconds, f"{name}_tok_s": theirs.tok_s,
             **theirs.decode_fields(name),
             f"{name}_identical": theirs.tokens == plain.tokens,
-            f"{name}_memory_mb": theirs.memory_bytes / 2**20,
+            f"{name}_resident_mb": theirs.resident_bytes / 2**20,
             f"{name}_stats": theirs.stats,
         })
     return fields
@@ -37,7 +37,7 @@ def summary_fields(records: list[dict], ours: dict, key: str, drafted: str, acce
     plain = rate(records, f"{key}_new_tokens", f"{key}_seconds")
     fields = {f"{key}_tok_s": plain, f"{key}_decode_tok_s": rate(records, f"{key}_decode_tokens", f"{key}_decode_seconds"),
               f"{key}_identical_prompts": sum(r[f"{key}_identical"] for r in records),
-              f"{key}_memory_mb": max(r.get(f"{key}_memory_mb", 0) for r in records),
+              f"{key}_resident_mb": max(r.get(f"{key}_resident_mb", 0) for r in records),
               f"baseline_over_{key}": ours["baseline_tok_s"] / plain if plain else 0.0,
               f"speculative_over_{key}": ours["speculative_tok_s"] / plain if plain else 0.0}
     name = f"{key}_speculative"
@@ -48,5 +48,5 @@ def summary_fields(records: list[dict], ours: dict, key: str, drafted: str, acce
         fields.update({f"{name}_tok_s": rate(records, f"{name}_new_tokens", f"{name}_seconds"),
                        f"{name}_decode_tok_s": rate(records, f"{name}_decode_tokens", f"{name}_decode_seconds"),
                        f"{name}_identical_prompts": sum(r[f"{name}_identical"] for r in records),
-                       f"{name}_memory_mb": max(r.get(f"{name}_memory_mb", 0) for r in records)})
+                       f"{name}_resident_mb": max(r.get(f"{name}_resident_mb", 0) for r in records)})
     return fields

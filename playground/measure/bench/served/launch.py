@@ -139,18 +139,12 @@ class Server:
         """What the server's processes hold now: their proportional set sizes summed (a page two of
         them share, such as a library, counted once in all), or resident sizes where the system
         gives no PSS; None once it has stopped."""
-        import psutil
+        from playground.measure.bench.resident import process_bytes
 
         if self.process is None or self.process.poll() is not None:
             return None
-        total = 0
-        for member in set(group_members(self.process.pid)) | set(descendants(self.process.pid)):
-            try:
-                info = member.memory_full_info()
-                total += getattr(info, "pss", info.rss)
-            except psutil.Error:  # one that ended meanwhile
-                pass
-        return total
+        members = set(group_members(self.process.pid)) | set(descendants(self.process.pid))
+        return sum(process_bytes(member.pid) or 0 for member in members)  # 0: one that ended meanwhile
 
     def stop(self) -> None:
         """SIGTERM to the group, SIGKILL after a grace period; every member is gone after (also
