@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from playground.config import DRAFT_MODEL_DRAFTERS, TREE, RunConfig
 from playground.engine.kvcache import CachedModel
@@ -105,28 +105,35 @@ class Building:
         return self.seconds is not None
 
 
+RUNNER, HEAD = "runner", "head"  # what a Choosing event chooses
+
+
 @dataclass(frozen=True)
 class Choosing:
-    """auto's runner for one model, measured on this machine (runners/auto.py): yielded before (choice
-    None), then with the choice: the runner and each candidate's plain step in milliseconds."""
+    """A choice measured on this machine (runners/auto.py): yielded before (choice None), then with the
+    choice. `what` RUNNER: auto's runner for one model, the choice naming the runner and each
+    candidate's plain step in milliseconds; HEAD: the draft's head, cut or whole, the choice naming
+    the head kept and each head's rows, runner and plain step (auto.record_head)."""
 
     model: str  # "target" or "draft"
     choice: dict | None = None
+    what: str = RUNNER
 
     @property
     def done(self) -> bool:
         return self.choice is not None
 
 
-def warm_up(target, draft, run: RunConfig,
-            prompt_tokens: int | None = None) -> Iterator[Compiling | Building | Choosing]:
+def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None,
+            head: bool = False) -> Iterator[Compiling | Building | Choosing]:
     """Prepare what this run's runner needs before its first step, yielding progress: the compiled
     runner's step shapes on both models (nothing when every shape is compiled already), or the
     onnxruntime runner's builds (minutes the first time, then read from the cache) and, under auto,
-    its choice between onnxruntime and eager, measured once. Nothing for the other runners.
+    its choice between onnxruntime and eager, measured once; `head`: the draft's head too, where the
+    run's draft vocabulary is the pair's to choose (see build_models). Nothing for the other runners.
     `prompt_tokens`: the prompt's length, if known (see run_capacities)."""
     if resolve(run.runner, target.device) != COMPILED:
-        yield from build_models(target, draft, run)  # nothing unless the run is on onnxruntime
+        yield from build_models(target, draft, run, head)  # nothing unless the run is on onnxruntime
         return
     heads = {TARGET: None, DRAFT: run.draft_vocab or None}  # the drafter factory's head, as a run builds it
     models = {TARGET: target, DRAFT: draft}
@@ -135,13 +142,14 @@ def warm_up(target, draft, run: RunConfig,
             yield from warm_model(models[name], rows, heads[name], run_capacities(run, prompt_tokens), name)
 
 
-def build_models(target, draft, run: RunConfig) -> Iterator[Building | Choosing]:
+def build_models(target, draft, run: RunConfig, head: bool = False) -> Iterator[Building | Choosing]:
     """The onnxruntime builds of the target and (when it drafts on that runner too) the draft, with the
     draft's head cut to the run's draft vocabulary as its drafter will ask; then, under auto, each
     model's runner measured on this machine where nothing is recorded yet (runners/auto.py), so the
-    run's first step already runs on it. Nothing for a model that does not run on onnxruntime."""
+    run's first step already runs on it. Nothing for a model that does not run on onnxruntime.
+    `head`: the run's draft vocabulary is the pair's suggestion, not the user's, so the draft's head is
+    the machine's to choose: see choose_head (chosen_head then gives the run as it drafts)."""
     from playground.engine.runners.auto import record, recorded
-    from playground.engine.runners.onnx_build import built_model, is_built
 
     todo = []
     if resolve(run.runner, target.device, run.speculation == TREE, target) == ONNXRUNTIME:
@@ -150,15 +158,74 @@ def build_models(target, draft, run: RunConfig) -> Iterator[Building | Choosing]
     if run.drafter in DRAFT_MODEL_DRAFTERS and draft is not None and \
             resolve(run.runner, draft.device, run.speculation == TREE, draft, rows) == ONNXRUNTIME:
         todo.append((DRAFT, draft, rows))
-    builds = [item for item in todo if not is_built(item[1], item[2])]
-    for index, (name, model, head_rows) in enumerate(builds, 1):
-        yield Building(name, index, len(builds))
-        yield Building(name, index, len(builds), built_model(model, head_rows).seconds)
+    yield from builds(todo)
     if run.runner == "auto":
         for name, model, head_rows in todo:
             if recorded(model, head_rows) is None:
                 yield Choosing(name)
                 yield Choosing(name, record(model, head_rows))
+    if head:
+        yield from choose_head(draft, run)
+
+
+def builds(todo: list[tuple[str, object, int | None]]) -> Iterator[Building]:
+    """The onnxruntime builds of (name, model, head rows) this process does not have yet, each said
+    before and after (0 seconds: found in the cache)."""
+    from playground.engine.runners.onnx_build import built_model, is_built
+
+    missing = [item for item in todo if not is_built(item[1], item[2])]
+    for index, (name, model, head_rows) in enumerate(missing, 1):
+        yield Building(name, index, len(missing))
+        yield Building(name, index, len(missing), built_model(model, head_rows).seconds)
+
+
+def head_runners(draft, run: RunConfig) -> dict[str, str] | None:
+    """The runners the run's draft would step on with its head cut and whole, where a cut is not free
+    there (runners/auto.CUT_NOT_FREE); None where the run has no such choice: no draft model drafting,
+    no draft vocabulary, or a runner on which the cut is cheaper by construction."""
+    from playground.engine.runners.auto import CUT, CUT_NOT_FREE, FULL
+
+    if draft is None or not run.draft_vocab or run.drafter not in DRAFT_MODEL_DRAFTERS:
+        return None
+    tree = run.speculation == TREE
+    cut = resolve(run.runner, draft.device, tree, draft, run.draft_vocab)
+    if cut not in CUT_NOT_FREE:
+        return None
+    return {CUT: cut, FULL: resolve(run.runner, draft.device, tree, draft, None)}
+
+
+def choose_head(draft, run: RunConfig) -> Iterator[Building | Choosing]:
+    """The draft's plain step timed with its head cut to the run's draft vocabulary and with the whole
+    head, where a cut is not free on the draft's runner and nothing is recorded for it yet (once per
+    machine, thread count and build: auto.record_head); the whole head's build first where it runs
+    on onnxruntime. Run build_models first: under auto the cut's runner is the one measured there."""
+    from playground.engine.runners.auto import CUT, FULL, head_kind, record_head, recorded
+
+    runners = head_runners(draft, run)
+    if runners is None or recorded(draft, run.draft_vocab, head_kind(runners[CUT])) is not None:
+        return
+    yield from builds([(DRAFT, draft, None)] if runners[FULL] == ONNXRUNTIME else [])
+    yield Choosing(DRAFT, what=HEAD)
+    yield Choosing(DRAFT, record_head(draft, run.draft_vocab, runners), HEAD)
+
+
+def head_choice(draft, run: RunConfig) -> dict | None:
+    """The head choice recorded for the run's draft on the runner its cut head steps on (choose_head),
+    or None: no choice there (a runner on which the cut is free) or none measured yet."""
+    from playground.engine.runners.auto import CUT, head_kind, recorded
+
+    runners = head_runners(draft, run)
+    return None if runners is None else recorded(draft, run.draft_vocab, head_kind(runners[CUT]))
+
+
+def chosen_head(draft, run: RunConfig) -> RunConfig:
+    """The run as its draft drafts with the head recorded as faster here: its draft vocabulary 0 (the
+    whole head) where the whole head measured faster; else the run as it is. For a run whose draft
+    vocabulary is the pair's suggestion: one the user set is theirs."""
+    from playground.engine.runners.auto import FULL
+
+    known = head_choice(draft, run)
+    return replace(run, draft_vocab=0) if known is not None and known["head"] == FULL else run
 
 
 def warm_model(model, rows: tuple[int, ...], head_rows: int | None, caps: tuple[int, ...],

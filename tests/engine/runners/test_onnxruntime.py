@@ -265,6 +265,24 @@ def test_an_unreadable_record_is_measured_again_and_a_failed_write_leaves_the_fi
     assert path.read_text() == before and [p.name for p in path.parent.iterdir()] == [path.name]
 
 
+def test_a_draft_head_on_onnxruntime_is_timed_cut_and_whole_and_the_kept_one_drafts(int4_target):
+    """On onnxruntime a cut head is another build: the whole head's step is timed beside it, both
+    sessions are closed after, and a drafter of the head kept runs (issue 38)."""
+    from playground.config import RunConfig
+    from playground.engine.runners.warmup import HEAD, Choosing, build_models, chosen_head
+
+    run = RunConfig(pair="tiny", runner="onnxruntime", draft_vocab=64)
+    events = list(build_models(int4_target, int4_target, run, head=True))
+    made = [e for e in events if isinstance(e, Choosing) and e.what == HEAD][-1].choice
+    assert made["runners"] == {"cut": "onnxruntime", "full": "onnxruntime"} and min(made["step_ms"].values()) > 0
+    assert made["head"] == ("cut" if made["step_ms"]["cut"] < made["step_ms"]["full"] else "full")
+    assert not onnx_build.is_built(int4_target, 64) and not onnx_build.is_built(int4_target)  # both closed
+    rows = chosen_head(int4_target, run).draft_vocab or None
+    assert rows == (64 if made["head"] == "cut" else None)
+    drafter = ModelDrafter(int4_target, draft_vocab=rows, runner="onnxruntime")
+    assert drafter.lm.runner.name == "onnxruntime" and drafter.lm.logits_for(PROMPT, 1).shape[-1] == int4_target.config.vocab_size
+
+
 def test_a_tree_timed_beside_a_chain_gets_plain_decoding_on_its_own_runner(int4_target, built_pair):
     """Under auto the chain runs on onnxruntime and a tree on eager: the tree's speedup is then over a
     plain run of its own on eager (both speedups same-runner); with one runner for both, none is added."""
