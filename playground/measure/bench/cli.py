@@ -157,7 +157,8 @@ def run_config(args, plan: Plan) -> dict:
             "reference": ",".join(args.reference or ()) or None, "sweep": args.sweep, "drafters": args.drafters,
             "prompt_count": len(plan.prompts),
             "tree": tree_shape(base) if args.tree or base.speculation == TREE else None,
-            **({"gamma_followed": asdict(args.followed)} if getattr(args, "followed", None) else {})}
+            **({"gamma_followed": asdict(args.followed)} if getattr(args, "followed", None) else {}),
+            **({"draft_head": args.head} if getattr(args, "head", None) else {})}
 
 
 def write_outputs(report: dict, args) -> None:
@@ -198,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_drafters(parser, plan, load_pair(args, plan, cache))
         check_gguf(parser, plan, load_pair(args, plan, cache))
+        plan = choose_head(args, plan, cache)  # first: c, which γ follows from, is the kept head's
         plan = follow_gamma(args, plan, cache)
         report = run_benchmark(args, plan, cache)
     except SettingError as error:  # the board's budget, known once a plain step is timed
@@ -215,6 +217,35 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 1
     return 0
+
+
+def choose_head(args, plan: Plan, cache) -> Plan:
+    """Without --draft-vocab, the pair's draft vocabulary is the machine's to choose: where the draft's
+    runner does not make a cut head cheaper (runners/auto.py), the draft's plain step is timed cut and
+    whole once per machine, said, and kept in the report's config (`draft_head`), and every cell on the
+    pair's draft drafts with the faster head (runners/warmup.chosen_head). A draft vocabulary given or
+    swept, and the drafts board's entries, run as given."""
+    from tqdm import tqdm
+
+    from playground.engine import factory
+    from playground.engine.runners.warmup import build_models, chosen_head, head_choice
+
+    args.head = None
+    if "draft_vocab" not in args.suggested or "draft_vocab" in plan.grid.axes or args.drafters is not None:
+        return plan
+    pair, first = load_pair(args, plan, cache), plan.cells[0]  # the pair as the first cell loads it
+
+    def draft_of(cell):  # None for a cell on another draft, or whose drafter runs none
+        same = (cell.draft, cell.draft_quantization) == (first.draft, first.draft_quantization)
+        return factory.Models.of(pair, cell).draft if same else None
+
+    for cell in [cell for cell in plan.cells if cell.draft_vocab and draft_of(cell) is not None]:
+        for event in build_models(pair.target.model, draft_of(cell), cell, head=True):
+            tqdm.write(sweep.build_text(event, "the draft's head"), file=sys.stderr)
+    base = plan.grid.base
+    args.head = head_choice(draft_of(base), base)
+    cells = [chosen_head(draft_of(cell), cell) for cell in plan.cells]
+    return replace(plan, grid=replace(plan.grid, base=chosen_head(draft_of(base), base)), cells=cells)
 
 
 def follow_gamma(args, plan: Plan, cache) -> Plan:
