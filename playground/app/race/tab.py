@@ -21,8 +21,8 @@ from playground.app.race import plots
 from playground.app.race import summary
 from playground.app.shared.context import AppContext
 from playground.app.shared.examples import RACE as EXAMPLES
-from playground.app.shared.flow import (Stop, check_prompt, compiling, guarded, load_pair, model_job, outputs,
-                                        parsed, random_weights_note, read_settings, status_html)
+from playground.app.shared.flow import (Stop, check_prompt, compiling, drafted_head, guarded, load_pair, model_job,
+                                        outputs, parsed, random_weights_note, read_settings, status_html)
 from playground.app.shared.form import Form
 from playground.measure.teach.points import point_from_race
 from playground.app.race.frames import BASELINE, SPECULATIVE, TIMING_NOTE, RaceFrame, race_frames
@@ -41,6 +41,9 @@ class RaceForm(Form):
     # shows the pair's suggestion, so the race runs the pair's γ followed here (at_followed_gamma). Not
     # an API parameter: an API call (which loads no page) keeps True, so its γ runs as given
     gamma_set: bool = True
+    # whether the draft vocabulary is the user's, kept as gamma_set is: while the page shows the pair's
+    # suggestion, the draft's head (cut or whole) is the one measured faster here (flow.load_pair's head)
+    vocab_set: bool = True
 
     def parse(self) -> RunConfig:
         """The run's settings, checked as far as the engine would, and the prompts: a bad knob or
@@ -125,30 +128,37 @@ def build(ctx: AppContext) -> dict:
         accept_plot = gr.Plot(label="acceptance by draft position", show_label=False)
 
     view = RaceView(baseline_text, spec_text, tokens_plot, speedup_plot, accept_plot, stats, status)
-    gamma_set = gr.State(True)
-    form = RaceForm(prompt, system, knobs, gamma_set)
+    gamma_set, vocab_set = gr.State(True), gr.State(True)
+    form = RaceForm(prompt, system, knobs, gamma_set, vocab_set)
     job = model_job(run, partial(handle, ctx, view), form, outputs(view), status, "race",
                     Stop(stop, "stop", flags=ctx.stops))
     controls.follow_pair(ctx, knobs)
     follow_gamma(ctx, knobs, gamma_set, job)
+    whose(knobs, "draft_vocab", vocab_set)
     return {"view": view, "knobs": knobs, "gamma_set": gamma_set}
 
 
-def follow_gamma(ctx: AppContext, knobs: dict, gamma_set: gr.State, job) -> None:
-    """Whose γ the γ control holds: the page's (the pair's suggestion) when the page loads and when the
-    user picks a pair or draft (follow_pair then sets it); the user's once the user moves it (`input`,
-    which an example or another tab's hand-over does not fire). After a race, the control shows the
-    γ the race ran at."""
-    private = dict(queue=False, api_visibility="private", show_progress="hidden")
-    knobs["gamma"].input(lambda: True, None, gamma_set, **private)
+PRIVATE = dict(queue=False, api_visibility="private", show_progress="hidden")  # page-only events
+
+
+def whose(knobs: dict, name: str, state: gr.State) -> None:
+    """Whose value a knob's control holds, kept in `state`: the page's (the pair's suggestion) when the
+    page loads and when the user picks a pair or draft (follow_pair then sets it); the user's once the
+    user moves it (`input`, which an example or another tab's hand-over does not fire)."""
+    knobs[name].input(lambda: True, None, state, **PRIVATE)
     for decider in ("pair", "draft"):
-        knobs[decider].input(lambda: False, None, gamma_set, **private)
+        knobs[decider].input(lambda: False, None, state, **PRIVATE)
     page = gr.context.Context.root_block
     if page is not None:
-        page.load(lambda: False, None, gamma_set, **private)
+        page.load(lambda: False, None, state, **PRIVATE)
+
+
+def follow_gamma(ctx: AppContext, knobs: dict, gamma_set: gr.State, job) -> None:
+    """Whose γ the γ control holds (see whose). After a race, the control shows the γ the race ran at."""
+    whose(knobs, "gamma", gamma_set)
     names = list(knobs)
     job.success(lambda *values: raced_gamma(ctx, dict(zip(names, values)), values[-1]),
-                [*knobs.values(), gamma_set], knobs["gamma"], **private)
+                [*knobs.values(), gamma_set], knobs["gamma"], **PRIVATE)
 
 
 def raced_gamma(ctx: AppContext, values: dict, gamma_set: bool):
@@ -166,13 +176,23 @@ def handle(ctx: AppContext, view: RaceView, form: RaceForm) -> Iterator[dict]:
     """Run the race: check the form, load the pair, then race both runs frame by frame; any failure
     is a message in the status box. A finished race becomes a point of the session's theory view."""
     settings = yield from parsed(view.status, form.parse)
-    pair = yield from load_pair(ctx, settings, view.status, prompt=form.prompts)  # the pair's γ followed
+    head = pairs_head(ctx, settings, form.vocab_set)
+    pair = yield from load_pair(ctx, settings, view.status, prompt=form.prompts, head=head)  # γ followed
+    settings = drafted_head(pair, settings) if head else settings
     followed = at_followed_gamma(ctx, settings, form.gamma_set)
     if followed != settings:  # its step shapes too, so nothing compiles in mid-race
         settings = followed
         yield from guarded(view.status, compiling(pair, settings, view.status, form.prompts),
                            f"Could not compile the steps of {settings.pair or 'the default pair'}")
     yield from guarded(view.status, racing(ctx, view, pair, settings, form), "Generation failed")
+
+
+def pairs_head(ctx: AppContext, settings: RunConfig, vocab_set: bool) -> bool:
+    """Whether the race's draft head is the machine's to choose: a draft vocabulary the user did not
+    set (`vocab_set` False) and still at the pair's value for this draft, as the benchmark chooses
+    it without --draft-vocab. A value the user set, or any other (a hand-over's), drafts as given."""
+    return not vocab_set and bool(settings.draft_vocab) and \
+        settings.draft_vocab == ctx.suggested(settings.pair, settings.draft)["draft_vocab"]
 
 
 def at_followed_gamma(ctx: AppContext, settings: RunConfig, gamma_set: bool) -> RunConfig:

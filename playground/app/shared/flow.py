@@ -149,10 +149,13 @@ def loading(progress: Iterator[Loading], status):
         yield {status: status_html(f"Loading: {report.message}", report.fraction)}
 
 
-def load_pair(ctx, settings: RunConfig, status, prompt: tuple[str, str] | None = None):
+def load_pair(ctx, settings: RunConfig, status, prompt: tuple[str, str] | None = None, head: bool = False):
     """`pair = yield from load_pair(ctx, settings, view.status)`: the settings' pair, its step shapes
     compiled when the runner is compiled (see compiling), or a message in the status box.
-    `prompt` (text, system prompt), when a tab knows it: also the longer caches that prompt needs."""
+    `prompt` (text, system prompt), when a tab knows it: also the longer caches that prompt needs.
+    `head`: the settings' draft vocabulary is the pair's suggestion, so the draft's head is chosen on
+    this machine while compiling and the pair's γ follows the head kept (drafted_head: the settings
+    as the run then drafts)."""
     try:
         pair = yield from loading(ctx.load(settings), status)
     except ValueError as e:
@@ -160,10 +163,21 @@ def load_pair(ctx, settings: RunConfig, status, prompt: tuple[str, str] | None =
     except Exception as e:  # offline, disk full, no source: say so, keep serving
         log.exception("loading pair %s failed", settings.pair)
         yield from fail(status, f"Could not load pair {settings.pair!r}: {e}")
-    yield from guarded(status, compiling(pair, settings, status, prompt),
+    yield from guarded(status, compiling(pair, settings, status, prompt, head),
                        f"Could not compile the steps of {settings.pair or 'the default pair'}")
-    yield from following(ctx, pair, settings, status)
+    yield from following(ctx, pair, drafted_head(pair, settings) if head else settings, status)
     return pair
+
+
+def drafted_head(pair, settings: RunConfig) -> RunConfig:
+    """The settings as their draft drafts with the head measured faster on this machine (the whole one
+    where the cut measured slower: runners/warmup.chosen_head), for a draft vocabulary the pair chose."""
+    from playground.engine import factory
+    from playground.engine.runners.warmup import chosen_head
+    from playground.measure.bench.machine import spare_a_core
+
+    with spare_a_core():  # the threads compiling measured the head for: a choice holds for its threads
+        return chosen_head(factory.Models.of(pair, settings).draft, settings)
 
 
 def following(ctx, pair, settings: RunConfig, status):
@@ -188,10 +202,11 @@ def following(ctx, pair, settings: RunConfig, status):
     yield {status: status_html(f"{followed.line()}.")}  # it begins with γ, which has no capital here
 
 
-def compiling(pair, settings: RunConfig, status, prompt: tuple[str, str] | None = None):
+def compiling(pair, settings: RunConfig, status, prompt: tuple[str, str] | None = None, head: bool = False):
     """Right after the pair loads, compile the step shapes the settings' run will meet (runner
-    compiled), or build the onnxruntime models and measure auto's runner (runner onnxruntime or auto),
-    with progress in the status box as loading shows it: the first run then neither
+    compiled), or build the onnxruntime models and measure auto's runner (runner onnxruntime or auto)
+    and, given `head`, the draft's head (see load_pair), with progress in the status box as loading
+    shows it: the first run then neither
     waits for a compile in mid-race nor carries one. Once per pair and shape for the session; a
     shape already compiled is skipped, so this yields nothing the second time."""
     from playground.engine import factory
@@ -201,7 +216,7 @@ def compiling(pair, settings: RunConfig, status, prompt: tuple[str, str] | None 
     length = prompt_length(pair, settings, prompt)
     with spare_a_core():  # the threads the page's runs use: auto's runner is measured for those
         draft = factory.Models.of(pair, settings).draft  # None for a drafter that never runs the draft model
-        for event in warm_up(pair.target.model, draft, settings, length):
+        for event in warm_up(pair.target.model, draft, settings, length, head):
             share = (event.index - (not event.done)) / event.total if hasattr(event, "index") else float(event.done)
             yield {status: status_html(compile_message(event), share)}
 
@@ -221,6 +236,16 @@ def prompt_length(pair, settings: RunConfig, prompt: tuple[str, str] | None) -> 
 
 def compile_message(event) -> str:
     """What the page says of one step of a warm-up (runners/warmup.Compiling, Building or Choosing)."""
+    from playground.engine.runners.warmup import HEAD  # loaded already: it made the event
+    from playground.measure.bench.sweep import head_text
+
+    if getattr(event, "what", None) == HEAD:  # the draft's head, cut or whole, measured
+        if not event.done:
+            return ("Timing the draft's plain step with its head cut to the pair's draft vocabulary and whole: "
+                    "on this runner a cut head is not cheaper by itself, so the faster drafts. Once per machine, "
+                    "a few seconds…")
+        said = head_text(event.choice)
+        return f"{said[0].upper()}{said[1:]}: the {event.choice['head']} head drafts (kept for this machine)."
     if hasattr(event, "choice"):  # auto's runner, measured
         if not event.done:
             return (f"Timing the {event.model}'s plain step on PyTorch (eager) and on ONNX Runtime, so auto "
