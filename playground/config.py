@@ -122,8 +122,9 @@ class RunConfig:
                           low="ngram_min", high=32, sweep=True)
     draft_vocab: int = knob(0, "Draft vocabulary: first N token ids (0 is all)", "the draft model proposes "
                             "only among the first N token ids: a cheaper output layer, still lossless, but "
-                            "the target's tokens past N are never drafted", "drafter", low=0, high=10**7,
-                            sweep=True, pair_default=True)
+                            "the target's tokens past N are never drafted; left at the pair's value on a runner "
+                            "whose cut is not cheaper by itself (onnxruntime, llamacpp), the head measured "
+                            "faster here drafts", "drafter", low=0, high=10**7, sweep=True, pair_default=True)
     target_quantization: str = knob("default", "Target quantization", "default: as in models.yaml",
                                     "models", choices=QUANTIZATIONS)
     draft_quantization: str = knob("default", "Draft quantization", "default: as in models.yaml", "models",
