@@ -17,6 +17,7 @@ first time. The engine asks `runners.module_of(model)` where it hands a model to
 
 from __future__ import annotations
 
+import gc
 import threading
 from typing import Callable
 
@@ -50,9 +51,10 @@ class ModelHandle:
         return self.made is not None
 
     def release(self) -> None:
-        """Drop the PyTorch model (the next use makes it again); its memory goes back with free_memory."""
+        """Drop the PyTorch model (the next use makes it again) and give its memory back."""
         with self.lock:
             self.made = None
+        free_memory()
 
     def parameters(self):
         """The torch weights held now: none until the PyTorch model is made (memory counts what is held)."""
@@ -71,3 +73,18 @@ class ModelHandle:
 
     def __repr__(self) -> str:
         return f"ModelHandle({self.name!r}, {'loaded' if self.loaded else 'files only'})"
+
+
+def free_memory() -> None:
+    """Collect dropped models and hand freed memory back to the OS (and to CUDA)."""
+    gc.collect()
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)  # glibc keeps freed heap pages unless asked
+    except (OSError, AttributeError):
+        pass
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

@@ -14,7 +14,6 @@ torch and transformers are imported inside functions, so importing this module s
 
 from __future__ import annotations
 
-import gc
 import threading
 import weakref
 from collections import OrderedDict
@@ -24,6 +23,7 @@ from typing import Callable
 
 from playground.models.checkpoints import hub_checkpoint, local_checkpoint, pack_checkpoint
 from playground.models.fits import DoesNotFit, check_fits
+from playground.models.handle import free_memory
 from playground.config import AUTO_QUANTIZATION, BITSANDBYTES  # BITSANDBYTES: quantized while loading a checkpoint
 from playground.models import gguf_file
 from playground.models.precision import (bitsandbytes_config, model_family, quiet_bitsandbytes,  # noqa: F401
@@ -462,21 +462,6 @@ def refuse_pairing(runner: str | None, knobs: dict, with_draft: bool) -> None:
     for field in ("target_quantization", "draft_quantization")[: 1 + with_draft]:
         if knobs[field] in BITSANDBYTES:
             raise compiled_refuses(field, knobs[field])
-
-
-def free_memory() -> None:
-    """Collect dropped models and hand freed memory back to the OS (and to CUDA)."""
-    gc.collect()
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)  # glibc keeps freed heap pages unless asked
-    except (OSError, AttributeError):
-        pass
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
 
 
 def reporter(progress: Progress | None) -> Progress:

@@ -107,3 +107,18 @@ def test_an_eager_run_makes_it_and_decodes_as_the_model_does(gguf, cache):
 def test_other_quantizations_and_devices_load_pytorch_as_before(gguf, cache):
     path, _ = gguf
     assert not isinstance(load(path, quantization="none").model, ModelHandle)
+
+
+def test_a_run_on_a_torch_runner_makes_it_before_its_first_step_with_progress(gguf, cache):
+    from playground.config import RunConfig
+    from playground.engine.runners.warmup import Making, making
+
+    path, _ = gguf
+    target, draft = load(path).model, load(path).model
+    run = RunConfig(pair="tiny", runner="eager", drafter="prompt_lookup")
+    events = list(making(target, draft, run))  # prompt lookup never runs the draft: only the target made
+    assert [type(e) for e in events] == [Making, Making] and events[0].model == "target"
+    assert not events[0].done and events[1].done and target.loaded and not draft.loaded
+    assert list(making(target, draft, run)) == []  # made once
+    draft_run = RunConfig(pair="tiny", runner="eager", drafter="model")
+    assert [e.model for e in making(target, draft, draft_run)] == ["draft", "draft"] and draft.loaded

@@ -235,10 +235,15 @@ def prompt_length(pair, settings: RunConfig, prompt: tuple[str, str] | None) -> 
 
 
 def compile_message(event) -> str:
-    """What the page says of one step of a warm-up (runners/warmup.Compiling, Building or Choosing)."""
+    """What the page says of one step of a warm-up (runners/warmup.Making, Compiling, Building or Choosing)."""
     from playground.engine.runners.warmup import HEAD  # loaded already: it made the event
     from playground.measure.bench.sweep import head_text
 
+    if type(event).__name__ == "Making":  # a model kept as its files gets its PyTorch model
+        if not event.done:
+            return (f"Making the {event.model}'s PyTorch model from its GGUF file, which this run computes with "
+                    "(the default runs on ONNX Runtime without it): a minute or two, once per session…")
+        return f"Made the {event.model}'s PyTorch model in {event.seconds:.0f} s."
     if getattr(event, "what", None) == HEAD:  # the draft's head, cut or whole, measured
         if not event.done:
             return ("Timing the draft's plain step with its head cut to the pair's draft vocabulary and whole: "
@@ -249,7 +254,8 @@ def compile_message(event) -> str:
     if hasattr(event, "choice"):  # auto's runner, measured
         if not event.done:
             return (f"Timing the {event.model}'s plain step on PyTorch (eager) and on ONNX Runtime, so auto "
-                    "runs it on the faster: once per machine, a few seconds…")
+                    "runs it on the faster: once per machine; its PyTorch model is made from the GGUF for this "
+                    "and let go after, a minute or two…")
         ms = event.choice["step_ms"]
         return (f"auto runs the {event.model} on {event.choice['runner']} here: a plain step took "
                 f"{ms['onnxruntime']:.0f} ms on onnxruntime, {ms['eager']:.0f} ms on eager (kept for this machine).")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import time
 from statistics import median
 
+from playground.engine.runners import is_handle
 from playground.engine.runners.choice import recorded, remember
 
 CONTEXT = 64  # tokens the cache holds when the steps are timed: a short prompt's
@@ -50,6 +51,8 @@ def record(model, rows: int | None = None) -> dict:
         from playground.engine.runners.onnx_build import release
 
         release(model)
+    elif is_handle(model):  # the PyTorch model was made for eager's timing alone: not held for nothing
+        model.release()
     return choice
 
 

@@ -29,9 +29,9 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from playground.config import DRAFT_MODEL_DRAFTERS, TREE, RunConfig
+from playground.config import DRAFT_MODEL_DRAFTERS, SELF, TREE, RunConfig
 from playground.engine.kvcache import CachedModel
-from playground.engine.runners import COMPILED, ONNXRUNTIME, resolve
+from playground.engine.runners import COMPILED, EAGER, ONNXRUNTIME, STATIC, is_handle, module_of, resolve
 from playground.engine.runners.compiled import bucket, step_key, steps_of
 from playground.engine.runners.static import MIN_CAPACITY, grown
 
@@ -125,13 +125,14 @@ class Choosing:
 
 
 def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None,
-            head: bool = False) -> Iterator[Compiling | Building | Choosing]:
+            head: bool = False) -> Iterator[Making | Compiling | Building | Choosing]:
     """Prepare what this run's runner needs before its first step, yielding progress: the compiled
     runner's step shapes on both models (nothing when every shape is compiled already), or the
     onnxruntime runner's builds (minutes the first time, then read from the cache) and, under auto,
     its choice between onnxruntime and eager, measured once; `head`: the draft's head too, where the
     run's draft vocabulary is the pair's to choose (see build_models). Nothing for the other runners.
     `prompt_tokens`: the prompt's length, if known (see run_capacities)."""
+    yield from making(target, draft, run)
     if resolve(run.runner, target.device) != COMPILED:
         yield from build_models(target, draft, run, head)  # nothing unless the run is on onnxruntime
         return
@@ -140,6 +141,41 @@ def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None,
     for name, rows in run_shapes(run).items():
         if rows and models[name] is not None:
             yield from warm_model(models[name], rows, heads[name], run_capacities(run, prompt_tokens), name)
+
+
+@dataclass(frozen=True)
+class Making:
+    """A model kept as its files (models/handle.py) getting its PyTorch model, which this run computes
+    with: yielded before (seconds None) and after. A minute or two for the default target on two cores."""
+
+    model: str  # "target" or "draft"
+    seconds: float | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.seconds is not None
+
+
+TORCH_RUNNERS = (EAGER, STATIC, COMPILED)
+
+
+def making(target, draft, run: RunConfig) -> Iterator[Making]:
+    """The PyTorch model of each handle this run computes with in torch (on a torch runner, or the
+    target drafting for itself), made now with progress rather than inside the run's first step."""
+    import time
+
+    tree = run.speculation == TREE
+    needs = [(TARGET, target, run.drafter == SELF
+              or resolve(run.runner, target.device, tree, target) in TORCH_RUNNERS)]
+    if run.drafter in DRAFT_MODEL_DRAFTERS and draft is not None:
+        needs.append((DRAFT, draft, resolve(run.runner, draft.device, tree, draft, run.draft_vocab or None)
+                      in TORCH_RUNNERS))
+    for name, model, in_torch in needs:
+        if in_torch and is_handle(model) and not model.loaded:
+            yield Making(name)
+            start = time.perf_counter()
+            module_of(model)
+            yield Making(name, time.perf_counter() - start)
 
 
 def build_models(target, draft, run: RunConfig, head: bool = False) -> Iterator[Building | Choosing]:
