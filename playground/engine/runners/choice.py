@@ -46,11 +46,10 @@ def key_of(model, rows: int | None, threads: int) -> str:
     """What a measured choice holds for: this CPU and thread count, this model's build, the libraries."""
     from importlib.metadata import version
 
-    from playground.engine.runners.onnx_build import build_key, builder_options, checkpoint_of, precision_of
+    from playground.engine.runners.onnx_build import build_identity
 
-    checkpoint, precision = checkpoint_of(model), precision_of(model)
-    build = build_key(checkpoint, precision, builder_options(checkpoint, precision, rows), rows)[:16]
-    return " | ".join([cpu_name(), f"{threads} threads", f"{checkpoint.name} {precision} {build}",
+    name, precision, build = build_identity(model, rows)
+    return " | ".join([cpu_name(), f"{threads} threads", f"{name} {precision} {build[:16]}",
                        f"onnxruntime {version('onnxruntime')}", f"torch {version('torch')}"])
 
 

@@ -1,11 +1,18 @@
-"""An ONNX model built once from a model's checkpoint, for the onnxruntime runner.
+"""An ONNX model built once from a model's file, for the onnxruntime runner.
 
-onnxruntime-genai's model builder (`python -m onnxruntime_genai.models.builder`) reads the
-checkpoint the model was loaded from and writes model.onnx with its weights and genai_config.json.
-It runs as a child process (it prints, and the engine never does), offline, into a folder beside
-the cache that is renamed into place only once whole and marked, so a half-built model is never
-trusted: one without its marker is built again. A build is keyed on the checkpoint's content,
-precision, options, head rows and builder version (onnx_cache.py), so a copied cache is not rebuilt.
+onnxruntime-genai's model builder (`python -m onnxruntime_genai.models.builder`) reads the model's
+weights and writes model.onnx with its weights and genai_config.json. It runs as a child process (it
+prints, and the engine never does), offline, into a folder beside the cache that is renamed into place
+only once whole and marked, so a half-built model is never trusted: one without its marker is built
+again. A build is keyed on content (onnx_cache.py), so a copied cache is not rebuilt.
+
+What it reads (`source_of`): an int4 build of a model loaded from a GGUF file (a model pack, a local or
+hub .gguf) reads that file itself, through gguf_builder.py (the builder's own GGUF loader, taught to
+dequantize Q4_K and the other quantized types), with the small folder of the model's config and
+tokenizer beside it (`model.metadata_dir()`, else the checkpoint's): no bfloat16 checkpoint is read,
+and the key is the GGUF's SHA-256. Anything else reads the checkpoint the model was loaded from: a hub
+model, and the tiny pair, whose GGUF and checkpoint are written in process (its float32 builds hold the
+runner to eager's logits).
 
 Precision follows the model as loaded: a float32 model (the tiny pair) is built in float32, so the
 tests can hold the runner to eager's logits; anything else in int4 (MatMulNBits, int8 activations:
@@ -40,6 +47,7 @@ from playground.engine.runners.onnx_cache import (MARKER, build_folder, build_ke
 
 ACCURACY_LEVEL = 4  # MatMulNBits with int8 activations: the fast CPU path (float activations: ~4.7x slower)
 LOG_TAIL = 2000  # characters of the builder's output an error shows
+ROOT = Path(__file__).resolve().parents[3]  # the folder holding `playground`, for the GGUF builder's child
 
 
 def ort():
@@ -122,8 +130,19 @@ def built_model(model, rows: int | None = None) -> Built:
     with LOCK:
         mine = BUILDS.setdefault(model, {})
         if rows not in mine:
-            mine[rows] = build(checkpoint_of(model), precision_of(model), rows)
+            precision = precision_of(model)
+            folder, gguf = source_of(model, precision)
+            mine[rows] = build(folder, precision, rows, gguf)
         return mine[rows]
+
+
+def build_identity(model, rows: int | None = None) -> tuple[str, str, str]:
+    """(name, precision, key) of the build `built_model` gives the model: the name of the file or
+    folder it reads, and the cache key (auto's recorded choices are kept under it, runners/choice.py)."""
+    precision = precision_of(model)
+    folder, gguf = source_of(model, precision)
+    key = build_key(folder, precision, builder_options(folder, precision, rows), rows, gguf)
+    return (gguf.stem if gguf else folder.name), precision, key
 
 
 def held_bytes(model) -> int:
@@ -145,16 +164,18 @@ def is_built(model, rows: int | None = None) -> bool:
 
 def serves(model) -> bool:
     """Is this runner auto's choice for the model: loaded in int4 on the CPU (int4-cpu, which auto
-    quantization picks there) from a checkpoint on disk, and onnxruntime-genai installed? Its build
-    is int4 too, so auto changes the kernels and not the precision the user chose; a model kept in
-    bf16 or float32 stays on PyTorch unless runner onnxruntime is asked for by name. A model built in
-    process (the tiny random pair) also stays: there speed means nothing, and a build per test
-    would cost seconds. So does an architecture the builder has not exported here (BUILT)."""
+    quantization picks there) from a file on disk (a GGUF or a checkpoint), and onnxruntime-genai
+    installed? Its build is int4 too, so auto changes the kernels and not the precision the user chose;
+    a model kept in bf16 or float32 stays on PyTorch unless runner onnxruntime is asked for by name. A
+    model built in process (the tiny random pair) also stays: there speed means nothing, and a build
+    per test would cost seconds. So does an architecture the builder has not exported here (BUILT)."""
     import importlib.util
 
-    locate = getattr(model, "checkpoint_dir", None)
-    int4 = any(type(m).__name__ == "Int4Linear" for m in model.modules())  # models/cpu_quant's int4-cpu
-    return (model.device.type == "cpu" and int4 and locate is not None and not getattr(locate, "written", False)
+    said = told_quantization(model)
+    if said is None:  # a loaded model: models/cpu_quant's int4-cpu replaced its linear layers
+        said = "int4-cpu" if any(type(m).__name__ == "Int4Linear" for m in model.modules()) else None
+    on_disk_file = reads_gguf(model) or on_disk(model, "checkpoint_dir")
+    return (model.device.type == "cpu" and said == "int4-cpu" and on_disk_file
             and model.config.get_text_config().model_type in BUILT
             and importlib.util.find_spec("onnxruntime_genai") is not None)
 
@@ -163,6 +184,44 @@ def serves(model) -> bool:
 # (the default pair), Llama (SmolLM2). Its Gemma 3 export fails on transformers 5's per-layer-type
 # rope_parameters (KeyError 'rope_type'), so a Gemma draft stays on PyTorch under auto.
 BUILT = ("qwen2", "llama")
+
+
+def source_of(model, precision: str) -> tuple[Path, Path | None]:
+    """(folder, GGUF or None): what the builder reads. An int4 build of a model loaded from a GGUF reads
+    the GGUF, with the folder of its config and tokenizer; anything else reads its checkpoint folder.
+    Only int4 builds read a GGUF: the float32 ones (the tiny pair's) compare the runner with eager."""
+    gguf = gguf_of(model) if precision == "int4" else None
+    return (metadata_of(model), gguf) if gguf else (checkpoint_of(model), None)
+
+
+def gguf_of(model) -> Path | None:
+    """The GGUF the model was loaded from (models/gguf_file records it), or None."""
+    return Path(model.gguf_file()) if reads_gguf(model) else None
+
+
+def reads_gguf(model) -> bool:
+    """Was the model loaded from a GGUF file? Not the tiny pair, whose GGUF is written in process from its
+    weights (its checkpoint is too, and marked: its builds read that). Asked without locating the file
+    (a pack's locator fetches it again when it was removed)."""
+    in_process = getattr(getattr(model, "checkpoint_dir", None), "written", False)
+    return on_disk(model, "gguf_file") and not in_process
+
+
+def on_disk(model, attribute: str) -> bool:
+    """Does the model record this locator (a callable -> a path) for a file it was loaded from, not
+    one written in process (models/loading marks those `written`)?"""
+    locate = getattr(model, attribute, None)
+    return locate is not None and not getattr(locate, "written", False)
+
+
+def metadata_of(model) -> Path:
+    """The folder with the model's config.json, tokenizer and generation config that a GGUF build reads
+    beside the GGUF: the small one made from the GGUF when the model records it, else its checkpoint."""
+    locate = getattr(model, "metadata_dir", None) or getattr(model, "checkpoint_dir", None)
+    if locate is None:
+        raise ValueError(f"runner onnxruntime builds from {model.gguf_file().name} with the model's config "
+                         f"and tokenizer beside it; this {type(model).__name__} records no folder of them")
+    return Path(locate())
 
 
 def checkpoint_of(model) -> Path:
@@ -175,8 +234,18 @@ def checkpoint_of(model) -> Path:
 
 
 def precision_of(model) -> str:
-    quantized = any(hasattr(m, "dequantized") for m in model.modules())  # models/cpu_quant's linears
+    said = told_quantization(model)
+    if said is None:
+        quantized = any(hasattr(m, "dequantized") for m in model.modules())  # models/cpu_quant's linears
+    else:
+        quantized = said != "none"
     return "fp32" if model.dtype == _float32() and not quantized else "int4"
+
+
+def told_quantization(model) -> str | None:
+    """The CPU quantization a model kept as its files (models/handle.py) gives its PyTorch form, read
+    from the handle itself: asking it for its modules would make that form. None for a loaded model."""
+    return vars(model).get("quantization")
 
 
 def _float32():
@@ -185,36 +254,38 @@ def _float32():
     return torch.float32
 
 
-def build(checkpoint: Path, precision: str, rows: int | None) -> Built:
-    """The cached build of `checkpoint`, or a new one, written aside and renamed when whole (onnx_cache)."""
+def build(checkpoint: Path, precision: str, rows: int | None, gguf: Path | None = None) -> Built:
+    """The cached build of `checkpoint` (or of `gguf`, with `checkpoint` the folder of its config and
+    tokenizer), or a new one, written aside and renamed when whole (onnx_cache)."""
     options = builder_options(checkpoint, precision, rows)
-    key = build_key(checkpoint, precision, options, rows)
-    folder = build_folder(checkpoint, precision, rows, key)
+    key = build_key(checkpoint, precision, options, rows, gguf)
+    folder = build_folder(gguf or checkpoint, precision, rows, key)
     if whole(folder, key):
         return Built(folder, 0.0)
     start = time.perf_counter()
     work = temp_folder(folder.parent)
     try:
-        run_builder(checkpoint, work, precision, options)
+        run_builder(checkpoint, work, precision, options, gguf)
         if rows:
             trim_head(work, rows)
         keep_last_rows(work)
-        seal(work, {"key": key, "checkpoint": str(checkpoint), "precision": precision, "rows": rows,
-                    "options": options})
+        seal(work, {"key": key, "checkpoint": str(checkpoint), "gguf": gguf and str(gguf),
+                    "precision": precision, "rows": rows, "options": options})
         settle(work, folder, key)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return Built(folder, time.perf_counter() - start)
 
 
-def builder_options(checkpoint: Path, precision: str, rows: int | None) -> dict[str, str]:
-    """The builder's --extra_options. The embedding is never left in float32 (151,936 x H floats): a
-    tied one shares the int4 output layer's weights, unless the head is trimmed and the embedding must
-    stay whole; an untied one (or that) is quantized to int4 on its own."""
+def builder_options(folder: Path, precision: str, rows: int | None) -> dict[str, str]:
+    """The builder's --extra_options (`folder`: the checkpoint, or a GGUF's config and tokenizer). The
+    embedding is never left in float32 (151,936 x H floats): a tied one shares the int4 output layer's
+    weights, unless the head is trimmed and the embedding must stay whole; an untied one (or that) is
+    quantized to int4 on its own."""
     options = {}
     if precision != "fp32":
         options["accuracy_level"] = str(ACCURACY_LEVEL)
-        tied = json.loads((checkpoint / "config.json").read_text()).get("tie_word_embeddings", False)
+        tied = json.loads((folder / "config.json").read_text()).get("tie_word_embeddings", False)
         if tied and not rows:
             options["shared_embeddings"] = "true"
         else:  # the embedding in int4 too (GatherBlockQuantized): 0.13 GB instead of 0.9 for the 1.5B
@@ -222,17 +293,25 @@ def builder_options(checkpoint: Path, precision: str, rows: int | None) -> dict[
     return options
 
 
-def run_builder(checkpoint: Path, out: Path, precision: str, options: dict) -> None:
-    """The builder as a child process, offline, its output kept for the error message."""
-    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(checkpoint), "-o", str(out),
-               "-p", precision, "-e", "cpu", "-c", str(out / ".hf")]
+def run_builder(checkpoint: Path, out: Path, precision: str, options: dict, gguf: Path | None = None) -> None:
+    """The builder as a child process, offline, its output kept for the error message. A GGUF is read
+    through gguf_builder.py (the builder's own main, its GGUF loader taught to dequantize), with the
+    config and tokenizer from `checkpoint`; a checkpoint by the builder as it is."""
+    if gguf:
+        command = [sys.executable, "-m", "playground.engine.runners.gguf_builder", "-m", str(checkpoint),
+                   "-i", str(gguf)]
+    else:
+        command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(checkpoint)]
+    command += ["-o", str(out), "-p", precision, "-e", "cpu", "-c", str(out / ".hf")]
     if options:
         command += ["--extra_options", *[f"{k}={v}" for k, v in options.items()]]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    if gguf:  # the child imports playground wherever the app was started from
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     # progress is warm_up's (a Building event before and after): the builder's own lines only explain a failure
     done = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, check=False)
     shutil.rmtree(out / ".hf", ignore_errors=True)
     if done.returncode != 0 or not (out / "model.onnx").is_file():
         tail = done.stdout[-LOG_TAIL:]
-        raise ValueError(f"onnxruntime-genai's builder could not export {checkpoint.name} ({precision}); "
-                         f"its output ends:\n{tail}")
+        raise ValueError(f"onnxruntime-genai's builder could not export {(gguf or checkpoint).name} "
+                         f"({precision}); its output ends:\n{tail}")

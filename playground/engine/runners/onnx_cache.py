@@ -1,11 +1,14 @@
 """Where the onnxruntime runner's builds live in the cache, what names one, and how one is known whole.
 
-A build is keyed on content: the checkpoint's bytes, the precision, the builder's options, the
-head's rows, the builder's version and FORMAT. A checkpoint the cache converted carries a manifest of
-its files' SHA-256 (models/cachefiles, checked before each load), read as it is; any other (a hub
-snapshot, a local folder, an in-process model written out) is hashed file by file, each hash
-remembered by path, size and time. So copying or touching a cache keeps every key (no build is
-redone), and new bytes get a new build.
+A build is keyed on content: what the builder reads, the precision, the builder's options, the head's
+rows, the builder's version and FORMAT. A build from a GGUF reads the file's SHA-256
+(models/checkpoints.content_hash, remembered by path, size and mtime beside the converted checkpoints)
+and the small files of the folder its config and tokenizer come from, never that folder's weights. A
+build from a checkpoint reads its files' hashes: a checkpoint the cache converted carries a manifest of
+their SHA-256 (models/cachefiles, checked before each load), read as it is; any other (a hub snapshot,
+a local folder, an in-process model written out) is hashed file by file, each hash remembered by path,
+size and time. So copying or touching a cache or a GGUF keeps every key (no build is redone), and new
+bytes get a new build.
 
 A build is written into `.building-<pid>-…` beside its place and renamed into place when whole; its
 marker, written last, records each file's size and SHA-256. A folder without the marker, with
@@ -30,6 +33,8 @@ MARKER = "playground-built.json"  # written last: a folder without it is a half-
 MANIFEST = ".manifest.json"  # a converted checkpoint's record of its files (models/cachefiles.MANIFEST)
 HASHES = ".hashes.json"  # in builds_dir(): remembered SHA-256 of checkpoint files without a manifest
 TEMP = ".building-"  # + pid + "-": a build being written (or left by a killed one)
+GGUF = "weights.gguf"  # what a GGUF build's key calls its file: the file's own name or place changes no key
+WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".gguf")  # a folder's files a GGUF build does not read
 FORMAT = 3  # bumped when what is done to a build changes (onnx_graph.py, the key), so older builds are redone
 
 
@@ -37,23 +42,38 @@ def builds_dir() -> Path:
     return cache_dir() / "onnx"
 
 
-def build_key(checkpoint: Path, precision: str, options: dict, rows: int | None) -> str:
+def build_key(checkpoint: Path, precision: str, options: dict, rows: int | None,
+              gguf: Path | None = None) -> str:
+    """The key of a build from `checkpoint`, or from `gguf` with `checkpoint` the folder of its config
+    and tokenizer."""
+    if gguf is None:
+        return key_of_hashes(checkpoint_hashes(checkpoint), precision, options, rows)
+    from playground.models.checkpoints import content_hash
+
+    return key_of_hashes({**checkpoint_hashes(checkpoint, weights=False), GGUF: content_hash(gguf)},
+                         precision, options, rows)
+
+
+def key_of_hashes(hashes: dict[str, str], precision: str, options: dict, rows: int | None) -> str:
+    """What is built from (each file's name -> SHA-256) and how, in one SHA-256."""
     from importlib.metadata import version
 
     digest = hashlib.sha256()
     digest.update(json.dumps([precision, options, rows, version("onnxruntime-genai"), FORMAT]).encode())
-    for name, sha256 in sorted(checkpoint_hashes(checkpoint).items()):
+    for name, sha256 in sorted(hashes.items()):
         digest.update(f"{name}:{sha256}\n".encode())
     return digest.hexdigest()
 
 
-def checkpoint_hashes(checkpoint: Path) -> dict[str, str]:
-    """Each file of the checkpoint (its name in the folder) -> its SHA-256."""
+def checkpoint_hashes(checkpoint: Path, weights: bool = True) -> dict[str, str]:
+    """Each file of the checkpoint (its name in the folder) -> its SHA-256; without the weight files
+    (`weights=False`: what a GGUF build reads of it, its config and tokenizer), which are then not read."""
     manifest = checkpoint / MANIFEST
     if manifest.is_file():  # the load that gave this model checked the files against it
-        return {name: rec["sha256"] for name, rec in json.loads(manifest.read_text())["files"].items()}
+        recorded = {name: rec["sha256"] for name, rec in json.loads(manifest.read_text())["files"].items()}
+        return {name: sha256 for name, sha256 in recorded.items() if weights or not name.endswith(WEIGHTS)}
     return {str(p.relative_to(checkpoint)): remembered_sha256(p) for p in sorted(checkpoint.rglob("*"))
-            if p.is_file()}
+            if p.is_file() and (weights or not p.name.endswith(WEIGHTS))}
 
 
 def remembered_sha256(path: Path) -> str:
@@ -90,9 +110,10 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def build_folder(checkpoint: Path, precision: str, rows: int | None, key: str) -> Path:
+def build_folder(source: Path, precision: str, rows: int | None, key: str) -> Path:
+    """`source`: the checkpoint folder or GGUF file built from, which names the folder for a reader."""
     # an in-process model's checkpoint sits in a fresh temporary folder each load: named by its key alone
-    readable = "in-process" if checkpoint.name.startswith("checkpoint-") else checkpoint.name
+    readable = "in-process" if source.name.startswith("checkpoint-") else source.name.removesuffix(".gguf")
     return builds_dir() / f"{readable}-{precision}{f'-rows{rows}' if rows else ''}-{key[:16]}"
 
 

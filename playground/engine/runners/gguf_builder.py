@@ -1,0 +1,105 @@
+"""onnxruntime-genai's model builder as a child process that reads a quantized GGUF (onnx_build.py runs it).
+
+The builder (0.18) reads a GGUF through `loaders/gguf.py`, which takes each tensor's data as it lies in
+the file (`torch.tensor(tensor.data)`) and reshapes it: right for F32 and F16, wrong for a model pack's
+Q4_K and Q6_K blocks. `read_quantized_tensors` gives that loader a reader whose other tensors come back
+dequantized by the `gguf` package's own `gguf.quants.dequantize` (every type it knows: Q4_0 … Q8_0,
+the K-quants, BF16), one tensor at a time as the loader reads it; then the builder's own main runs with
+this process's arguments, unchanged:
+
+    python -m playground.engine.runners.gguf_builder -m <config and tokenizer folder> -i <file.gguf> \
+        -o <out> -p int4 -e cpu [--extra_options ...]
+
+The dequantized weights are handed over in float16, unless the build keeps float32 weights (`-p fp32`):
+the loader holds every weight of the model until the graph is written, so float32 would double what
+it holds (the 1.5B target: 3.5 GB in float16, 7.1 in float32). The builder casts each weight to its
+own dtype one at a time when it serializes the graph (`make_initializer(..., to=io_dtype)`, a lazy
+tensor), and float16 → float32 is exact, so an int4 build quantizes the float16 values. Those round the
+dequantized ones by at most 2^-11 of their size, finer than the bfloat16 checkpoint a build otherwise
+reads (2^-8) and far below int4's step (about 1/8 of a block's largest weight). A tensor past float16's
+range stays float32. The child's peak is then the checkpoint path's: 13.4 GB for the 1.5B target either
+way, most of it the builder's float32 copy of the whole graph before it quantizes (`to_nbits`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import runpy
+import sys
+
+import numpy as np
+
+BUILDER = "onnxruntime_genai.models.builder"
+# The loader module under both names it is imported by: the builder puts its own folder on sys.path and
+# base.py imports `loaders.gguf`, falling back to the package path.
+LOADERS = ("loaders.gguf", "onnxruntime_genai.models.loaders.gguf")
+
+
+def main(argv: list[str]) -> None:
+    read_quantized_tensors(weight_dtype(argv))
+    sys.argv = [BUILDER, *argv]
+    runpy.run_module(BUILDER, run_name="__main__", alter_sys=True)
+
+
+def weight_dtype(argv: list[str]):
+    """float32 for a build that keeps float32 weights, float16 otherwise (why: the module's docstring)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("-p", "--precision")
+    precision = parser.parse_known_args(argv)[0].precision
+    return np.float32 if precision == "fp32" else np.float16
+
+
+def read_quantized_tensors(dtype) -> None:
+    """Point the builder's GGUF loader at a reader that dequantizes (the patch this module exists for)."""
+    import onnxruntime_genai.models  # noqa: F401  puts the builder's folder on sys.path (its imports need it)
+
+    for name in LOADERS:
+        importlib.import_module(name).GGUFReader = dequantizing_reader(dtype)
+
+
+def dequantizing_reader(dtype):
+    from gguf.gguf_reader import GGUFReader
+
+    class DequantizingReader(GGUFReader):
+        """gguf's reader, each tensor's `data` given as floats."""
+
+        def __init__(self, path, *args, **kwargs):
+            super().__init__(path, *args, **kwargs)
+            self.tensors = [FloatTensor(tensor, dtype) for tensor in self.tensors]
+
+    return DequantizingReader
+
+
+class FloatTensor:
+    """A reader's tensor whose `data` is dequantized each time it is read and not kept here: the loader
+    reads it once and keeps its own copy, so the model is held once, not twice. Anything else (name,
+    shape, type) is the tensor's own."""
+
+    def __init__(self, tensor, dtype):
+        self.tensor, self.dtype = tensor, dtype
+
+    def __getattr__(self, name):
+        return getattr(self.tensor, name)
+
+    @property
+    def data(self) -> np.ndarray:
+        return as_float(self.tensor, self.dtype)
+
+
+def as_float(tensor, dtype) -> np.ndarray:
+    """F32 and F16 as they lie (the loader reads those itself); any other type dequantized, in `dtype`
+    unless a value lies past its range."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    if tensor.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
+        return tensor.data
+    values = dequantize(tensor.data, tensor.tensor_type)  # float32, [rows, columns]
+    if max(values.max(), -values.min()) > np.finfo(dtype).max:
+        return values
+    return values.astype(dtype)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
