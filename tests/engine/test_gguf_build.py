@@ -204,8 +204,11 @@ def test_the_default_targets_first_layers_from_its_gguf_match_its_checkpoint(tmp
     options = {**onnx_build.builder_options(DEFAULT_CHECKPOINT, "int4", None), "num_hidden_layers": "2"}
     logits = {}
     for name, source in (("gguf", DEFAULT_GGUF), ("checkpoint", None)):
-        onnx_build.run_builder(DEFAULT_CHECKPOINT, tmp_path / name, "int4", options, source)
-        logits[name] = prompt_logits(onnx_build.Built(tmp_path / name, 0.0), ids)
+        try:
+            onnx_build.run_builder(DEFAULT_CHECKPOINT, tmp_path / name, "int4", options, source)
+            logits[name] = prompt_logits(onnx_build.Built(tmp_path / name, 0.0), ids)
+        finally:
+            shutil.rmtree(tmp_path / name, ignore_errors=True)  # 361 MB each; not left to pytest's retention
     model = AutoModelForCausalLM.from_pretrained(DEFAULT_CHECKPOINT, num_hidden_layers=2, dtype=torch.float32)
     with torch.no_grad():
         float32 = model(torch.tensor([ids])).logits[0].numpy()
