@@ -2,8 +2,7 @@
 
 A build is keyed on content: what the builder reads, the precision, the builder's options, the head's
 rows, the builder's version and FORMAT. A build from a GGUF reads the file's SHA-256
-(models/checkpoints.content_hash, remembered by path, size and mtime beside the converted checkpoints)
-and the small files of the folder its config and tokenizer come from, never that folder's weights. A
+(remembered by path, size and mtime, as a checkpoint's files are) and the small files of the folder its config and tokenizer come from, never that folder's weights. A
 build from a checkpoint reads its files' hashes: a checkpoint the cache converted carries a manifest of
 their SHA-256 (models/cachefiles, checked before each load), read as it is; any other (a hub snapshot,
 a local folder, an in-process model written out) is hashed file by file, each hash remembered by path,
@@ -48,9 +47,7 @@ def build_key(checkpoint: Path, precision: str, options: dict, rows: int | None,
     and tokenizer."""
     if gguf is None:
         return key_of_hashes(checkpoint_hashes(checkpoint), precision, options, rows)
-    from playground.models.checkpoints import content_hash
-
-    return key_of_hashes({**checkpoint_hashes(checkpoint, weights=False), GGUF: content_hash(gguf)},
+    return key_of_hashes({**checkpoint_hashes(checkpoint, weights=False), GGUF: remembered_sha256(gguf)},
                          precision, options, rows)
 
 
