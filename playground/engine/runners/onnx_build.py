@@ -71,7 +71,7 @@ class Built:
     kv_heads: int = 0
     head_size: int = 0
     kv_dtype: type = np.float32
-    sessions: dict = field(default_factory=dict)  # threads -> InferenceSession, shared by the model's runners
+    sessions: dict = field(default_factory=dict)  # SHARED (or threads) -> InferenceSession, shared by its runners
 
     def __post_init__(self):
         decoder = json.loads((self.folder / "genai_config.json").read_text())["model"]["decoder"]
@@ -87,11 +87,17 @@ class Built:
         return sum(f.stat().st_size for f in self.folder.iterdir() if f.name.startswith("model.onnx"))
 
     def session(self, threads: int):
-        if threads not in self.sessions:
-            O = ort()
+        """The model's session for runs at `threads`. On the process's shared pool (shared_pool) one
+        session serves every thread count, since the pool, not the session, has the threads: a session
+        per count held another copy of the weights (the app's page runs at one thread, auto's timing
+        and the benchmark at two: 1.3 GB more for the default target)."""
+        O = ort()
+        shared = shared_pool(O, threads)
+        key = SHARED if shared else threads
+        if key not in self.sessions:
             options = O.SessionOptions()
             options.log_severity_level = 3  # errors only: ORT warns at every load that `last_rows` has a default
-            if shared_pool(O, threads):
+            if shared:
                 options.use_per_session_threads = False
             else:  # two pools on the same cores: one that spins after its run takes them from the other
                 options.intra_op_num_threads = threads
@@ -100,8 +106,11 @@ class Built:
                                          providers=["CPUExecutionProvider"])
             kinds = {i.name: i.type for i in session.get_inputs()}
             self.kv_dtype = np.float16 if kinds[self.past_names[0]] == "tensor(float16)" else np.float32
-            self.sessions[threads] = session
-        return self.sessions[threads]
+            self.sessions[key] = session
+        return self.sessions[key]
+
+
+SHARED = "shared pool"  # Built.sessions' key for the one session on the process's shared pool
 
 
 def shared_pool(O, threads: int) -> bool:
