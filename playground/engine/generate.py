@@ -6,6 +6,7 @@ is plain autoregressive decoding, so a baseline and a speculative run differ onl
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
@@ -103,35 +104,48 @@ def generate(
     prompt_ids = [int(t) for t in (prompt_ids.tolist() if torch.is_tensor(prompt_ids) else prompt_ids)]
     check_inputs(target, prompt_ids, config, drafter, tokenizer)
     state = start(target, drafter, config, eos_token_ids)
-    begin(state, prompt_ids)
-    context, gamma, produced, index = list(prompt_ids), config.gamma, 0, 0
-    while True:
-        event = step(state, context, gamma, room=config.max_new_tokens - produced - 1)
-        emitted, finish = cut_output(event, context, produced, config, state.eos, tokenizer)
-        event = replace(event, index=index, emitted=emitted, finish=finish,
-                        prompt_tokens=len(prompt_ids) if index == 0 else 0)
-        context += emitted
-        produced += len(emitted)
-        yield event
-        if finish:
-            return
-        if config.adaptive and event.drafts:
-            gamma = next_gamma(gamma, len(event.drafts), event.n_accepted, config.gamma_min, config.gamma_max)
-        index += 1
+    with torch_threads(1 if state.one_thread else None):  # the whole run, between its steps too
+        begin(state, prompt_ids)
+        context, gamma, produced, index = list(prompt_ids), config.gamma, 0, 0
+        while True:
+            event = step(state, context, gamma, room=config.max_new_tokens - produced - 1)
+            emitted, finish = cut_output(event, context, produced, config, state.eos, tokenizer)
+            event = replace(event, index=index, emitted=emitted, finish=finish,
+                            prompt_tokens=len(prompt_ids) if index == 0 else 0)
+            context += emitted
+            produced += len(emitted)
+            yield event
+            if finish:
+                return
+            if config.adaptive and event.drafts:
+                gamma = next_gamma(gamma, len(event.drafts), event.n_accepted, config.gamma_min, config.gamma_max)
+            index += 1
+
+
+@contextmanager
+def torch_threads(n: int | None):
+    """torch at `n` threads inside, as it was after (None: left alone). A run whose forwards all run
+    on their own pools holds torch to one thread from its start to its end, between its steps too:
+    a parallel torch op there (its caller's, while the run waits at a yield) left OpenMP's workers
+    spinning into the next forward, and our plain step on ONNX Runtime measured 48.0 ms against
+    43.3 ms with torch at one thread throughout (the default target, 2 cores; step_profile)."""
+    if n is None:
+        yield
+        return
+    threads = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def step(state: Decoding, context: list[int], gamma: int, room: int) -> StepEvent:
     """One target call: a tree step, a chain step of up to gamma drafts, or a plain step (no drafter,
     or no room left for a draft: `room` is how many tokens may still be drafted). The event records
     the lookahead asked: the schedule's gamma for a chain, the tree's depth for a tree."""
-    if not state.one_thread:
+    with torch_threads(1 if state.one_thread else None):
         return one_step(state, context, gamma, room)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return one_step(state, context, gamma, room)
-    finally:
-        torch.set_num_threads(threads)
 
 
 OWN_POOLS = ("onnxruntime", "llamacpp")  # runners whose forwards run on their own thread pools

@@ -126,3 +126,25 @@ def test_a_step_runs_torch_on_one_thread_only_where_every_forward_runs_outside_i
         assert seen == [1 if one else 2] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_run_outside_torch_holds_one_thread_between_its_steps_and_gives_it_back(pair, monkeypatch):
+    """While such a run waits at a yield its caller's torch ops run on one thread too (OpenMP workers
+    spinning after a parallel op took the cores from the next forward); the thread count comes back
+    when the run ends or is closed, and a run on torch's own kernels is left alone."""
+    from playground.engine import generate as engine
+
+    target, draft, _ = pair
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        for outside, inside in ((True, 1), (False, 2)):
+            monkeypatch.setattr(engine, "outside_torch", lambda lm, drafter: outside)
+            run = engine.generate(target, PROMPT, SpecConfig(max_new_tokens=4, gamma=2, runner="eager"),
+                                  ModelDrafter(draft, runner="eager"))
+            next(run)
+            assert torch.get_num_threads() == inside  # the caller's turn, between two steps
+            run.close()
+            assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
