@@ -48,7 +48,8 @@ GENERATORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # target ->
 
 
 def model_for(target, draft, gamma: int | None):
-    """onnxruntime-genai's Model over the target's build (and the draft's), made once per setting."""
+    """onnxruntime-genai's Model over the target's build (and the draft's), made once per setting; of the
+    speculative ones only the latest γ's is kept (a sweep's cells run one γ after another)."""
     import onnxruntime_genai as og
     import torch
 
@@ -57,6 +58,8 @@ def model_for(target, draft, gamma: int | None):
     key = (draft is not None, gamma)
     mine = GENERATORS.setdefault(target, {})
     if key not in mine:
+        for held in [k for k in mine if k[0] and key[0]]:  # another γ's speculative model: its cell is done
+            del mine[held]  # (each holds both builds' sessions, 1.8 GB for the default pair)
         target_build = built_model(target)
         draft_build = built_model(draft) if draft is not None else None
         config = og.Config(str(target_build.folder))
