@@ -50,12 +50,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", required=True, help="PLAYGROUND_CACHE for the app (empty: a fresh start)")
     parser.add_argument("--json", help="write the stages and memory here")
     parser.add_argument("--timeout", type=float, default=1800)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
     port = free_port()

@@ -11,7 +11,7 @@ compiled: the static runner with each fixed-shape step compiled once (torch.comp
 llamacpp: llama.cpp's kernels on the GGUF file the model was loaded from (llama-cpp-python, an
   optional extra); its KV memory is the cache, rollback `llama_memory_seq_rm`, a tree's branches
   sequence ids.
-onnxruntime: ONNX Runtime's kernels on a model built once from the checkpoint (onnx_build.py); one
+onnxruntime: ONNX Runtime's kernels on a model built once from its GGUF or checkpoint (onnx_build.py); one
   preallocated cache buffer per layer bound as both past and present, rollback moves an integer;
   chains only (its attention takes no tree mask).
 """
@@ -59,7 +59,7 @@ CHAINS_ONLY = (ONNXRUNTIME,)  # runners whose attention takes no tree mask
 def resolve(name: str, device, tree: bool = False, model=None, rows: int | None = None) -> str:
     """The runner a name stands for on this device: auto is what measured fastest there, or eager
     where that runner cannot serve the run (a tree on a chains-only runner; a model the onnxruntime
-    runner has no checkpoint to build from, or onnxruntime not installed). For a model onnxruntime
+    runner has no file to build from, or onnxruntime not installed). For a model onnxruntime
     serves, the faster of its plain step and eager's as measured on this machine and recorded
     (runners/choice.py, written by runners/auto.py; `rows`: the draft vocabulary its head is cut to),
     else the table's AUTO_RUNNER."""

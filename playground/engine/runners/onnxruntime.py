@@ -1,10 +1,10 @@
 """The onnxruntime runner: ONNX Runtime's CPU kernels run every forward, on a model built once from
-the checkpoint the model was loaded from.
+the GGUF (or checkpoint) the model was loaded from.
 
 On CPUs without AVX-512 its int4 weight-only MatMulNBits kernel decodes faster than llama.cpp's own
 loop and verifies several tokens at a lower cost than PyTorch's packed kernels, so it is where
 speculation has the most to gain on a small CPU. onnxruntime-genai's model builder exports the
-checkpoint (GroupQueryAttention, rotary embeddings inside it, logits for every fed position);
+model (GroupQueryAttention, rotary embeddings inside it, logits for every fed position);
 `onnx_build.py` builds, trims and caches it.
 
 The cache is one preallocated key and value buffer per layer, bound with IOBinding as both the past
