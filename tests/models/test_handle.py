@@ -122,3 +122,18 @@ def test_a_run_on_a_torch_runner_makes_it_before_its_first_step_with_progress(gg
     assert list(making(target, draft, run)) == []  # made once
     draft_run = RunConfig(pair="tiny", runner="eager", drafter="model")
     assert [e.model for e in making(target, draft, draft_run)] == ["draft", "draft"] and draft.loaded
+
+
+def test_a_tree_run_on_handles_makes_pytorch_and_decodes_as_plain_greedy(gguf, cache):
+    """A tree needs attention masks that ONNX Runtime's runner has not: auto sends it to eager, which
+    makes each handle's PyTorch model; greedy, the tree's text is the target's own."""
+    from playground.engine.events import output_tokens
+    from playground.engine.generate import SpecConfig, generate
+    from playground.engine.tree_drafter import TreeDrafter
+
+    path, _ = gguf
+    target, draft = load(path).model, load(path).model
+    config = SpecConfig(max_new_tokens=12, tree=True)
+    plain = output_tokens(list(generate(target, IDS, config)))
+    tree = output_tokens(list(generate(target, IDS, config, TreeDrafter(draft, budget=6, depth=3, branching=2))))
+    assert target.loaded and draft.loaded and tree == plain and len(plain) == 12
