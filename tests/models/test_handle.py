@@ -137,3 +137,22 @@ def test_a_tree_run_on_handles_makes_pytorch_and_decodes_as_plain_greedy(gguf, c
     plain = output_tokens(list(generate(target, IDS, config)))
     tree = output_tokens(list(generate(target, IDS, config, TreeDrafter(draft, budget=6, depth=3, branching=2))))
     assert target.loaded and draft.loaded and tree == plain and len(plain) == 12
+
+
+def test_a_run_on_onnxruntime_leaves_pytorch_unmade(gguf, cache):
+    """The default path on a CPU: both models served by ONNX Runtime from their GGUF, the draft's head
+    cut, a speculative run and its plain baseline, and neither handle made its PyTorch model."""
+    from playground.engine.drafters import ModelDrafter
+    from playground.engine.events import output_tokens
+    from playground.engine.generate import SpecConfig, generate
+    from playground.engine.runners import resolve
+
+    path, _ = gguf
+    target, draft = load(path).model, load(path).model
+    assert resolve("auto", target.device, False, target) == "onnxruntime"  # nothing recorded: the table's choice
+    config = SpecConfig(max_new_tokens=8, gamma=2)
+    plain = output_tokens(list(generate(target, IDS, config)))
+    spec = output_tokens(list(generate(target, IDS, config, ModelDrafter(draft, draft_vocab=200))))
+    assert len(plain) == 8 and spec == plain  # greedy: the build's own tokens
+    assert not target.loaded and not draft.loaded
+    assert model_bytes(target) > 0  # ONNX Runtime's session, counted beside no torch weight
