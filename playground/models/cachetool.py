@@ -5,7 +5,8 @@
     python -m playground.models cache clear [NAME]    # remove one entry (or all) and say how much was freed
 
 An entry is a pack's GGUF (packs/NAME.gguf and its marker), a pack's kept partial download
-(packs/.NAME.gguf.parts), a converted checkpoint (checkpoints/NAME-<hash>), an ONNX build of the
+(packs/.NAME.gguf.parts), a converted checkpoint (checkpoints/NAME-<hash>), a GGUF's config and
+tokenizer (metadata/NAME-<hash>, what a model kept as its files reads: models/handle.py), an ONNX build of the
 onnxruntime runner (onnx/CHECKPOINT-PRECISION[-rowsN]-<key>, checked against the file records its
 marker holds: engine/runners/onnx_cache.py) or a temp file a killed run left. NAME is an entry's name,
 or a GGUF's name without its hash (matching its checkpoint and that checkpoint's builds too).
@@ -27,7 +28,7 @@ BUILT_MARKER = "playground-built.json"  # an ONNX build's marker (engine/runners
 @dataclass
 class Entry:
     name: str  # how the user names it on the command line
-    kind: str  # GGUF | checkpoint | ONNX build | partial download | temp
+    kind: str  # GGUF | checkpoint | metadata | ONNX build | partial download | temp
     paths: list[Path]  # what removing it removes
 
     @property
@@ -42,7 +43,7 @@ class Entry:
 
 def entries(root: Path) -> list[Entry]:
     found = []
-    packs, checkpoints, builds = root / "packs", root / "checkpoints", root / "onnx"
+    packs, checkpoints, builds, metadata = root / "packs", root / "checkpoints", root / "onnx", root / "metadata"
     for gguf in sorted(packs.glob("*.gguf")) if packs.is_dir() else []:
         found.append(Entry(gguf.stem, "GGUF", [gguf, gguf.with_name(gguf.name + ".sha256")]))
     for parts in sorted(packs.glob(".*.parts")) if packs.is_dir() else []:
@@ -50,10 +51,13 @@ def entries(root: Path) -> list[Entry]:
     for folder in sorted(checkpoints.iterdir()) if checkpoints.is_dir() else []:
         if folder.is_dir() and not folder.name.startswith("."):
             found.append(Entry(folder.name, "checkpoint", [folder]))
+    for folder in sorted(metadata.iterdir()) if metadata.is_dir() else []:
+        if folder.is_dir() and not folder.name.startswith("."):
+            found.append(Entry(folder.name, "metadata", [folder]))
     for folder in sorted(builds.iterdir()) if builds.is_dir() else []:
         if folder.is_dir() and not folder.name.startswith("."):
             found.append(Entry(folder.name, "ONNX build", [folder]))
-    for folder in (packs, checkpoints, builds):
+    for folder in (packs, checkpoints, metadata, builds):
         temps = [".*.tmp-*", ".*.bad-*", ".building-*"]
         for temp in sorted(t for pattern in temps for t in folder.glob(pattern)) if folder.is_dir() else []:
             found.append(Entry(temp.name, "temp", [temp]))
@@ -69,9 +73,10 @@ def human(n: int) -> str:
 
 
 def problems(entry: Entry) -> list[str]:
-    """Every byte checked: GGUFs against the catalog (or their marker), checkpoints against their manifest."""
+    """Every byte checked: GGUFs against the catalog (or their marker), checkpoints and metadata folders
+    against their manifest."""
     path = entry.paths[0]
-    if entry.kind == "checkpoint":
+    if entry.kind in ("checkpoint", "metadata"):
         return folder_problems(path, full=True)
     if entry.kind == "ONNX build":
         return build_problems(path)

@@ -106,3 +106,24 @@ def test_onnx_builds_are_listed_verified_and_cleared_with_their_checkpoint(fille
     assert not onnx_cache.whole(folder, "another key")
     code, out = run(capsys, "clear", "fake")  # the GGUF, its checkpoint and both builds of it
     assert code == 0 and not folder.exists() and not half.exists() and "ONNX build" in out
+
+
+def test_a_ggufs_metadata_folder_is_listed_verified_and_cleared_with_its_gguf(filled, capsys, monkeypatch):
+    """What a model kept as its files reads (its config and tokenizer, models/handle.py) is an entry
+    like a checkpoint: listed, checked against its manifest, removed with its GGUF's name."""
+    root, gguf, _ = filled
+
+    def save(gguf, out):
+        out.mkdir()
+        (out / "config.json").write_text("{}")
+        (out / "tokenizer.json").write_text("{}")
+
+    monkeypatch.setattr(checkpoints, "save_metadata", save)
+    meta = checkpoints.gguf_metadata(gguf, lambda *a: None)
+    assert meta.parent == root / "metadata"
+    code, out = run(capsys, "list")
+    assert code == 0 and "metadata" in out and "4 entries" in out
+    (meta / "tokenizer.json").write_text("{} ")  # damaged: another size
+    code, out = run(capsys, "verify", meta.name)
+    assert code == 1 and "tokenizer.json" in out
+    assert run(capsys, "clear", "fake")[0] == 0 and not meta.exists()
