@@ -243,7 +243,7 @@ def gguf_handle(source: Source, spec: ModelSpec, dtype: str, quantization: str, 
 
     def make():
         report(f"{spec.name}: making its PyTorch model from {gguf.name} ({dtype}, quantization {quantization})", None)
-        model = after_loading(dequantized_model(gguf, dtype).eval(), quantization)
+        model = after_loading(dequantized_model(gguf, dtype, AutoConfig.from_pretrained(meta)).eval(), quantization)
         free_memory()  # the dequantized float weights the int4 layers replaced
         return model
 
