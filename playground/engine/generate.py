@@ -6,7 +6,7 @@ is plain autoregressive decoding, so a baseline and a speculative run differ onl
 
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator
 
@@ -122,22 +122,25 @@ def generate(
             index += 1
 
 
-@contextmanager
 def torch_threads(n: int | None):
     """torch at `n` threads inside, as it was after (None: left alone). A run whose forwards all run
     on their own pools holds torch to one thread from its start to its end, between its steps too:
     a parallel torch op there (its caller's, while the run waits at a yield) left OpenMP's workers
     spinning into the next forward, and our plain step on ONNX Runtime measured 48.0 ms against
     43.3 ms with torch at one thread throughout (the default target, 2 cores; step_profile)."""
-    if n is None:
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(n)
+    return nullcontext() if n is None else held(torch.get_num_threads, torch.set_num_threads, n)
+
+
+@contextmanager
+def held(get: Callable, put: Callable, value):
+    """put(value) inside, and what get() gave before put back after: a process-wide torch setting
+    (threads here, the default dtype for the measurements' random models) changed for a while."""
+    saved = get()
+    put(value)
     try:
         yield
     finally:
-        torch.set_num_threads(threads)
+        put(saved)
 
 
 def step(state: Decoding, context: list[int], gamma: int, room: int) -> StepEvent:

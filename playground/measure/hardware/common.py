@@ -13,7 +13,6 @@ import json
 import re
 import time
 import traceback
-from contextlib import contextmanager
 
 # ---- the command line --------------------------------------------------------------------------
 
@@ -74,16 +73,12 @@ SHAPES = {
 CURVE_KS = (1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65)  # the k a report shows of a v(k) curve
 
 
-@contextmanager
 def default_dtype(dtype):
     import torch
 
-    saved = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(saved)
+    from playground.engine.generate import held
+
+    return held(torch.get_default_dtype, torch.set_default_dtype, dtype)
 
 
 def random_model(shape: str, dtype, device, seed: int):

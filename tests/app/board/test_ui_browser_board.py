@@ -52,7 +52,8 @@ def test_the_board_ranks_every_drafter_draws_the_map_and_hands_on_the_winner(pag
     expect(page.locator(f"#ex-{knob} input[type=number]")).to_have_value(gamma)
     open_tab(page, "Race")
     expect(page.locator(f"#{knob} input[type=number]")).to_have_value(gamma)
-    drafter = "model" if top == "tree" else top.removesuffix("-tree").split(":")[0]
+    # an entry's drafter: "tree" is the model's tree, "model@int8-cpu" the model drafter with a quantized draft
+    drafter = "model" if top == "tree" else top.removesuffix("-tree").split(":")[0].split("@")[0]
     expect(page.locator("#drafter").get_by_label(drafter_label(drafter), exact=True)).to_be_checked()
 
 
