@@ -41,6 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
+from playground.engine.runners import is_handle
 from playground.engine.runners.onnx_graph import keep_last_rows, trim_head
 from playground.engine.runners.onnx_cache import (MARKER, build_folder, build_key, seal, settle,  # noqa: F401
                                                   temp_folder, whole)
@@ -254,7 +255,7 @@ def precision_of(model) -> str:
 def told_quantization(model) -> str | None:
     """The CPU quantization a model kept as its files (models/handle.py) gives its PyTorch form, read
     from the handle itself: asking it for its modules would make that form. None for a loaded model."""
-    return vars(model).get("quantization")
+    return model.quantization if is_handle(model) else None
 
 
 def _float32():

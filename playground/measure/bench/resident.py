@@ -26,16 +26,13 @@ from typing import Callable
 
 import psutil
 
+from playground.measure.bench.machine import resident_bytes
+
 BASELINE: int | None = None  # resident bytes before the first model loaded (None: never marked)
 LOCK = threading.Lock()
 # target -> {(loop, id(draft)): resident bytes its first call added}, freed with the target as the
 # loops' own pipelines are: a later cell on the same target finds the loop loaded and its figure here
 GROWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def rss() -> int:
-    """This process's resident set size now."""
-    return psutil.Process().memory_info().rss
 
 
 def mark(fresh: bool = False) -> None:
@@ -45,7 +42,7 @@ def mark(fresh: bool = False) -> None:
 
     with LOCK:
         if BASELINE is None or fresh:
-            BASELINE = rss()
+            BASELINE = resident_bytes()
 
 
 def grown_bytes() -> int | None:
@@ -54,7 +51,7 @@ def grown_bytes() -> int | None:
     if BASELINE is None:
         return None
     loops = sum(held for by_loop in list(GROWN.values()) for held in by_loop.values())
-    return max(rss() - BASELINE - loops, 0)
+    return max(resident_bytes() - BASELINE - loops, 0)
 
 
 def grown_mb() -> float | None:
@@ -66,10 +63,10 @@ def first_growth(target, key: tuple, call: Callable[[], tuple]) -> tuple[tuple, 
     """call()'s result, and the resident memory the loop `key` holds: what its first call added to the
     process. Another engine's loop loads its model then and keeps it, so that is its model and
     buffers as the process sees them, which no tensor count reaches."""
-    before = rss()
+    before = resident_bytes()
     result = call()
     grown = GROWN.setdefault(target, {})
-    return result, grown.setdefault(key, max(rss() - before, 0))
+    return result, grown.setdefault(key, max(resident_bytes() - before, 0))
 
 
 def process_bytes(pid: int) -> int | None:
