@@ -13,6 +13,10 @@ the same saving as the speculative one.
   moves the text more than it saves time).
 Layers whose shapes a kernel cannot take stay as they are.
 
+`random_for_cpu` gives a model the same layers holding random codes instead (models/twin.py: a
+same-shape twin auto times eager's step on without dequantizing a GGUF); the layouts it writes are
+written here, beside the quantization that writes them from weights, so the two cannot drift apart.
+
 The kernels work on a few rows at a time and re-read the weights for each block, so a forward
 over many tokens (reading the prompt) would cost tens of plain steps; above `dequant_rows` tokens
 the weights are dequantized to bf16 for that call and multiplied by the dense (AMX) matmul, whose
@@ -25,6 +29,7 @@ verification stay on the packed kernels.
 from __future__ import annotations
 
 import functools
+from typing import Callable
 
 import torch
 from torch import nn
@@ -47,6 +52,14 @@ class Int8Linear(nn.Module):
         self.register_buffer("scales", scale.to(linear.weight.dtype))
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach(), requires_grad=False)
         self.in_features, self.out_features = linear.in_features, linear.out_features
+
+    @classmethod
+    def random(cls, linear: nn.Linear, noise: Noise) -> Int8Linear:
+        """A layer of `linear`'s shape, dtype and bias holding random codes and scales in the layout
+        __init__ writes; `linear`'s values are never read (they may be uninitialized)."""
+        n, k = linear.weight.shape
+        return filled(cls, linear, noise, weight_int8=noise((n, k), torch.int8),  # any byte is a code
+                      scales=noise((n,), linear.weight.dtype).abs() / 127)
 
     def dequantized(self) -> torch.Tensor:
         return self.weight_int8.to(self.scales.dtype) * self.scales[:, None]  # [out, in]
@@ -92,6 +105,18 @@ class Int4Linear(nn.Module):
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach(), requires_grad=False)
         self.group, self.in_features, self.out_features = group, k, n
 
+    @classmethod
+    def random(cls, linear: nn.Linear, group: int, noise: Noise) -> Int4Linear:
+        """A layer of `linear`'s shape, dtype and bias holding random codes, scales and zeros in the
+        layout __init__ writes: the kernel's packing is [out, in / 2] bytes of two 4-bit codes each,
+        so random bytes are random codes in whatever order this CPU packs them (int4_layout)."""
+        n, k = linear.weight.shape
+        scale, zero = (noise((k // group, n, 1), linear.weight.dtype) for _ in range(2))
+        layer = filled(cls, linear, noise, packed=noise((n, k // 2), torch.uint8),
+                       scales_and_zeros=torch.cat([scale.abs() / 15, zero], dim=-1))  # [k / group, n, 2]
+        layer.group = group
+        return layer
+
     def codes(self) -> torch.Tensor:
         """The 4-bit values q [out, in] (uint8), unpacked from the kernel's layout."""
         return unpack_int4(self.packed, self.out_features, self.in_features)
@@ -111,6 +136,22 @@ class Int4Linear(nn.Module):
         if self.bias is not None:
             y = y + self.bias
         return y.reshape(*x.shape[:-1], self.out_features)
+
+
+Noise = Callable[[tuple, torch.dtype], torch.Tensor]  # (shape, dtype) -> a tensor of random values
+
+
+def filled(cls, linear: nn.Linear, noise: Noise, **buffers: torch.Tensor):
+    """A `cls` layer made without quantizing: these buffers, `linear`'s features, a random bias where
+    `linear` has one (the attributes each __init__ sets)."""
+    layer = cls.__new__(cls)
+    nn.Module.__init__(layer)
+    for name, value in buffers.items():
+        layer.register_buffer(name, value)
+    bias = None if linear.bias is None else noise(tuple(linear.bias.shape), linear.bias.dtype)
+    layer.bias = None if bias is None else nn.Parameter(bias, requires_grad=False)
+    layer.in_features, layer.out_features = linear.in_features, linear.out_features
+    return layer
 
 
 def unpack_int4(packed: torch.Tensor, n: int, k: int) -> torch.Tensor:
@@ -160,6 +201,20 @@ def quantize_for_cpu(model: nn.Module, quantization: str) -> int:
 
     The output layer is replaced by module, so a head tied to the input embeddings stops sharing
     storage with them: the embeddings stay bf16 for lookups, the head is read quantized."""
+    replaced = replace_linears(model, quantization)
+    own_remaining(model)
+    return replaced
+
+
+def random_for_cpu(model: nn.Module, quantization: str, noise: Noise) -> int:
+    """quantize_for_cpu's replacement with random codes: the same layer classes, shapes, groups and
+    packing, no weight read (a twin for timing, models/twin.py); returns how many."""
+    return replace_linears(model, quantization, noise)
+
+
+def replace_linears(model: nn.Module, quantization: str, noise: Noise | None = None) -> int:
+    """Each linear layer a kernel can take replaced by its quantized layer: from its weights, or from
+    `noise` where given."""
     if quantization not in CPU_QUANTIZATIONS:
         raise ValueError(f"quantization: expected one of {', '.join(CPU_QUANTIZATIONS)}, got {quantization!r}")
     head = model.get_output_embeddings()
@@ -168,13 +223,12 @@ def quantize_for_cpu(model: nn.Module, quantization: str) -> int:
         for name, child in list(parent.named_children()):
             if not isinstance(child, nn.Linear):
                 continue
-            new = quantized_linear(child, quantization, is_head=child is head)
+            new = quantized_linear(child, quantization, child is head, noise)
             if new is not None:
                 setattr(parent, name, new)
                 replaced += 1
     if getattr(model.config, "tie_word_embeddings", False):
         model.config.tie_word_embeddings = False  # nothing may re-tie (and so un-quantize) the head
-    own_remaining(model)
     return replaced
 
 
@@ -191,8 +245,11 @@ def own_remaining(model: nn.Module) -> None:
                 param.data = param.data.clone()
 
 
-def quantized_linear(linear: nn.Linear, quantization: str, is_head: bool) -> nn.Module | None:
+def quantized_linear(linear: nn.Linear, quantization: str, is_head: bool,
+                     noise: Noise | None = None) -> nn.Module | None:
     if quantization == "int8-cpu" or is_head:
-        return Int8Linear(linear)
+        return Int8Linear(linear) if noise is None else Int8Linear.random(linear, noise)
     group = int4_group(linear)
-    return None if group is None else Int4Linear(linear, group)
+    if group is None:
+        return None
+    return Int4Linear(linear, group) if noise is None else Int4Linear.random(linear, group, noise)

@@ -7,8 +7,9 @@ default pair) and cost a dequantization at every start. A `ModelHandle` answers 
 before its first forward from small files (config, generation config, the GGUF and a metadata
 folder: config.json and the tokenizer, written once per GGUF), and makes the PyTorch model on the
 first use of anything only PyTorch has: a tree, self-drafting, the eager, static and compiled
-runners, auto's timing, Theory's runner section. `release` lets it go again (auto keeps
-onnxruntime after timing it against eager).
+runners, Theory's runner section. `release` lets it go again (auto keeps onnxruntime after timing
+it against eager). auto times eager on a random-weight `twin` instead while the model is unmade: the
+same layers and shapes, made in seconds (models/twin.py).
 
 Any attribute the handle has not got is looked up on the PyTorch model, which is made for it; so a
 feature written against a transformers model works on a handle unchanged, and pays the load the
@@ -45,6 +46,14 @@ class ModelHandle:
             if self.made is None:
                 self.made = self.make()
             return self.made
+
+    def twin(self):
+        """A new PyTorch model of the same config, layer classes, shapes and packing as the one `make`
+        makes, every weight random, made without reading the GGUF (models/twin.py): what a step's
+        timing runs on while this handle is unmade. The caller holds it; the handle does not."""
+        from playground.models.twin import random_twin
+
+        return random_twin(self.config, self.dtype, self.quantization)
 
     @property
     def loaded(self) -> bool:

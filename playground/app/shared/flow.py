@@ -236,6 +236,7 @@ def prompt_length(pair, settings: RunConfig, prompt: tuple[str, str] | None) -> 
 
 def compile_message(event) -> str:
     """What the page says of one step of a warm-up (runners/warmup.Making, Compiling, Building or Choosing)."""
+    from playground.engine.runners.auto import TWIN
     from playground.engine.runners.warmup import HEAD  # loaded already: it made the event
     from playground.measure.bench.sweep import head_text
 
@@ -254,11 +255,13 @@ def compile_message(event) -> str:
     if hasattr(event, "choice"):  # auto's runner, measured
         if not event.done:
             return (f"Timing the {event.model}'s plain step on PyTorch (eager) and on ONNX Runtime, so auto "
-                    "runs it on the faster: once per machine; its PyTorch model is made from the GGUF for this "
-                    "and let go after, a minute or two…")
+                    "runs it on the faster: once per machine, a few seconds (a model kept as its GGUF is "
+                    "timed on eager as a random-weight twin of the same shapes, its PyTorch model not made)…")
         ms = event.choice["step_ms"]
+        twin = ", timed on a random-weight twin of its shapes" if event.choice.get("eager_timed_on") == TWIN else ""
         return (f"auto runs the {event.model} on {event.choice['runner']} here: a plain step took "
-                f"{ms['onnxruntime']:.0f} ms on onnxruntime, {ms['eager']:.0f} ms on eager (kept for this machine).")
+                f"{ms['onnxruntime']:.0f} ms on onnxruntime, {ms['eager']:.0f} ms on eager{twin} "
+                "(kept for this machine).")
     if not hasattr(event, "rows"):  # an onnxruntime build
         if not event.done:
             return (f"Building the {event.model}'s ONNX model for runner onnxruntime ({event.index} of "

@@ -12,6 +12,18 @@ Measured once per CPU, thread count, model (its build key) and library versions,
 (runners/choice.py, which needs neither the cache model nor a clock). With nothing recorded for the
 threads a run uses, auto keeps the table's choice (config.AUTO_RUNNER).
 
+A model kept as its files (a handle, models/handle.py) whose PyTorch model is not made yet has eager's
+step timed on its random-weight twin: the same config, layer classes, shapes, int4 groups, packing
+and int8 head, every value random (models/twin.py), made in seconds where the real one is
+dequantized from the GGUF and quantized again (92 s for the 1.5B target, 42 s for the 0.5B draft on
+2 cores), only to be let go when ONNX Runtime wins, as it usually does. That is sound because no part
+of a plain step does work that hangs on the weights' values: the int4 and int8 kernels read every
+packed byte and scale of every layer and multiply whatever they hold, the embedding is a lookup, and
+attention, the norms and the cache run on shapes. The choice says so ("eager_timed_on"). A handle
+already made, and any other model, is timed on itself; ONNX Runtime's step always runs its real
+build. The tokens fed are a fixed sequence, the same for every candidate: a twin's argmax means
+nothing, and a step's cost does not hang on which token it reads.
+
 A draft's head is chosen the same way (`record_head`). A draft vocabulary (draft_vocab) cuts the
 output layer to its first rows, which on PyTorch's runners reads fewer rows of the weight and is
 cheaper by construction; on a runner that computes the head in its own kernels it may not be: ONNX
@@ -26,7 +38,7 @@ from __future__ import annotations
 import time
 from statistics import median
 
-from playground.engine.runners import is_handle
+from playground.engine.runners import EAGER, is_handle
 from playground.engine.runners.choice import recorded, remember
 
 CONTEXT = 64  # tokens the cache holds when the steps are timed: a short prompt's
@@ -34,6 +46,7 @@ WARM, TIMED = 2, 9  # steps of each candidate left out, then timed (alternating,
 CANDIDATES = ("eager", "onnxruntime")
 CUT_NOT_FREE = ("onnxruntime", "llamacpp")  # runners whose cut head is not cheaper by construction
 CUT, FULL = "cut", "full"  # a draft's two heads: its draft vocabulary's first rows, and all of them
+TWIN, ITSELF = "random-weight twin", "the model"  # what eager's step ran on (a choice's "eager_timed_on")
 
 
 def record(model, rows: int | None = None) -> dict:
@@ -43,17 +56,23 @@ def record(model, rows: int | None = None) -> dict:
     known = recorded(model, rows)
     if known is not None:
         return known
+    timed_on = TWIN if on_twin(model) else ITSELF
     step_ms = time_steps(model, {name: (name, rows) for name in CANDIDATES})
-    choice = {"runner": min(step_ms, key=step_ms.get), "step_ms": step_ms,
+    choice = {"runner": min(step_ms, key=step_ms.get), "step_ms": step_ms, "eager_timed_on": timed_on,
               "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     remember(model, rows, torch.get_num_threads(), choice)
     if choice["runner"] != "onnxruntime":
         from playground.engine.runners.onnx_build import release
 
         release(model)
-    elif is_handle(model):  # the PyTorch model was made for eager's timing alone: not held for nothing
+    elif is_handle(model):  # a PyTorch model made before the timing: not held for nothing
         model.release()
     return choice
+
+
+def on_twin(model) -> bool:
+    """Is eager's step timed on a random-weight twin? For a handle whose PyTorch model is not made."""
+    return is_handle(model) and not model.loaded
 
 
 def head_kind(runner: str) -> str:
@@ -86,22 +105,27 @@ def record_head(model, rows: int, runners: dict[str, str]) -> dict:
 
 def time_steps(model, candidates: dict[str, tuple[str, int | None]]) -> dict[str, float]:
     """Median milliseconds of one plain decoding step of each candidate (name -> runner and head rows,
-    None for the whole head), after a CONTEXT-token prompt: the same greedy tokens fed to each, a
-    step of each in turn."""
+    None for the whole head), after a CONTEXT-token prompt: the same fixed tokens fed to each, a step
+    of each in turn. Eager runs on the model's random-weight twin where on_twin says so; the twin is
+    let go before this returns."""
     from playground.engine.kvcache import CachedModel
 
     cuts = [rows for _, rows in candidates.values() if rows]
     vocab = min(cuts or [model.config.get_text_config().vocab_size])  # a prompt every head can have drafted
-    tokens = [(7 * i + 3) % vocab for i in range(CONTEXT)]
-    models = {name: CachedModel(model, head_rows=rows, runner=runner)
-              for name, (runner, rows) in candidates.items()}
-    nxt = {name: int(lm.logits_for(tokens, 1)[-1].argmax()) for name, lm in models.items()}
-    tokens = tokens + [next(iter(nxt.values()))]
+    tokens = [(7 * i + 3) % vocab for i in range(CONTEXT + WARM + TIMED)]
+    twin = model.twin() if on_twin(model) and any(r == EAGER for r, _ in candidates.values()) else None
+    models = {name: CachedModel(twin if twin is not None and runner == EAGER else model, head_rows=rows,
+                                runner=runner) for name, (runner, rows) in candidates.items()}
+    for lm in models.values():
+        lm.logits_for(tokens[:CONTEXT], 1)  # the prompt read, untimed
     times: dict[str, list[float]] = {name: [] for name in candidates}
-    for _ in range(WARM + TIMED):
+    for n in range(CONTEXT + 1, len(tokens) + 1):  # one new token a step
         for name, lm in models.items():
             start = time.perf_counter()
-            logits = lm.logits_for(tokens, 1)
+            lm.logits_for(tokens[:n], 1)
             times[name].append(time.perf_counter() - start)
-        tokens = tokens + [int(logits[-1].argmax())]
+    if twin is not None:
+        del models, twin
+        if not model.loaded:  # nothing made the real model meanwhile: this only hands the twin's memory back
+            model.release()
     return {name: median(t[WARM:]) * 1000 for name, t in times.items()}
