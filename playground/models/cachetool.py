@@ -10,6 +10,10 @@ tokenizer (metadata/NAME-<hash>, what a model kept as its files reads: models/ha
 onnxruntime runner (onnx/CHECKPOINT-PRECISION[-rowsN]-<key>, checked against the file records its
 marker holds: engine/runners/onnx_cache.py) or a temp file a killed run left. NAME is an entry's name,
 or a GGUF's name without its hash (matching its checkpoint and that checkpoint's builds too).
+
+A build with a cut head holds hard links of its full build's files: each entry's size counts them,
+the total counts each file once, and clearing an entry says what it freed (a linked file's bytes go
+with its last name).
 """
 
 from __future__ import annotations
@@ -131,12 +135,34 @@ def chosen(root: Path, name: str | None) -> list[Entry]:
     return picked
 
 
+def files_of(paths: list[Path]) -> list[Path]:
+    """The files of these paths (a file, or every file under a folder)."""
+    return [f for p in paths for f in ([p] if p.is_file() else sorted(p.rglob("*")) if p.is_dir() else [])
+            if f.is_file()]
+
+
+def shared_bytes(paths: list[Path]) -> int:
+    """Bytes of files with another name too (a cut build's hard links of its full build's weights)."""
+    return sum(f.stat().st_size for f in files_of(paths) if f.stat().st_nlink > 1)
+
+
+def disk_bytes(found: list[Entry]) -> int:
+    """What the entries hold on disk: a file with several names counted once."""
+    seen = {}
+    for f in files_of([p for e in found for p in e.paths]):
+        stat = f.stat()
+        seen[(stat.st_dev, stat.st_ino)] = stat.st_size
+    return sum(seen.values())
+
+
 def cache_list(root: Path, out) -> int:
     found = entries(root)
     print(f"cache {root}:", file=out)
     for e in found:
-        print(f"  {e.name:<52} {e.kind:<16} {human(e.bytes):>11}", file=out)
-    print(f"  {len(found)} entries, {human(sum(e.bytes for e in found))} in all", file=out)
+        shared = shared_bytes(e.paths)
+        note = f"  ({human(shared)} of it shared)" if shared else ""
+        print(f"  {e.name:<52} {e.kind:<16} {human(e.bytes):>11}{note}", file=out)
+    print(f"  {len(found)} entries, {human(disk_bytes(found))} in all", file=out)
     return 0
 
 
@@ -156,7 +182,7 @@ def cache_clear(root: Path, name: str | None, out) -> int:
     """Remove entries, each under its folder's lock so no fetch or conversion is cut in half."""
     freed = 0
     for e in chosen(root, name):
-        size = e.bytes
+        size = e.bytes - shared_bytes(e.paths)  # a file with another name keeps its bytes
         with exclusive(e.paths[0].parent):
             for path in e.paths:
                 shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)

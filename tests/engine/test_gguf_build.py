@@ -204,7 +204,7 @@ def test_the_default_targets_first_layers_from_its_gguf_match_its_checkpoint(tmp
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     ids = AutoTokenizer.from_pretrained(DEFAULT_CHECKPOINT)("def fibonacci(n):\n    return")["input_ids"]
-    options = {**onnx_build.builder_options(DEFAULT_CHECKPOINT, "int4", None), "num_hidden_layers": "2"}
+    options = {**onnx_build.builder_options(DEFAULT_CHECKPOINT, "int4"), "num_hidden_layers": "2"}
     logits = {}
     for name, source in (("gguf", DEFAULT_GGUF), ("checkpoint", None)):
         try:

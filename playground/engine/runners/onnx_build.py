@@ -20,10 +20,14 @@ accuracy level 4), the kernel that decodes fastest on a CPU. The run's quantizat
 PyTorch's kernels and does not reach these: baseline and speculation share this build, so the
 speculative output is the build's own.
 
-Two edits follow the builder (onnx_graph.py): a draft vocabulary (draft_vocab) is cut into the
-built head (`trim_head`), so a draft forward costs what its size says; and the head reads only the
-last rows the runner asks for (`keep_last_rows`), so a long prompt computes and holds one row of
-logits, not one per token.
+Two edits follow the builder (onnx_graph.py): the head reads only the last rows the runner asks for
+(`keep_last_rows`), so a long prompt computes and holds one row of logits, not one per token; and a
+draft vocabulary (draft_vocab) is cut into the head, so a draft forward costs what its size says. An
+int4 cut is made from the model's full build, with no second builder run (`cut_build`, the full build
+made first where no cache holds it): the full graph with its head reading its own first rows, in a
+folder that hard-links the full build's files, so the cut adds only its head to the cache (about
+37 MB for the default draft's 65,536 rows) and its key follows the full build's. A float32 build (the
+tiny pair's) is cut in place in a build of its own (`trim_head`).
 """
 
 from __future__ import annotations
@@ -42,9 +46,9 @@ from pathlib import Path
 import numpy as np
 
 from playground.engine.runners import is_handle
-from playground.engine.runners.onnx_graph import keep_last_rows, trim_head
-from playground.engine.runners.onnx_cache import (MARKER, build_folder, build_key, seal, settle,  # noqa: F401
-                                                  temp_folder, whole)
+from playground.engine.runners.onnx_graph import cut_head_from, keep_last_rows, loaded_bytes, trim_head
+from playground.engine.runners.onnx_cache import (MARKER, build_folder, build_key, cut_key,  # noqa: F401
+                                                  link_files, seal, settle, temp_folder, whole)
 
 ACCURACY_LEVEL = 4  # MatMulNBits with int8 activations: the fast CPU path (float activations: ~4.7x slower)
 LOG_TAIL = 2000  # characters of the builder's output an error shows
@@ -85,7 +89,7 @@ class Built:
 
     def weight_bytes(self) -> int:
         """The graph and its external weights, as a session loads them."""
-        return sum(f.stat().st_size for f in self.folder.iterdir() if f.name.startswith("model.onnx"))
+        return loaded_bytes(self.folder)
 
     def session(self, threads: int):
         """The model's session for runs at `threads`. On the process's shared pool (shared_pool) one
@@ -151,8 +155,7 @@ def build_identity(model, rows: int | None = None) -> tuple[str, str, str]:
     folder it reads, and the cache key (auto's recorded choices are kept under it, runners/choice.py)."""
     precision = precision_of(model)
     folder, gguf = source_of(model, precision)
-    key = build_key(folder, precision, builder_options(folder, precision, rows), rows, gguf)
-    return (gguf.stem if gguf else folder.name), precision, key
+    return (gguf.stem if gguf else folder.name), precision, key_of(folder, precision, rows, gguf)
 
 
 def held_bytes(model) -> int:
@@ -266,37 +269,79 @@ def _float32():
 
 def build(checkpoint: Path, precision: str, rows: int | None, gguf: Path | None = None) -> Built:
     """The cached build of `checkpoint` (or of `gguf`, with `checkpoint` the folder of its config and
-    tokenizer), or a new one, written aside and renamed when whole (onnx_cache)."""
-    options = builder_options(checkpoint, precision, rows)
-    key = build_key(checkpoint, precision, options, rows, gguf)
+    tokenizer), or a new one: by the builder, or, for an int4 cut head, from the full build."""
+    key = key_of(checkpoint, precision, rows, gguf)
     folder = build_folder(gguf or checkpoint, precision, rows, key)
+    if cut_from_full(precision, rows):
+        return cached(folder, key, lambda work: cut_build(checkpoint, precision, rows, gguf, work))
+    return cached(folder, key, lambda work: builder_build(checkpoint, precision, rows, gguf, work))
+
+
+def cut_from_full(precision: str, rows: int | None) -> bool:
+    """Is this build a cut head made from the full build? An int4 one: the builder's int4 head is a
+    MatMulNBits whose rows the cut takes as tensors of its own (onnx_graph.cut_head_from), so the
+    builder runs once per model (a second run cost the default draft 39 s and 0.35 GB of cache)."""
+    return bool(rows) and precision == "int4"
+
+
+def key_of(checkpoint: Path, precision: str, rows: int | None, gguf: Path | None = None) -> str:
+    """The cache key of the build `build` gives: a cut from the full build is keyed on the full
+    build's key (onnx_cache.cut_key), anything else on what the builder reads and how."""
+    if cut_from_full(precision, rows):
+        return cut_key(key_of(checkpoint, precision, None, gguf), rows)
+    return build_key(checkpoint, precision, builder_options(checkpoint, precision), rows, gguf)
+
+
+def cached(folder: Path, key: str, make) -> Built:
+    """The build in `folder` if whole under `key`; else `make(work)` writes it into a temp folder and
+    returns its marker's fields, and it is sealed and renamed into place (onnx_cache), so a
+    half-written build is never trusted. Its seconds count whatever `make` built first."""
     if whole(folder, key):
         return Built(folder, 0.0)
     start = time.perf_counter()
     work = temp_folder(folder.parent)
     try:
-        run_builder(checkpoint, work, precision, options, gguf)
-        if rows:
-            trim_head(work, rows)
-        keep_last_rows(work)
-        seal(work, {"key": key, "checkpoint": str(checkpoint), "gguf": gguf and str(gguf),
-                    "precision": precision, "rows": rows, "options": options})
+        seal(work, {"key": key, **make(work)})
         settle(work, folder, key)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return Built(folder, time.perf_counter() - start)
 
 
-def builder_options(folder: Path, precision: str, rows: int | None) -> dict[str, str]:
+def builder_build(checkpoint: Path, precision: str, rows: int | None, gguf: Path | None, work: Path) -> dict:
+    """The builder's model in `work` (a float32 head cut in place), its head reading only the rows
+    asked for."""
+    options = builder_options(checkpoint, precision)
+    run_builder(checkpoint, work, precision, options, gguf)
+    if rows:
+        trim_head(work, rows)
+    keep_last_rows(work)
+    return {"checkpoint": str(checkpoint), "gguf": gguf and str(gguf), "precision": precision, "rows": rows,
+            "options": options}
+
+
+def cut_build(checkpoint: Path, precision: str, rows: int, gguf: Path | None, work: Path) -> dict:
+    """The full build (made first if no cache holds it) with its head cut to `rows`, in `work`: its
+    files hard-linked (the weights stay on disk once), its graph rewritten with the head's rows in a
+    small file of their own (onnx_graph.cut_head_from). No builder runs for it."""
+    full = build(checkpoint, precision, None, gguf)
+    link_files(full.folder, work, but="model.onnx")
+    cut_head_from(full.folder, work, rows)
+    marker = json.loads((full.folder / MARKER).read_text())
+    return {"checkpoint": str(checkpoint), "gguf": gguf and str(gguf), "precision": precision, "rows": rows,
+            "options": marker["options"], "cut_from": full.folder.name}
+
+
+def builder_options(folder: Path, precision: str) -> dict[str, str]:
     """The builder's --extra_options (`folder`: the checkpoint, or a GGUF's config and tokenizer). The
     embedding is never left in float32 (151,936 x H floats): a tied one shares the int4 output layer's
-    weights, unless the head is trimmed and the embedding must stay whole; an untied one (or that) is
-    quantized to int4 on its own."""
+    weights (a cut head leaves them whole: its rows are tensors of its own); an untied one is quantized
+    to int4 on its own."""
     options = {}
     if precision != "fp32":
         options["accuracy_level"] = str(ACCURACY_LEVEL)
         tied = json.loads((folder / "config.json").read_text()).get("tie_word_embeddings", False)
-        if tied and not rows:
+        if tied:
             options["shared_embeddings"] = "true"
         else:  # the embedding in int4 too (GatherBlockQuantized): 0.13 GB instead of 0.9 for the 1.5B
             options["op_types_to_quantize"] = "MatMul/Gather"

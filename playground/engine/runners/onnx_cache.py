@@ -14,6 +14,12 @@ marker, written last, records each file's size and SHA-256. A folder without the
 another key, or with a file of another size is never trusted: it is built again.
 `python -m playground.models cache list|verify|clear` lists, re-hashes and removes builds
 (models/cachetool.py reads the same marker). A killed build's temp folder is removed by the next.
+
+An int4 build with a cut head (a draft vocabulary) is made from the model's full build
+(onnx_build.py): its key is the full build's key and the rows (`cut_key`), so new bytes in anything
+the full build reads, or a new builder, give the cut a new key too. Its folder holds hard links of
+the full build's files (`link_files`: the weights are on disk once) beside its own graph and head,
+and is sealed like any build: its marker records every file's SHA-256, the linked ones included.
 """
 
 from __future__ import annotations
@@ -49,6 +55,12 @@ def build_key(checkpoint: Path, precision: str, options: dict, rows: int | None,
         return key_of_hashes(checkpoint_hashes(checkpoint), precision, options, rows)
     return key_of_hashes({**checkpoint_hashes(checkpoint, weights=False), GGUF: remembered_sha256(gguf)},
                          precision, options, rows)
+
+
+def cut_key(full_key: str, rows: int) -> str:
+    """The key of a head cut to `rows` from the full build keyed `full_key` (which holds the precision,
+    the builder's options and version, and what it read)."""
+    return key_of_hashes({"full build": full_key}, "cut", {}, rows)
 
 
 def key_of_hashes(hashes: dict[str, str], precision: str, options: dict, rows: int | None) -> str:
@@ -149,3 +161,22 @@ def settle(work: Path, folder: Path, key: str) -> None:
     except OSError as e:
         if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.EISDIR) or not whole(folder, key):
             raise
+
+
+def link_files(full: Path, work: Path, but: str) -> None:
+    """Every file the full build's marker records, except `but`, into `work` as a hard link: a cut
+    build adds only its own files to the disk. The marker lists what was sealed (whole)."""
+    for name in read_json(full / MARKER).get("files", {}):
+        if name != but:
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            link_or_copy(full / name, work / name)
+
+
+def link_or_copy(source: Path, target: Path) -> None:
+    """A hard link, or a copy where the filesystem refuses one (another device, no links, too many).
+    Nothing writes a build's file in place (a rebuild renames a new folder in), so a link stays the
+    bytes its marker recorded."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
