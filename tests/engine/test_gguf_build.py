@@ -191,6 +191,19 @@ def test_the_child_hands_over_float16_except_for_float32_builds_and_leaves_f32_t
     assert gguf_builder.FloatTensor(norm, np.float16).data is norm.data
 
 
+def test_the_childs_reader_reads_the_fields_gguf_reads(files):
+    """Its plain-array view of the file gives every metadata field and tensor gguf's own reader gives."""
+    _, _, q8, _ = files
+    ours, theirs = gguf_builder.dequantizing_reader(np.float32)(q8), gguf.GGUFReader(q8)
+    assert not isinstance(ours.data, np.memmap) and isinstance(theirs.data, np.memmap)
+    assert list(ours.fields) == list(theirs.fields)
+    for name, field in theirs.fields.items():
+        mine = ours.fields[name]
+        assert (mine.offset, mine.data, mine.types) == (field.offset, field.data, field.types), name
+        assert len(mine.parts) == len(field.parts) and all(map(np.array_equal, mine.parts, field.parts)), name
+    assert [(t.name, t.data_offset) for t in ours.tensors] == [(t.name, t.data_offset) for t in theirs.tensors]
+
+
 @pytest.mark.slow  # about 2 minutes on 2 cores: the GGUF's 28 layers are all dequantized for 2
 @pytest.mark.skipif(not (DEFAULT_GGUF.is_file() and (DEFAULT_CHECKPOINT / "config.json").is_file()),
                     reason=f"the default pair's target is not in the cache ({DEFAULT_GGUF.name} and its "
@@ -217,3 +230,44 @@ def test_the_default_targets_first_layers_from_its_gguf_match_its_checkpoint(tmp
         float32 = model(torch.tensor([ids])).logits[0].numpy()
     errors = {name: float(np.abs(found - float32).mean()) for name, found in logits.items()}
     assert abs(errors["gguf"] - errors["checkpoint"]) <= 0.1 * errors["checkpoint"], errors
+
+
+@pytest.mark.parametrize("options", [{}, {"op_types_to_quantize": "MatMul/Gather"}, {"shared_embeddings": "true"}])
+def test_quantizing_one_weight_at_a_time_writes_the_builders_own_graph(files, tmp_path, options):
+    """nbits.py's pass against the builder's own to_nbits, on the same GGUF and options: the same nodes
+    in the same order with the same attributes, and the same initializers byte for byte."""
+    import subprocess
+    import sys
+
+    import onnx
+    from onnx import numpy_helper
+
+    _, _, q8, _ = files
+    metadata = tmp_path / "metadata"
+    shutil.copytree(q8.parent / "checkpoint", metadata, ignore=shutil.ignore_patterns("*.safetensors"))
+    if options.get("shared_embeddings"):  # the tiny target ties its head to its embedding only if told
+        config = json.loads((metadata / "config.json").read_text())
+        config["tie_word_embeddings"] = True
+        (metadata / "config.json").write_text(json.dumps(config))
+    graphs = {}
+    for one_at_a_time in (True, False):
+        out = tmp_path / f"out-{one_at_a_time}"
+        argv = ["-m", str(metadata), "-i", str(q8), "-o", str(out), "-p", "int4", "-e", "cpu", "-c", str(out / ".hf"),
+                *(["--extra_options", *[f"{k}={v}" for k, v in options.items()]] if options else [])]
+        code = f"from playground.engine.runners import gguf_builder; gguf_builder.main({argv!r}, {one_at_a_time})"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        graphs[one_at_a_time] = onnx.load(str(out / "model.onnx"))
+    ours, theirs = graphs[True].graph, graphs[False].graph
+    assert [(n.op_type, n.name, list(n.input), list(n.output)) for n in ours.node] == \
+           [(n.op_type, n.name, list(n.input), list(n.output)) for n in theirs.node]
+    assert [list(n.attribute) for n in ours.node] == [list(n.attribute) for n in theirs.node]
+    assert any(n.op_type == "MatMulNBits" for n in ours.node)
+    assert ("GatherBlockQuantized" in {n.op_type for n in ours.node}) == bool(options)
+    mine = {t.name: numpy_helper.to_array(t) for t in ours.initializer}
+    builders = {t.name: numpy_helper.to_array(t) for t in theirs.initializer}
+    assert mine.keys() == builders.keys()
+    for name, array in builders.items():
+        assert mine[name].dtype == array.dtype and np.array_equal(mine[name], array), name
+    assert graphs[True].opset_import == graphs[False].opset_import
+    assert graphs[True].ir_version == graphs[False].ir_version

@@ -1,0 +1,153 @@
+"""The builder's int4 step done one weight at a time (gguf_builder.py installs it in the builder's child).
+
+onnxruntime-genai's builder (0.18) writes the whole graph with float weights, then quantizes it:
+`Model.to_nbits` serializes the graph into one protobuf, which materializes every weight in float32
+at once (the 1.5B target: 6 GB) beside the float16 weights the loader still holds, and
+MatMulNBitsQuantizer adds the int4 ones to that protobuf. The child peaked at 13.4 GB for the
+1.5B target, more than a learner's laptop has.
+
+`to_nbits_one_at_a_time` gives each MatMul and Gather the same quantizer ONNX Runtime's
+MatMulNBitsQuantizer uses for it (`DefaultWeightOnlyQuantizer.quantize`, fed a graph holding that one
+weight), swaps in the node it returns with its int4 initializers, and drops the float weight, whose
+lazy tensor (a view of the loader's weight) then frees it. One float32 weight exists at a time, and
+the loader's copy shrinks as the int4 one grows. The nodes, attributes and initializers are the
+ones the builder's own pass writes (tests/engine/test_gguf_build.py compares the two builds byte for
+byte); only the order of initializers differs.
+
+Used only where the builder's own pass is the plain one (the DEFAULT method, QOperator format, no
+per-node bit widths, no exact overrides, no subgraphs, no CUDA prepacking); anything else keeps it.
+"""
+
+from __future__ import annotations
+
+MS_DOMAIN = "com.microsoft"
+INT4_OPSET = 21  # int4 initializers (a quantized Gather's) need opset 21 and IR version 10
+INT4_IR_VERSION = 10
+
+
+# The builder's base module under both names it is imported by: the builder puts its own folder on
+# sys.path and imports `builders`, which a program importing the package sees as the package path.
+BASES = ("builders.base", "onnxruntime_genai.models.builders.base")
+
+
+def install() -> None:
+    """Make the builder's Model quantize one weight at a time where its pass is the plain one."""
+    import importlib
+
+    import onnxruntime_genai.models  # noqa: F401  puts the builder's folder on sys.path (its imports need it)
+
+    for name in BASES:
+        model = importlib.import_module(name).Model
+        own = model.to_nbits
+
+        def to_nbits(self, own=own):
+            return to_nbits_one_at_a_time(self) if plain_pass(self) else own(self)
+
+        model.to_nbits = to_nbits
+
+
+def plain_pass(builder) -> bool:
+    """Whether the builder's to_nbits would run one DEFAULT MatMulNBitsQuantizer pass and nothing else."""
+    attrs = builder.quant_attrs
+    return (getattr(builder, "quantization_algo", "default") == "default"
+            and not getattr(builder, "int4_customized_weight_config", None)
+            and not getattr(builder, "exact_quant_override_names", None)
+            and not getattr(builder, "exact_quant_overrides", None)
+            and not attrs["use_qdq"]
+            and (builder.ep != "cuda" or builder.matmul_attrs.get("weights_prepacked", 0) <= 0)
+            and not any(attr.type in (attr.type.GRAPH, attr.type.GRAPHS)
+                        for node in builder.model.graph for attr in node.attributes.values()))
+
+
+def to_nbits_one_at_a_time(builder):
+    """The builder's model with each float MatMul and Gather weight replaced by its quantized node."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import (DefaultWeightOnlyQuantConfig,
+                                                                  DefaultWeightOnlyQuantizer)
+
+    attrs = builder.quant_attrs
+    ops = tuple(attrs["op_types_to_quantize"] or ("MatMul",))
+    quantizer = DefaultWeightOnlyQuantizer(DefaultWeightOnlyQuantConfig(
+        block_size=attrs["matmul_block_size"], is_symmetric=attrs["is_symmetric"],
+        accuracy_level=attrs["accuracy_level"], op_types_to_quantize=ops, bits=attrs["bits"]))
+    model, excluded = builder.model, set(attrs["nodes_to_exclude"])
+    for node in list(model.graph):
+        if node.op_type in ops and node.domain in ("", "ai.onnx") and node.name not in excluded:
+            quantize_node(model.graph, node, quantizer, builder.values)
+    model.opset_imports[MS_DOMAIN] = 1
+    if "Gather" in ops:  # as MatMulNBitsQuantizer.process raises them
+        model.opset_imports[""] = max(model.opset_imports.get("", 0), INT4_OPSET)
+        model.ir_version = max(model.ir_version, INT4_IR_VERSION)
+    return model
+
+
+def weight_of(node):
+    """The input a quantizer would quantize (a Gather's data, a MatMul's B), if it is a constant."""
+    index = 0 if node.op_type == "Gather" else 1
+    value = node.inputs[index] if len(node.inputs) > index else None
+    return value if value is not None and value.is_initializer() and value.const_value is not None else None
+
+
+def quantize_node(graph, node, quantizer, values: dict) -> None:
+    """Quantize `node`'s weight alone with ONNX Runtime's quantizer, splice in what it returns, and drop
+    the float weight once nothing reads it. `values` (the builder's own, by name) holds the value a
+    tied embedding already reads for the head's int4 weight (its GatherBlockQuantized was written
+    naming it before the weight existed)."""
+    import onnx
+    import onnx_ir as ir
+
+    weight = weight_of(node)
+    if weight is None:
+        return
+    tensor = ir.serde.serialize_tensor(weight.const_value)  # the one float32 copy, for this weight only
+    tensor.name = weight.name
+    held = onnx.GraphProto(initializer=[tensor])
+    original = ir.serde.serialize_node(node)
+    made = quantizer.quantize(original, [held])
+    if len(made) == 1 and made[0] is original:  # a shape the quantizer skips: left as it is
+        return
+    by_name = {value.name: value for value in node.inputs if value is not None}
+    for proto in held.initializer[1:]:
+        by_name[proto.name] = initializer(graph, values, proto)
+    replace(graph, node, made, by_name)
+    if not weight.uses():
+        graph.initializers.pop(weight.name)
+        weight.const_value = None  # frees the lazy tensor and the loader's weight it views
+
+
+def initializer(graph, values: dict, proto):
+    """The quantizer's new initializer as a graph initializer, in the value already named for it if any.
+    Copied out of the graph it was written into: a protobuf sub-message keeps its whole parent alive,
+    which here holds the float32 weight (kept, the 1.5B target's child grew by 4 GB)."""
+    import onnx
+    import onnx_ir as ir
+
+    own = onnx.TensorProto()
+    own.CopyFrom(proto)
+    tensor = ir.serde.deserialize_tensor(own)
+    value = values.get(proto.name) or ir.Value(name=proto.name)
+    value.const_value, value.dtype, value.shape = tensor, tensor.dtype, tensor.shape
+    values[proto.name] = value
+    graph.register_initializer(value)
+    return value
+
+
+def replace(graph, node, made: list, by_name: dict) -> None:
+    """Put the quantizer's nodes where `node` was: their outputs that `node` wrote take its outputs'
+    places (consumers and graph outputs), the others are new values between them."""
+    import onnx
+    import onnx_ir as ir
+
+    outputs = {value.name: value for value in node.outputs}
+    new_nodes = []
+    for proto in made:
+        attributes = {a.name: onnx.helper.get_attribute_value(a) for a in proto.attribute}
+        new = ir.Node(proto.domain, proto.op_type, [by_name.get(name) if name else None for name in proto.input],
+                      attributes=ir.convenience.convert_attributes(attributes), name=proto.name,
+                      num_outputs=len(proto.output))
+        for value, name in zip(new.outputs, proto.output):
+            value.name = name if name not in outputs else f"{name}/nbits"  # renamed back below
+            by_name[name] = value
+        new_nodes.append(new)
+    olds = list(node.outputs)
+    news = [by_name[value.name] for value in olds]
+    ir.convenience.replace_nodes_and_values(graph, node, [node], new_nodes, olds, news)
