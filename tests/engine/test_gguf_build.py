@@ -235,7 +235,8 @@ def test_the_default_targets_first_layers_from_its_gguf_match_its_checkpoint(tmp
 @pytest.mark.parametrize("options", [{}, {"op_types_to_quantize": "MatMul/Gather"}, {"shared_embeddings": "true"}])
 def test_quantizing_one_weight_at_a_time_writes_the_builders_own_graph(files, tmp_path, options):
     """nbits.py's pass against the builder's own to_nbits, on the same GGUF and options: the same nodes
-    in the same order with the same attributes, and the same initializers byte for byte."""
+    in the same order with the same attributes, and the same initializers byte for byte, with each
+    weight quantized in slices of its outputs and joined."""
     import subprocess
     import sys
 
@@ -254,7 +255,8 @@ def test_quantizing_one_weight_at_a_time_writes_the_builders_own_graph(files, tm
         out = tmp_path / f"out-{one_at_a_time}"
         argv = ["-m", str(metadata), "-i", str(q8), "-o", str(out), "-p", "int4", "-e", "cpu", "-c", str(out / ".hf"),
                 *(["--extra_options", *[f"{k}={v}" for k, v in options.items()]] if options else [])]
-        code = f"from playground.engine.runners import gguf_builder; gguf_builder.main({argv!r}, {one_at_a_time})"
+        code = ("from playground.engine.runners import gguf_builder, nbits; nbits.CHUNK_ROWS = 48; "
+                f"gguf_builder.main({argv!r}, {one_at_a_time})")  # slices of 48 outputs: every weight in several
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         graphs[one_at_a_time] = onnx.load(str(out / "model.onnx"))

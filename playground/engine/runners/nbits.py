@@ -20,7 +20,12 @@ per-node bit widths, no exact overrides, no subgraphs, no CUDA prepacking); anyt
 
 from __future__ import annotations
 
+import numpy as np
+
 MS_DOMAIN = "com.microsoft"
+# Outputs of one weight (a MatMul's columns, a Gather's rows) quantized at once: an even count (4-bit
+# slices then end on a byte); the 1.5B's 151,936-row embedding goes in 10 slices, its layers in one.
+CHUNK_ROWS = 16384
 INT4_OPSET = 21  # int4 initializers (a quantized Gather's) need opset 21 and IR version 10
 INT4_IR_VERSION = 10
 
@@ -92,26 +97,67 @@ def quantize_node(graph, node, quantizer, values: dict) -> None:
     the float weight once nothing reads it. `values` (the builder's own, by name) holds the value a
     tied embedding already reads for the head's int4 weight (its GatherBlockQuantized was written
     naming it before the weight existed)."""
-    import onnx
     import onnx_ir as ir
 
     weight = weight_of(node)
     if weight is None:
         return
-    tensor = ir.serde.serialize_tensor(weight.const_value)  # the one float32 copy, for this weight only
-    tensor.name = weight.name
-    held = onnx.GraphProto(initializer=[tensor])
-    original = ir.serde.serialize_node(node)
-    made = quantizer.quantize(original, [held])
-    if len(made) == 1 and made[0] is original:  # a shape the quantizer skips: left as it is
+    quantized = quantized_slices(weight, node.op_type, ir.serde.serialize_node(node), quantizer)
+    if quantized is None:  # a shape the quantizer skips: left as it is
         return
+    made, tensors = quantized
     by_name = {value.name: value for value in node.inputs if value is not None}
-    for proto in held.initializer[1:]:
+    for proto in tensors:
         by_name[proto.name] = initializer(graph, values, proto)
     replace(graph, node, made, by_name)
     if not weight.uses():
         graph.initializers.pop(weight.name)
         weight.const_value = None  # frees the lazy tensor and the loader's weight it views
+
+
+def quantized_slices(weight, op_type: str, original, quantizer):
+    """The quantizer's nodes and new initializers for `weight`, made CHUNK_ROWS outputs at a time (a
+    MatMul's columns, a Gather's rows) and joined, or None where it leaves the node as it is. Each output
+    is quantized on its own (its blocks run along the other axis), so the slices join into the whole's
+    bytes, while the quantizer's float32 copies exist for one slice at a time: for the 151,936-row
+    embedding and head they were the child's peak (0.93 GB each for the 1.5B, copied several times)."""
+    import onnx
+    from onnx import numpy_helper
+
+    array = weight.const_value.numpy()
+    axis = 0 if op_type == "Gather" else 1
+    outputs = array.shape[axis] if array.ndim == 2 else 0
+    starts = range(0, outputs, CHUNK_ROWS) if outputs > CHUNK_ROWS else [None]
+    pieces = []
+    for start in starts:
+        part = array if start is None else np.take(array, range(start, min(start + CHUNK_ROWS, outputs)), axis=axis)
+        held = onnx.GraphProto(initializer=[numpy_helper.from_array(part, weight.name)])
+        made = quantizer.quantize(original, [held])
+        if len(made) == 1 and made[0] is original:
+            return None
+        pieces.append(list(held.initializer[1:]))
+    if len(pieces) > 1:
+        for node in made:  # the node was written for the last slice: its output count is the whole's
+            for attribute in node.attribute:
+                if attribute.name == "N":
+                    attribute.i = outputs
+    return made, [joined(tensors) for tensors in zip(*pieces)]
+
+
+def joined(tensors):
+    """Tensors of the same name and type, one per slice of outputs, as one: their leading dimensions
+    add up and their raw bytes follow each other (row-major, outputs first; a 4-bit tensor's slices
+    hold an even count of values, CHUNK_ROWS being even, so the bytes meet on a boundary)."""
+    import onnx
+
+    if len(tensors) == 1:
+        return tensors[0]
+    if not all(t.HasField("raw_data") for t in tensors):
+        raise ValueError(f"nbits: cannot join {tensors[0].name}, a tensor written without raw bytes")
+    whole = onnx.TensorProto(name=tensors[0].name, data_type=tensors[0].data_type,
+                             dims=[sum(t.dims[0] for t in tensors), *tensors[0].dims[1:]])
+    whole.raw_data = b"".join(t.raw_data for t in tensors)
+    return whole
 
 
 def initializer(graph, values: dict, proto):
