@@ -97,6 +97,7 @@ def race_frames(
     from playground.measure.bench.machine import spare_a_core
     from playground.measure.bench.resident import grown_mb
     from playground.measure.bench.runs import Setup, warm_up
+    from playground.models.handle import trim_heap
     from playground.engine.generate import check_inputs, generate
     from playground.engine.runners import COMPILED, compile_seconds, resolve
     from playground.models.text import encode_prompt
@@ -140,6 +141,7 @@ def race_frames(
         finally:
             race.close()  # also on Stop: Gradio closes this generator, which closes both engine runs
     frame.done = True
+    trim_heap()  # the runs' freed buffers back to the system (a long prompt's: 160 MB held otherwise)
     frame.weights_mb = held_mb(pair.target.model, drafter)  # now with the caches and tables the run grew
     frame.resident_mb = grown_mb()  # the end value (no sampler thread: not the peak)
     yield frame

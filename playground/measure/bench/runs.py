@@ -20,6 +20,7 @@ from playground.engine.events import (StepEvent, acceptance_by_rank, costs, from
                                       position_counts, steady_events, summarize, tree_costs)
 from playground.measure.bench.divergence import first_divergence, margin_at
 from playground.measure.bench.resident import first_growth, grown_bytes
+from playground.models.handle import trim_heap
 from playground.measure.bench.references import llamacpp as reference_llamacpp
 from playground.measure.bench.references import onnxruntime_genai as reference_ortgenai
 from playground.measure.bench.references import openvino as reference_openvino
@@ -169,6 +170,7 @@ def engine_run(target, ids, config: SpecConfig, drafter, eos, stopped: Callable[
         if first is None:  # the step that read the prompt: its end is where decoding starts
             first = clock(target.device) - started
     seconds = clock(target.device) - started
+    trim_heap()  # what the run freed goes back to the system before its memory is read, not timed
     return Run(output_tokens(events), seconds, events, first, len(output_tokens(events[:1])),
                weights_bytes=model_bytes(target) + (drafter_bytes(drafter) if drafter is not None else 0),
                resident_bytes=grown_bytes())  # read after the clock stops: one system call, not timed
