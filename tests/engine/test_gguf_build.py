@@ -232,11 +232,12 @@ def test_the_default_targets_first_layers_from_its_gguf_match_its_checkpoint(tmp
     assert abs(errors["gguf"] - errors["checkpoint"]) <= 0.1 * errors["checkpoint"], errors
 
 
-@pytest.mark.parametrize("options", [{}, {"op_types_to_quantize": "MatMul/Gather"}, {"shared_embeddings": "true"}])
-def test_quantizing_one_weight_at_a_time_writes_the_builders_own_graph(files, tmp_path, options):
+@pytest.mark.parametrize("options, rows", [({}, None), ({}, 48), ({"op_types_to_quantize": "MatMul/Gather"}, 48),
+                                           ({"shared_embeddings": "true"}, 48)])
+def test_quantizing_one_weight_at_a_time_writes_the_builders_own_graph(files, tmp_path, options, rows):
     """nbits.py's pass against the builder's own to_nbits, on the same GGUF and options: the same nodes
-    in the same order with the same attributes, and the same initializers byte for byte, with each
-    weight quantized in slices of its outputs and joined."""
+    in the same order with the same attributes, and the same initializers byte for byte, each weight
+    quantized whole (the tiny model's are all under CHUNK_ROWS outputs) or in slices of 48 and joined."""
     import subprocess
     import sys
 
@@ -255,8 +256,8 @@ def test_quantizing_one_weight_at_a_time_writes_the_builders_own_graph(files, tm
         out = tmp_path / f"out-{one_at_a_time}"
         argv = ["-m", str(metadata), "-i", str(q8), "-o", str(out), "-p", "int4", "-e", "cpu", "-c", str(out / ".hf"),
                 *(["--extra_options", *[f"{k}={v}" for k, v in options.items()]] if options else [])]
-        code = ("from playground.engine.runners import gguf_builder, nbits; nbits.CHUNK_ROWS = 48; "
-                f"gguf_builder.main({argv!r}, {one_at_a_time})")  # slices of 48 outputs: every weight in several
+        code = (f"from playground.engine.runners import gguf_builder, nbits; nbits.CHUNK_ROWS = {rows or 'nbits.CHUNK_ROWS'}; "
+                f"gguf_builder.main({argv!r}, {one_at_a_time})")  # 48 outputs a slice: every tiny weight in several
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         graphs[one_at_a_time] = onnx.load(str(out / "model.onnx"))
