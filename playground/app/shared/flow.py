@@ -264,8 +264,10 @@ def compile_message(event) -> str:
                 "(kept for this machine).")
     if not hasattr(event, "rows"):  # an onnxruntime build
         if not event.done:
+            beside = " side by side with the other" if event.beside > 1 else ""
             return (f"Building the {event.model}'s ONNX model for runner onnxruntime ({event.index} of "
-                    f"{event.total}), once per model: a minute or two the first time, not part of any timing…")
+                    f"{event.total}{beside}), once per model: a minute or two the first time, not part of any "
+                    "timing…")
         return (f"The {event.model}'s ONNX model was in the cache." if not event.seconds else
                 f"Built the {event.model}'s ONNX model in {event.seconds:.0f} s (kept in the cache).")
     shape = f"shape {event.rows}: {event.rows} row{'s' if event.rows > 1 else ''} a forward, {event.capacity}-entry cache"

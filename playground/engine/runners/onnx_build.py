@@ -136,18 +136,46 @@ def shared_pool(O, threads: int) -> bool:
 
 
 BUILDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {rows: Built}, freed with it
-LOCK = threading.Lock()
+BUILDING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the lock its builds hold
+LOCK = threading.Lock()  # the two maps only: two models build side by side (warmup.builds)
+# The builder child's peak for an int4 build from a GGUF (gguf_builder.py with nbits.py's pass), measured
+# on the default pair: 6.53 GB for the 1.5B target's 1.10 GB file, 3.47 GB for the 0.5B draft's 0.49 GB.
+# About 0.6 GB of libraries and 6 bytes per byte of the file (its float16 weights, then a slice's float32
+# copies); a checkpoint goes through the builder's own pass, 4x more, and is not estimated.
+BUILDER_BASE, BUILDER_PER_BYTE = 0.6e9, 6
+HEADROOM = 2e9  # left to the app and the rest of the machine while builders run side by side
 
 
 def built_model(model, rows: int | None = None) -> Built:
     """The model's build (made now if no cache holds it), with the output layer cut to `rows`."""
     with LOCK:
         mine = BUILDS.setdefault(model, {})
+        lock = BUILDING.setdefault(model, threading.Lock())
+    with lock:
         if rows not in mine:
             precision = precision_of(model)
             folder, gguf = source_of(model, precision)
             mine[rows] = build(folder, precision, rows, gguf)
         return mine[rows]
+
+
+def fit_side_by_side(models: list) -> bool:
+    """Whether the builds of `models` can run at once: each reads a GGUF (a peak it can estimate) and
+    the memory available now holds all their peaks, with HEADROOM to spare. Each builder computes on
+    about one core, so on two cores two builds take about the longer one's time."""
+    import psutil
+
+    peaks = [builder_peak(model) for model in models]
+    if None in peaks:
+        return False
+    return sum(peaks) + HEADROOM <= psutil.virtual_memory().available
+
+
+def builder_peak(model) -> int | None:
+    """Bytes the builder's child peaks at for the model's int4 build from its GGUF; None for any other."""
+    precision = precision_of(model)
+    _, gguf = source_of(model, precision)
+    return int(BUILDER_BASE + BUILDER_PER_BYTE * gguf.stat().st_size) if gguf else None
 
 
 def build_identity(model, rows: int | None = None) -> tuple[str, str, str]:

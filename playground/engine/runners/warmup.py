@@ -99,6 +99,7 @@ class Building:
     index: int  # this model's place among the builds checked now, from 1
     total: int
     seconds: float | None = None
+    beside: int = 1  # builds running at once, this one among them
 
     @property
     def done(self) -> bool:
@@ -206,13 +207,38 @@ def build_models(target, draft, run: RunConfig, head: bool = False) -> Iterator[
 
 def builds(todo: list[tuple[str, object, int | None]]) -> Iterator[Building]:
     """The onnxruntime builds of (name, model, head rows) this process does not have yet, each said
-    before and after (0 seconds: found in the cache)."""
-    from playground.engine.runners.onnx_build import built_model, is_built
+    before and after (0 seconds: found in the cache); side by side where the memory holds their
+    builders' peaks (onnx_build.fit_side_by_side), else one after the other."""
+    from playground.engine.runners.onnx_build import built_model, fit_side_by_side, is_built
 
     missing = [item for item in todo if not is_built(item[1], item[2])]
+    if len(missing) > 1 and fit_side_by_side([model for _, model, _ in missing]):
+        yield from side_by_side(missing)
+        return
     for index, (name, model, head_rows) in enumerate(missing, 1):
         yield Building(name, index, len(missing))
         yield Building(name, index, len(missing), built_model(model, head_rows).seconds)
+
+
+def side_by_side(missing: list[tuple[str, object, int | None]]) -> Iterator[Building]:
+    """The builds started at once, each said as it starts and as it ends. Closing this generator
+    waits for them (the pool's exit): no builder child is left running."""
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
+    from playground.engine.runners.onnx_build import built_model
+
+    n = len(missing)
+    with ThreadPoolExecutor(n) as pool:
+        started = {pool.submit(built_model, model, rows): (index, name)
+                   for index, (name, model, rows) in enumerate(missing, 1)}
+        for index, name in started.values():
+            yield Building(name, index, n, beside=n)
+        running = dict(started)
+        for future in as_completed(started):
+            index, name = running.pop(future)
+            yield Building(name, index, n, future.result().seconds, beside=n)
+            for index, name in running.values():  # still building: said again, the page shows the last line
+                yield Building(name, index, n, beside=n)
 
 
 def head_runners(draft, run: RunConfig) -> dict[str, str] | None:
