@@ -30,13 +30,16 @@ import importlib
 import mmap
 import runpy
 import sys
+from pathlib import Path
 
 import numpy as np
 
 BUILDER = "onnxruntime_genai.models.builder"
-# The loader module under both names it is imported by: the builder puts its own folder on sys.path and
-# base.py imports `loaders.gguf`, falling back to the package path.
-LOADERS = ("loaders.gguf", "onnxruntime_genai.models.loaders.gguf")
+PACKAGE = "onnxruntime_genai.models"
+# The child's peak, measured on the default pair with nbits.py's pass: 6.53 GB for the 1.5B target's
+# 1.10 GB file, 3.47 GB for the 0.5B draft's 0.49 GB. About 0.6 GB of libraries and 6 bytes per byte of
+# the file (its float16 weights, then a slice's float32 copies).
+PEAK_BASE, PEAK_PER_BYTE = 0.6e9, 6
 
 
 def main(argv: list[str], one_at_a_time: bool = True) -> None:
@@ -44,9 +47,14 @@ def main(argv: list[str], one_at_a_time: bool = True) -> None:
     if one_at_a_time:  # the int4 pass without a float32 copy of the whole graph (nbits.py)
         from playground.engine.runners import nbits
 
-        nbits.install()
+        nbits.install(builder_modules("builders.base"))
     sys.argv = [BUILDER, *argv]
     runpy.run_module(BUILDER, run_name="__main__", alter_sys=True)
+
+
+def peak_bytes(gguf: Path) -> int:
+    """The resident bytes this child peaks at for an int4 build of `gguf` (PEAK_BASE, PEAK_PER_BYTE)."""
+    return int(PEAK_BASE + PEAK_PER_BYTE * gguf.stat().st_size)
 
 
 def weight_dtype(argv: list[str]):
@@ -57,12 +65,18 @@ def weight_dtype(argv: list[str]):
     return np.float32 if precision == "fp32" else np.float16
 
 
+def builder_modules(name: str) -> list:
+    """The builder's module `name` (e.g. "loaders.gguf") under both names it is imported by, to patch
+    each: the builder puts its own folder on sys.path and imports `name`, while the package's own
+    modules (and ours) import it by the package path."""
+    importlib.import_module(PACKAGE)  # puts the builder's folder on sys.path (its imports need it)
+    return [importlib.import_module(name), importlib.import_module(f"{PACKAGE}.{name}")]
+
+
 def read_quantized_tensors(dtype) -> None:
     """Point the builder's GGUF loader at a reader that dequantizes (the patch this module exists for)."""
-    import onnxruntime_genai.models  # noqa: F401  puts the builder's folder on sys.path (its imports need it)
-
-    for name in LOADERS:
-        importlib.import_module(name).GGUFReader = dequantizing_reader(dtype)
+    for module in builder_modules("loaders.gguf"):
+        module.GGUFReader = dequantizing_reader(dtype)
 
 
 def dequantizing_reader(dtype):

@@ -28,19 +28,11 @@ INT4_OPSET = 21  # int4 initializers (a quantized Gather's) need opset 21 and IR
 INT4_IR_VERSION = 10
 
 
-# The builder's base module under both names it is imported by: the builder puts its own folder on
-# sys.path and imports `builders`, which a program importing the package sees as the package path.
-BASES = ("builders.base", "onnxruntime_genai.models.builders.base")
-
-
-def install() -> None:
-    """Make the builder's Model quantize one weight at a time where its pass is the plain one."""
-    import importlib
-
-    import onnxruntime_genai.models  # noqa: F401  puts the builder's folder on sys.path (its imports need it)
-
-    for name in BASES:
-        model = importlib.import_module(name).Model
+def install(bases: list) -> None:
+    """Make the builder's Model quantize one weight at a time where its pass is the plain one, in each
+    of `bases` (its base module under every name it is imported by: gguf_builder.builder_modules)."""
+    for module in bases:
+        model = module.Model
         own = model.to_nbits
 
         def to_nbits(self, own=own):

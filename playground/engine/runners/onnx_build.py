@@ -138,12 +138,6 @@ def shared_pool(O, threads: int) -> bool:
 BUILDS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> {rows: Built}, freed with it
 BUILDING: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> the lock its builds hold
 LOCK = threading.Lock()  # the two maps only: two models build side by side (warmup.builds)
-# The builder child's peak for an int4 build from a GGUF (gguf_builder.py with nbits.py's pass), measured
-# on the default pair: 6.53 GB for the 1.5B target's 1.10 GB file, 3.47 GB for the 0.5B draft's 0.49 GB.
-# About 0.6 GB of libraries and 6 bytes per byte of the file (its float16 weights, then a slice's float32
-# copies); a checkpoint goes through the builder's own pass, 4x more, and is not estimated.
-BUILDER_BASE, BUILDER_PER_BYTE = 0.6e9, 6
-HEADROOM = 2e9  # left to the app and the rest of the machine while builders run side by side
 
 
 def built_model(model, rows: int | None = None) -> Built:
@@ -153,36 +147,24 @@ def built_model(model, rows: int | None = None) -> Built:
         lock = BUILDING.setdefault(model, threading.Lock())
     with lock:
         if rows not in mine:
-            precision = precision_of(model)
-            folder, gguf = source_of(model, precision)
+            precision, folder, gguf = sources(model)
             mine[rows] = build(folder, precision, rows, gguf)
         return mine[rows]
 
 
-def fit_side_by_side(models: list) -> bool:
-    """Whether the builds of `models` can run at once: each reads a GGUF (a peak it can estimate) and
-    the memory available now holds all their peaks, with HEADROOM to spare. Each builder computes on
-    about one core, so on two cores two builds take about the longer one's time."""
-    import psutil
-
-    peaks = [builder_peak(model) for model in models]
-    if None in peaks:
-        return False
-    return sum(peaks) + HEADROOM <= psutil.virtual_memory().available
-
-
 def builder_peak(model) -> int | None:
-    """Bytes the builder's child peaks at for the model's int4 build from its GGUF; None for any other."""
-    precision = precision_of(model)
-    _, gguf = source_of(model, precision)
-    return int(BUILDER_BASE + BUILDER_PER_BYTE * gguf.stat().st_size) if gguf else None
+    """Bytes the builder's child peaks at for the model's int4 build from its GGUF (gguf_builder.peak_bytes);
+    None for any other: a checkpoint goes through the builder's own pass, 4x more, and is not estimated."""
+    from playground.engine.runners.gguf_builder import peak_bytes
+
+    _, _, gguf = sources(model)
+    return peak_bytes(gguf) if gguf else None
 
 
 def build_identity(model, rows: int | None = None) -> tuple[str, str, str]:
     """(name, precision, key) of the build `built_model` gives the model: the name of the file or
     folder it reads, and the cache key (auto's recorded choices are kept under it, runners/choice.py)."""
-    precision = precision_of(model)
-    folder, gguf = source_of(model, precision)
+    precision, folder, gguf = sources(model)
     return (gguf.stem if gguf else folder.name), precision, key_of(folder, precision, rows, gguf)
 
 
@@ -225,6 +207,12 @@ def serves(model) -> bool:
 # (the default pair), Llama (SmolLM2). Its Gemma 3 export fails on transformers 5's per-layer-type
 # rope_parameters (KeyError 'rope_type'), so a Gemma draft stays on PyTorch under auto.
 BUILT = ("qwen2", "llama")
+
+
+def sources(model) -> tuple[str, Path, Path | None]:
+    """(precision, folder, GGUF or None): the model's build precision and what its builder reads."""
+    precision = precision_of(model)
+    return (precision, *source_of(model, precision))
 
 
 def source_of(model, precision: str) -> tuple[Path, Path | None]:
@@ -344,8 +332,7 @@ def builder_build(checkpoint: Path, precision: str, rows: int | None, gguf: Path
     if rows:
         trim_head(work, rows)
     keep_last_rows(work)
-    return {"checkpoint": str(checkpoint), "gguf": gguf and str(gguf), "precision": precision, "rows": rows,
-            "options": options}
+    return described(checkpoint, precision, rows, gguf, options)
 
 
 def cut_build(checkpoint: Path, precision: str, rows: int, gguf: Path | None, work: Path) -> dict:
@@ -356,8 +343,13 @@ def cut_build(checkpoint: Path, precision: str, rows: int, gguf: Path | None, wo
     link_files(full.folder, work, but="model.onnx")
     cut_head_from(full.folder, work, rows)
     marker = json.loads((full.folder / MARKER).read_text())
+    return {**described(checkpoint, precision, rows, gguf, marker["options"]), "cut_from": full.folder.name}
+
+
+def described(checkpoint: Path, precision: str, rows: int | None, gguf: Path | None, options: dict) -> dict:
+    """A build's marker fields besides its key and files: what it was built from and how."""
     return {"checkpoint": str(checkpoint), "gguf": gguf and str(gguf), "precision": precision, "rows": rows,
-            "options": marker["options"], "cut_from": full.folder.name}
+            "options": options}
 
 
 def builder_options(folder: Path, precision: str) -> dict[str, str]:

@@ -107,6 +107,7 @@ class Building:
 
 
 RUNNER, HEAD = "runner", "head"  # what a Choosing event chooses
+BUILD_HEADROOM = 2e9  # left to the app and the rest of the machine while builders run side by side
 
 
 @dataclass(frozen=True)
@@ -208,8 +209,8 @@ def build_models(target, draft, run: RunConfig, head: bool = False) -> Iterator[
 def builds(todo: list[tuple[str, object, int | None]]) -> Iterator[Building]:
     """The onnxruntime builds of (name, model, head rows) this process does not have yet, each said
     before and after (0 seconds: found in the cache); side by side where the memory holds their
-    builders' peaks (onnx_build.fit_side_by_side), else one after the other."""
-    from playground.engine.runners.onnx_build import built_model, fit_side_by_side, is_built
+    builders' peaks (fit_side_by_side), else one after the other."""
+    from playground.engine.runners.onnx_build import built_model, is_built
 
     missing = [item for item in todo if not is_built(item[1], item[2])]
     if len(missing) > 1 and fit_side_by_side([model for _, model, _ in missing]):
@@ -218,6 +219,20 @@ def builds(todo: list[tuple[str, object, int | None]]) -> Iterator[Building]:
     for index, (name, model, head_rows) in enumerate(missing, 1):
         yield Building(name, index, len(missing))
         yield Building(name, index, len(missing), built_model(model, head_rows).seconds)
+
+
+def fit_side_by_side(models: list) -> bool:
+    """Whether the builds of `models` can run at once: each reads a GGUF (a peak it can estimate) and
+    the memory available now holds all their peaks, with BUILD_HEADROOM to spare. Each builder
+    computes on about one core, so on two cores two builds take about the longer one's time."""
+    import psutil
+
+    from playground.engine.runners.onnx_build import builder_peak
+
+    peaks = [builder_peak(model) for model in models]
+    if None in peaks:
+        return False
+    return sum(peaks) + BUILD_HEADROOM <= psutil.virtual_memory().available
 
 
 def side_by_side(missing: list[tuple[str, object, int | None]]) -> Iterator[Building]:

@@ -1,5 +1,5 @@
 """Two onnxruntime builds side by side (runners/warmup.builds): where the memory holds both builders'
-peaks (onnx_build.fit_side_by_side) they run at once, each said as it starts and ends; where it does
+peaks (warmup.fit_side_by_side) they run at once, each said as it starts and ends; where it does
 not, one after the other. Overlap is shown with a barrier both builds must reach, never a clock."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from playground.engine.runners import onnx_build, warmup
+from playground.engine.runners import gguf_builder, onnx_build, warmup
 
 TODO = [("target", "T", None), ("draft", "D", 64)]
 
@@ -29,7 +29,7 @@ def fake_builds(monkeypatch):
 
         monkeypatch.setattr(onnx_build, "built_model", built_model)
         monkeypatch.setattr(onnx_build, "is_built", lambda model, rows=None: False)
-        monkeypatch.setattr(onnx_build, "fit_side_by_side", lambda models: fits)
+        monkeypatch.setattr(warmup, "fit_side_by_side", lambda models: fits)
         return made
 
     return install
@@ -62,11 +62,11 @@ def test_a_build_only_fits_beside_another_when_the_memory_holds_both_peaks(monke
     monkeypatch.setattr(onnx_build, "precision_of", lambda model: "int4")
     monkeypatch.setattr(onnx_build, "source_of", lambda model, precision: (tmp_path, model))
     peak = onnx_build.builder_peak(gguf)
-    assert peak == int(onnx_build.BUILDER_BASE + onnx_build.BUILDER_PER_BYTE * 1000)
-    need = 2 * peak + onnx_build.HEADROOM
+    assert peak == int(gguf_builder.PEAK_BASE + gguf_builder.PEAK_PER_BYTE * 1000)
+    need = 2 * peak + warmup.BUILD_HEADROOM
     for available, fits in ((need, True), (need - 1, False)):
         monkeypatch.setattr("psutil.virtual_memory", lambda: SimpleNamespace(available=available))
-        assert onnx_build.fit_side_by_side([gguf, gguf]) is fits
+        assert warmup.fit_side_by_side([gguf, gguf]) is fits
     # a model read from a checkpoint (no GGUF): its builder's peak is not estimated, so never side by side
     monkeypatch.setattr("psutil.virtual_memory", lambda: SimpleNamespace(available=10**15))
-    assert onnx_build.fit_side_by_side([gguf, None]) is False
+    assert warmup.fit_side_by_side([gguf, None]) is False
