@@ -25,14 +25,16 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 CHROMIUM = "/usr/bin/chromium"
 
 
-def disk_bytes(folder: Path) -> int:
-    """Bytes of the files under `folder`, a hard-linked file once (a cut-head build links its full
-    build's weights)."""
-    sizes = {(s.st_dev, s.st_ino): s.st_size for s in (f.stat() for f in folder.rglob("*") if f.is_file())}
-    return sum(sizes.values())
+def cache_bytes(cache: Path) -> int:
+    """What the cache tool counts in `cache` (`python -m playground.models cache list`): a file with
+    several names once (a cut-head build links its full build's weights)."""
+    from playground.models.cachetool import disk_bytes, entries
+
+    return disk_bytes(entries(cache))
 
 
 def tree_rss(proc: psutil.Process) -> int:
@@ -114,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     result = {"serving_s": round(serving, 1), "race_done_s": round(done, 1), "stages": stages,
               "rss_idle_gb": round(idle_rss / 1e9, 2), "rss_after_race_gb": round(after / 1e9, 2),
               "rss_peak_gb": round(peak / 1e9, 2), "stats": stats[:2000],
-              "cache_gb": round(disk_bytes(Path(args.cache)) / 1e9, 2)}
+              "cache_gb": round(cache_bytes(Path(args.cache)) / 1e9, 2)}
     print(json.dumps({k: v for k, v in result.items() if k not in ("stages", "stats")}, indent=1))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)

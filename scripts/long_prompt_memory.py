@@ -18,10 +18,10 @@ import sys
 import threading
 from pathlib import Path
 
-import psutil
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from playground.measure.bench.machine import resident_bytes  # noqa: E402
+
 MB = 2**20
 PARAGRAPH = ('def merge_sorted(a: list[int], b: list[int]) -> list[int]:\n'
              '    """Merge two sorted lists into one sorted list."""\n'
@@ -38,7 +38,7 @@ QUESTION = "Explain what this code does."
 
 def rss_mb() -> float:
     gc.collect()
-    return psutil.Process().memory_info().rss / MB
+    return resident_bytes() / MB
 
 
 def peak_during(call) -> float:
@@ -47,7 +47,7 @@ def peak_during(call) -> float:
 
     def sample():
         while not done.wait(0.1):
-            peak[0] = max(peak[0], psutil.Process().memory_info().rss / MB)
+            peak[0] = max(peak[0], resident_bytes() / MB)
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()

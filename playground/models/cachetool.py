@@ -52,15 +52,10 @@ def entries(root: Path) -> list[Entry]:
         found.append(Entry(gguf.stem, "GGUF", [gguf, gguf.with_name(gguf.name + ".sha256")]))
     for parts in sorted(packs.glob(".*.parts")) if packs.is_dir() else []:
         found.append(Entry(parts.name[1:].removesuffix(".gguf.parts"), "partial download", [parts]))
-    for folder in sorted(checkpoints.iterdir()) if checkpoints.is_dir() else []:
-        if folder.is_dir() and not folder.name.startswith("."):
-            found.append(Entry(folder.name, "checkpoint", [folder]))
-    for folder in sorted(metadata.iterdir()) if metadata.is_dir() else []:
-        if folder.is_dir() and not folder.name.startswith("."):
-            found.append(Entry(folder.name, "metadata", [folder]))
-    for folder in sorted(builds.iterdir()) if builds.is_dir() else []:
-        if folder.is_dir() and not folder.name.startswith("."):
-            found.append(Entry(folder.name, "ONNX build", [folder]))
+    for parent, kind in ((checkpoints, "checkpoint"), (metadata, "metadata"), (builds, "ONNX build")):
+        for folder in sorted(parent.iterdir()) if parent.is_dir() else []:
+            if folder.is_dir() and not folder.name.startswith("."):
+                found.append(Entry(folder.name, kind, [folder]))
     for folder in (packs, checkpoints, metadata, builds):
         temps = [".*.tmp-*", ".*.bad-*", ".building-*"]
         for temp in sorted(t for pattern in temps for t in folder.glob(pattern)) if folder.is_dir() else []:
