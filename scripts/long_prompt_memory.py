@@ -59,11 +59,11 @@ def peak_during(call) -> float:
     return peak[0]
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=1000, help="the long prompt's length at least")
     parser.add_argument("--json")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from playground.config import RunConfig
     from playground.engine import factory

@@ -6,6 +6,7 @@ Debian's headless Chromium, never a downloaded browser. UI_BROWSER_PAIR picks th
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -53,12 +54,19 @@ def step_until(page, text: str, clicks: int = 40) -> int:
     """Press Next step until the stage panel shows `text`; returns the clicks it took."""
     stages = page.locator("#st-stages")
     for i in range(1, clicks + 1):
-        before = page.locator("#st-status").inner_text()
+        before = re.search(r"Step (\d+):", page.locator("#st-status").inner_text())
         page.locator("#st-next").click()
+        # Wait for this click's step, not a flicker of the status box: its progress overlay changes its
+        # text while a job runs, and the stage panel, a separate component, may be redrawn after it.
+        # So: a new step number in the status, and the same number in the stage panel.
         page.wait_for_function(
             "before => { const s = document.querySelector('#st-status').innerText;"
-            " return s !== before && /Step \\d+|finished|⚠/.test(s); }",
-            arg=before,
+            " if (s.includes('⚠')) return true;"
+            " const n = /Step (\\d+):/.exec(s);"
+            " if (n === null) return /finished/.test(s);"
+            " return n[1] !== before"
+            "     && document.querySelector('#st-stages').innerText.includes(`Step ${n[1]}:`); }",
+            arg=before[1] if before else None,
             timeout=STEP_MS,
         )
         assert "⚠" not in page.locator("#st-status").inner_text()
