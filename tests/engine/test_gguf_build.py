@@ -235,9 +235,11 @@ def test_the_default_targets_first_layers_from_its_gguf_match_its_checkpoint(tmp
 @pytest.mark.parametrize("options, rows", [({}, None), ({}, 48), ({"op_types_to_quantize": "MatMul/Gather"}, 48),
                                            ({"shared_embeddings": "true"}, 48)])
 def test_quantizing_one_weight_at_a_time_writes_the_builders_own_graph(files, tmp_path, options, rows):
-    """nbits.py's pass against the builder's own to_nbits, on the same GGUF and options: the same nodes
-    in the same order with the same attributes, and the same initializers byte for byte, each weight
-    quantized whole (the tiny model's are all under CHUNK_ROWS outputs) or in slices of 48 and joined."""
+    """The child's own way (weights read where used, gguf_weights.py; nbits.py's pass) against the
+    builder's (the model dequantized as it loads; its own to_nbits), on the same GGUF and options: the
+    same nodes in the same order with the same attributes, and the same initializers byte for byte, each
+    weight quantized whole (the tiny model's are all under CHUNK_ROWS outputs) or in slices of 48 read
+    from the file a slice at a time and joined."""
     import subprocess
     import sys
 
@@ -252,15 +254,15 @@ def test_quantizing_one_weight_at_a_time_writes_the_builders_own_graph(files, tm
         config["tie_word_embeddings"] = True
         (metadata / "config.json").write_text(json.dumps(config))
     graphs = {}
-    for one_at_a_time in (True, False):
-        out = tmp_path / f"out-{one_at_a_time}"
+    for ours in (True, False):
+        out = tmp_path / f"out-{ours}"
         argv = ["-m", str(metadata), "-i", str(q8), "-o", str(out), "-p", "int4", "-e", "cpu", "-c", str(out / ".hf"),
                 *(["--extra_options", *[f"{k}={v}" for k, v in options.items()]] if options else [])]
         code = (f"from playground.engine.runners import gguf_builder, nbits; nbits.CHUNK_ROWS = {rows or 'nbits.CHUNK_ROWS'}; "
-                f"gguf_builder.main({argv!r}, {one_at_a_time})")  # 48 outputs a slice: every tiny weight in several
+                f"gguf_builder.main({argv!r}, {ours})")  # 48 outputs a slice: every tiny weight in several
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=os.environ)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        graphs[one_at_a_time] = onnx.load(str(out / "model.onnx"))
+        graphs[ours] = onnx.load(str(out / "model.onnx"))
     ours, theirs = graphs[True].graph, graphs[False].graph
     assert [(n.op_type, n.name, list(n.input), list(n.output)) for n in ours.node] == \
            [(n.op_type, n.name, list(n.input), list(n.output)) for n in theirs.node]

@@ -10,17 +10,20 @@ this process's arguments, unchanged:
     python -m playground.engine.runners.gguf_builder -m <config and tokenizer folder> -i <file.gguf> \
         -o <out> -p int4 -e cpu [--extra_options ...]
 
-The dequantized weights are handed over in float16, unless the build keeps float32 weights (`-p fp32`):
-the loader holds every weight of the model until the graph is written, so float32 would double what
-it holds (the 1.5B target: 3.5 GB in float16, 7.1 in float32). The builder casts each weight to its
-own dtype one at a time when it serializes the graph (`make_initializer(..., to=io_dtype)`, a lazy
-tensor), and float16 → float32 is exact, so an int4 build quantizes the float16 values. Those round the
-dequantized ones by at most 2^-11 of their size, finer than the bfloat16 checkpoint a build otherwise
-reads (2^-8) and far below int4's step (about 1/8 of a block's largest weight). A tensor past float16's
-range stays float32. The builder's own int4 pass made a float32 copy of the whole graph before it
-quantized (13.4 GB for the 1.5B target's child); nbits.py quantizes one weight at a time instead, which
-writes the same bytes: a 7.6 GB peak, the float16 weights (3.1 GB) and the float32 copies of the
-embedding the quantizer makes, sampled from the child's RSS.
+The dequantized weights are handed over in float16, unless the build keeps float32 weights (`-p fp32`).
+The builder casts each weight to its own dtype one at a time when it serializes the graph
+(`make_initializer(..., to=io_dtype)`, a lazy tensor), and float16 → float32 is exact, so an int4
+build quantizes the float16 values. Those round the dequantized ones by at most 2^-11 of their size,
+finer than the bfloat16 checkpoint a build otherwise reads (2^-8) and far below int4's step (about 1/8
+of a block's largest weight). A tensor past float16's range stays float32.
+
+Memory, the 1.5B target's child (peak RSS): the loader as it is holds every weight dequantized until
+the graph is written (3.1 GB in float16), and the builder's own int4 pass made a float32 copy of the
+whole graph before it quantized: 13.4 GB. Two changes take it to 3.0 GB and write the same bytes
+(tests/engine/test_gguf_build.py): each matrix comes to the loader as a GGUFWeight, read only where a
+value is needed (gguf_weights.py), and the int4 pass quantizes one weight at a time, the embedding and
+head a slice of rows at a time (nbits.py). What is left is the int4 weights made so far and one slice's
+float32 copies the quantizer makes.
 """
 
 from __future__ import annotations
@@ -34,17 +37,23 @@ from pathlib import Path
 
 import numpy as np
 
+from playground.engine.runners.gguf_weights import GGUFWeight, LoaderTorch, as_float, float_shape
+
 BUILDER = "onnxruntime_genai.models.builder"
 PACKAGE = "onnxruntime_genai.models"
-# The child's peak, measured on the default pair with nbits.py's pass: 6.53 GB for the 1.5B target's
-# 1.10 GB file, 3.47 GB for the 0.5B draft's 0.49 GB. About 0.6 GB of libraries and 6 bytes per byte of
-# the file (its float16 weights, then a slice's float32 copies).
-PEAK_BASE, PEAK_PER_BYTE = 0.6e9, 6
+# The child's peak (/usr/bin/time's maximum RSS), measured on the default pair: 3.02 GB for the 1.5B
+# target's 1.10 GB file, 1.83 GB for the 0.5B draft's 0.49 GB. About 0.6 GB of libraries and 2.5 bytes
+# per byte of the file (the int4 weights made so far, and a slice's float32 copies).
+PEAK_BASE, PEAK_PER_BYTE = 0.6e9, 2.5
 
 
-def main(argv: list[str], one_at_a_time: bool = True) -> None:
-    read_quantized_tensors(weight_dtype(argv))
-    if one_at_a_time:  # the int4 pass without a float32 copy of the whole graph (nbits.py)
+def main(argv: list[str], ours: bool = True) -> None:
+    """The builder's main on `argv`. `ours`: weights dequantized where the builder reads them
+    (gguf_weights.py) and its int4 pass one weight at a time (nbits.py); otherwise the model is
+    dequantized whole as the loader reads it and quantized by the builder's own pass (what the two
+    save: the module's docstring)."""
+    read_quantized_tensors(weight_dtype(argv), lazy=ours)
+    if ours:
         from playground.engine.runners import nbits
 
         nbits.install(builder_modules("builders.base"))
@@ -73,13 +82,15 @@ def builder_modules(name: str) -> list:
     return [importlib.import_module(name), importlib.import_module(f"{PACKAGE}.{name}")]
 
 
-def read_quantized_tensors(dtype) -> None:
+def read_quantized_tensors(dtype, lazy: bool = True) -> None:
     """Point the builder's GGUF loader at a reader that dequantizes (the patch this module exists for)."""
     for module in builder_modules("loaders.gguf"):
-        module.GGUFReader = dequantizing_reader(dtype)
+        module.GGUFReader = dequantizing_reader(dtype, lazy)
+        if lazy:  # its copy of each tensor it reads keeps a GGUFWeight unread
+            module.torch = LoaderTorch()
 
 
-def dequantizing_reader(dtype):
+def dequantizing_reader(dtype, lazy: bool = False):
     from gguf.gguf_reader import GGUFReader
 
     class DequantizingReader(GGUFReader):
@@ -92,7 +103,7 @@ def dequantizing_reader(dtype):
 
         def __init__(self, path, *args, **kwargs):
             super().__init__(path, *args, **kwargs)
-            self.tensors = [FloatTensor(tensor, dtype, self.forget_pages) for tensor in self.tensors]
+            self.tensors = [FloatTensor(tensor, dtype, self.forget_pages, lazy) for tensor in self.tensors]
 
         @property
         def data(self):
@@ -115,36 +126,25 @@ def dequantizing_reader(dtype):
 
 
 class FloatTensor:
-    """A reader's tensor whose `data` is dequantized each time it is read and not kept here: the loader
-    reads it once and keeps its own copy, so the model is held once, not twice. Anything else (name,
-    shape, type) is the tensor's own."""
+    """A reader's tensor whose `data` is its values as floats, not kept here: the loader keeps what it
+    reads, so the model is held once, not twice. `lazy`: a matrix comes as a GGUFWeight, read where
+    the builder reads it; otherwise dequantized each time `data` is read. Anything else (name, shape,
+    type) is the tensor's own."""
 
-    def __init__(self, tensor, dtype, read=lambda: None):
-        self.tensor, self.dtype, self.read = tensor, dtype, read  # read(): called once its bytes are read
+    def __init__(self, tensor, dtype, read=lambda: None, lazy: bool = False):
+        self.tensor, self.dtype, self.read, self.lazy = tensor, dtype, read, lazy  # read(): its bytes are read
 
     def __getattr__(self, name):
         return getattr(self.tensor, name)
 
     @property
-    def data(self) -> np.ndarray:
+    def data(self):
+        if self.lazy and len(float_shape(self.tensor)) == 2:
+            return GGUFWeight(self.tensor, self.dtype, self.read)
         values = as_float(self.tensor, self.dtype)
         if values.base is None:  # dequantized into memory of its own: the file's bytes are done with
             self.read()
         return values
-
-
-def as_float(tensor, dtype) -> np.ndarray:
-    """F32 and F16 as they lie (the loader reads those itself); any other type dequantized, in `dtype`
-    unless a value lies past its range."""
-    from gguf import GGMLQuantizationType
-    from gguf.quants import dequantize
-
-    if tensor.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
-        return tensor.data
-    values = dequantize(tensor.data, tensor.tensor_type)  # float32, [rows, columns]
-    if max(values.max(), -values.min()) > np.finfo(dtype).max:
-        return values
-    return values.astype(dtype)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,9 @@ MatMulNBitsQuantizer adds the int4 ones to that protobuf. The child peaked at 13
 `to_nbits_one_at_a_time` gives each MatMul and Gather the same quantizer ONNX Runtime's
 MatMulNBitsQuantizer uses for it (`DefaultWeightOnlyQuantizer.quantize`, fed a graph holding that one
 weight), swaps in the node it returns with its int4 initializers, and drops the float weight, whose
-lazy tensor (a view of the loader's weight) then frees it. One float32 weight exists at a time, and
-the loader's copy shrinks as the int4 one grows. The nodes, attributes and initializers are the
+lazy tensor (a view of the loader's weight) then frees it. One float32 weight exists at a time, or a
+slice of one: a weight read from a GGUF (gguf_weights.GGUFWeight) is dequantized a slice at a time
+as it is quantized, so the child holds no float copy of the model. The nodes, attributes and initializers are the
 ones the builder's own pass writes (tests/engine/test_gguf_build.py compares the two builds byte for
 byte); only the order of initializers differs.
 
@@ -19,6 +20,8 @@ per-node bit widths, no exact overrides, no subgraphs, no CUDA prepacking); anyt
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 MS_DOMAIN = "com.microsoft"
 # Outputs of one weight (a MatMul's columns, a Gather's rows) quantized at once: an even count (4-bit
@@ -33,12 +36,21 @@ def install(bases: list) -> None:
     of `bases` (its base module under every name it is imported by: gguf_builder.builder_modules)."""
     for module in bases:
         model = module.Model
-        own = model.to_nbits
+        own, own_initializer = model.to_nbits, model.make_initializer
 
         def to_nbits(self, own=own):
             return to_nbits_one_at_a_time(self) if plain_pass(self) else own(self)
 
-        model.to_nbits = to_nbits
+        def make_initializer(self, tensor, /, name, *, to=None, raw=False, own=own_initializer):
+            """The builder's own, noting the tensor a cast initializer is made from (quantized_slices
+            reads a slice of it)."""
+            import torch
+
+            own(self, tensor, name, to=to, raw=raw)
+            if to is not None and not raw and isinstance(tensor, torch.Tensor):
+                self.__dict__.setdefault("nbits_sources", {})[name] = tensor
+
+        model.to_nbits, model.make_initializer = to_nbits, make_initializer
 
 
 def plain_pass(builder) -> bool:
@@ -65,9 +77,10 @@ def to_nbits_one_at_a_time(builder):
         block_size=attrs["matmul_block_size"], is_symmetric=attrs["is_symmetric"],
         accuracy_level=attrs["accuracy_level"], op_types_to_quantize=ops, bits=attrs["bits"]))
     model, excluded = builder.model, set(attrs["nodes_to_exclude"])
+    sources = builder.__dict__.pop("nbits_sources", {})
     for node in list(model.graph):
         if node.op_type in ops and node.domain in ("", "ai.onnx") and node.name not in excluded:
-            quantize_node(model.graph, node, quantizer, builder.values)
+            quantize_node(model.graph, node, quantizer, builder.values, sources)
     model.opset_imports[MS_DOMAIN] = 1
     if "Gather" in ops:  # as MatMulNBitsQuantizer.process raises them
         model.opset_imports[""] = max(model.opset_imports.get("", 0), INT4_OPSET)
@@ -82,17 +95,18 @@ def weight_of(node):
     return value if value is not None and value.is_initializer() and value.const_value is not None else None
 
 
-def quantize_node(graph, node, quantizer, values: dict) -> None:
+def quantize_node(graph, node, quantizer, values: dict, sources: dict) -> None:
     """Quantize `node`'s weight alone with ONNX Runtime's quantizer, splice in what it returns, and drop
     the float weight once nothing reads it. `values` (the builder's own, by name) holds the value a
     tied embedding already reads for the head's int4 weight (its GatherBlockQuantized was written
-    naming it before the weight existed)."""
+    naming it before the weight existed); `sources`, the tensors cast initializers are made from."""
     import onnx_ir as ir
 
     weight = weight_of(node)
     if weight is None:
         return
-    quantized = quantized_slices(weight, node.op_type, ir.serde.serialize_node(node), quantizer)
+    quantized = quantized_slices(weight, node.op_type, ir.serde.serialize_node(node), quantizer,
+                                 sources.pop(weight.name, None))
     if quantized is None:  # a shape the quantizer skips: left as it is
         return
     made, tensors = quantized
@@ -105,23 +119,28 @@ def quantize_node(graph, node, quantizer, values: dict) -> None:
         weight.const_value = None  # frees the lazy tensor and the loader's weight it views
 
 
-def quantized_slices(weight, op_type: str, original, quantizer):
+def quantized_slices(weight, op_type: str, original, quantizer, source=None):
     """The quantizer's nodes and new initializers for `weight`, made CHUNK_ROWS outputs at a time (a
     MatMul's columns, a Gather's rows) and joined, or None where it leaves the node as it is. Each output
     is quantized on its own (its blocks run along the other axis), so the slices join into the whole's
-    bytes, while the quantizer's float32 copies exist for one slice at a time: for the 151,936-row
-    embedding and head they were the child's peak (0.93 GB each for the 1.5B, copied several times)."""
+    bytes, while the float32 values exist for one slice at a time: for the 151,936-row embedding and
+    head they were the child's peak (0.93 GB each for the 1.5B, copied several times). `source`: the
+    torch tensor the weight's lazy initializer casts, read a slice at a time (a GGUFWeight dequantizes
+    only that slice); without it the weight is read whole and sliced."""
     import onnx
     from onnx import numpy_helper
 
-    array = weight.const_value.numpy()
+    shape, dtype = tuple(weight.const_value.shape), weight.const_value.dtype.numpy()
+    if source is None or tuple(source.shape) != shape or dtype not in (np.float16, np.float32):
+        source = weight.const_value.numpy()
     axis = 0 if op_type == "Gather" else 1
-    outputs = array.shape[axis] if array.ndim == 2 else 0
+    outputs = shape[axis] if len(shape) == 2 else 0
     starts = range(0, outputs, CHUNK_ROWS) if outputs > CHUNK_ROWS else [None]
     pieces = []
     for start in starts:
-        part = array if start is None else sliced(array, axis, slice(start, start + CHUNK_ROWS))
-        held = onnx.GraphProto(initializer=[numpy_helper.from_array(part, weight.name)])
+        window = slice(None) if start is None else slice(start, start + CHUNK_ROWS)
+        held = onnx.GraphProto(initializer=[numpy_helper.from_array(values(source, axis, window, dtype),
+                                                                     weight.name)])
         made = quantizer.quantize(original, [held])
         if len(made) == 1 and made[0] is original:
             return None
@@ -132,6 +151,17 @@ def quantized_slices(weight, op_type: str, original, quantizer):
                 if attribute.name == "N":
                     attribute.i = outputs
     return made, [joined(tensors) for tensors in zip(*pieces)]
+
+
+def values(source, axis: int, window: slice, dtype) -> np.ndarray:
+    """`source`'s outputs in `window`, in `dtype`: a numpy array's view, or a torch tensor's slice cast
+    as the builder's lazy initializer casts it (`.to`: the same values it would give for the whole)."""
+    part = sliced(source, axis, window)
+    if isinstance(part, np.ndarray):
+        return part
+    import torch
+
+    return part.to(torch.from_numpy(np.empty(0, dtype)).dtype).numpy()
 
 
 def sliced(array, axis: int, window: slice):
