@@ -19,7 +19,7 @@ of a block's largest weight). A tensor past float16's range stays float32.
 
 Memory, the 1.5B target's child (peak RSS): the loader as it is holds every weight dequantized until
 the graph is written (3.1 GB in float16), and the builder's own int4 pass made a float32 copy of the
-whole graph before it quantized: 13.4 GB. Two changes take it to 3.0 GB and write the same bytes
+whole graph before it quantized: 13.4 GB. Two changes take it to 2.2 GB and write the same bytes
 (tests/engine/test_gguf_build.py): each matrix comes to the loader as a GGUFWeight, read only where a
 value is needed (gguf_weights.py), and the int4 pass quantizes one weight at a time, the embedding and
 head a slice of rows at a time (nbits.py). What is left is the int4 weights made so far and one slice's
@@ -41,10 +41,10 @@ from playground.engine.runners.gguf_weights import GGUFWeight, LoaderTorch, as_f
 
 BUILDER = "onnxruntime_genai.models.builder"
 PACKAGE = "onnxruntime_genai.models"
-# The child's peak (/usr/bin/time's maximum RSS), measured on the default pair: 3.02 GB for the 1.5B
-# target's 1.10 GB file, 1.83 GB for the 0.5B draft's 0.49 GB. About 0.6 GB of libraries and 2.5 bytes
+# The child's peak (/usr/bin/time's maximum RSS), measured on the default pair: 2.23 GB for the 1.5B
+# target's 1.10 GB file, 1.36 GB for the 0.5B draft's 0.49 GB. About 0.6 GB of libraries and 1.6 bytes
 # per byte of the file (the int4 weights made so far, and a slice's float32 copies).
-PEAK_BASE, PEAK_PER_BYTE = 0.6e9, 2.5
+PEAK_BASE, PEAK_PER_BYTE = 0.6e9, 1.6
 
 
 def main(argv: list[str], ours: bool = True) -> None:

@@ -144,7 +144,7 @@ def quantized_slices(weight, op_type: str, original, quantizer, source=None):
         made = quantizer.quantize(original, [held])
         if len(made) == 1 and made[0] is original:
             return None
-        pieces.append(list(held.initializer[1:]))
+        pieces.append([standalone(tensor) for tensor in held.initializer[1:]])
     if len(pieces) > 1:
         for node in made:  # the node was written for the last slice: its output count is the whole's
             for attribute in node.attribute:
@@ -186,16 +186,24 @@ def joined(tensors):
     return whole
 
 
-def initializer(graph, values: dict, proto):
-    """The quantizer's new initializer as a graph initializer, in the value already named for it if any.
-    Copied out of the graph it was written into: a protobuf sub-message keeps its whole parent alive,
-    which here holds the float32 weight (kept, the 1.5B target's child grew by 4 GB)."""
+def standalone(proto):
+    """A tensor the quantizer wrote into the graph it was given, copied out of it: a protobuf
+    sub-message keeps its whole parent alive, which holds the float32 weight (or slice) it was made
+    from. Kept, the 1.5B target's child grew by 4 GB, and a vocabulary-sized weight's slices held every
+    slice's float32 copy until they were joined (0.9 GB)."""
     import onnx
-    import onnx_ir as ir
 
     own = onnx.TensorProto()
     own.CopyFrom(proto)
-    tensor = ir.serde.deserialize_tensor(own)
+    return own
+
+
+def initializer(graph, values: dict, proto):
+    """The quantizer's new initializer (a standalone proto) as a graph initializer, in the value already
+    named for it if any."""
+    import onnx_ir as ir
+
+    tensor = ir.serde.deserialize_tensor(proto)
     value = values.get(proto.name) or ir.Value(name=proto.name)
     value.const_value, value.dtype, value.shape = tensor, tensor.dtype, tensor.shape
     values[proto.name] = value
