@@ -1,8 +1,8 @@
 """The first race a newcomer runs, timed end to end: `python app.py` on a cache folder (empty for a
 fresh start), the page opened in headless Chromium, "Run the race" clicked once, and every status
 line the page shows kept with the second it appeared, until "Done.". Beside it the resident memory of
-the app's process tree (the ONNX builder's child included) is sampled every 0.2 s: its peak, and
-where it ends once the race is done.
+the app's process tree (the ONNX builder's child included) is sampled every 0.2 s: its peak, when and
+in which stage it came, and where it ends once the race is done (every sample in the JSON).
 
     python scripts/first_race.py --cache /tmp/fresh-cache [--json out/first-race.json]
 
@@ -112,12 +112,14 @@ def main(argv: list[str] | None = None) -> None:
         stop.set()
         app.terminate()
         app.wait(timeout=30)
-    peak = max(r for _, r in samples)
+    series = [(round(t - clicked, 1), round(r / 1e9, 3)) for t, r in samples if t >= clicked]
+    peak_at, peak = max(series, key=lambda s: s[1])
     result = {"serving_s": round(serving, 1), "race_done_s": round(done, 1), "stages": stages,
               "rss_idle_gb": round(idle_rss / 1e9, 2), "rss_after_race_gb": round(after / 1e9, 2),
-              "rss_peak_gb": round(peak / 1e9, 2), "stats": stats[:2000],
-              "cache_gb": round(cache_bytes(Path(args.cache)) / 1e9, 2)}
-    print(json.dumps({k: v for k, v in result.items() if k not in ("stages", "stats")}, indent=1))
+              "rss_peak_gb": round(peak, 2), "rss_peak_at_s": peak_at,
+              "rss_peak_stage": next((line for t, line in reversed(stages) if t <= peak_at), "")[:120],
+              "rss_series": series, "stats": stats[:2000], "cache_gb": round(cache_bytes(Path(args.cache)) / 1e9, 2)}
+    print(json.dumps({k: v for k, v in result.items() if k not in ("stages", "stats", "rss_series")}, indent=1))
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
         Path(args.json).write_text(json.dumps(result, indent=1) + "\n")
