@@ -65,7 +65,7 @@ class GGUFWeight(torch.Tensor):
     def __repr__(self):
         return f"GGUFWeight({self.tensor.name}, rows {self.rows.start}:{self.rows.stop}, {tuple(self.shape)})"
 
-    def values(self) -> torch.Tensor:
+    def dequantized(self) -> torch.Tensor:
         """The weight's values, dequantized into memory of their own."""
         found = as_float(self.tensor, self.float_dtype, slice(self.rows.start, self.rows.stop))
         values = torch.from_numpy(np.array(found) if found.base is not None else found)
@@ -73,12 +73,13 @@ class GGUFWeight(torch.Tensor):
         return values.T if self.transposed else values
 
     def numpy(self, *, force: bool = False) -> np.ndarray:  # torch's refuses a subclass
-        return self.values().numpy()
+        return self.dequantized().numpy()
 
     def __array__(self, dtype=None, copy=None):
         return self.numpy() if dtype is None else self.numpy().astype(dtype)
 
-    def view_as(self, **change) -> GGUFWeight:
+    def with_fields(self, **change) -> GGUFWeight:
+        """The same weight, another of its views (its rows, transposed or not)."""
         fields = {"rows": self.rows, "transposed": self.transposed, **change}
         return GGUFWeight(self.tensor, self.float_dtype, self.read, **fields)
 
@@ -87,10 +88,10 @@ class GGUFWeight(torch.Tensor):
         size = self.shape[dim]
         start, end, _ = slice(start, end).indices(size)
         if (start, end, step) == (0, size, 1):
-            return self.view_as()
+            return self.with_fields()
         if step != 1 or dim != (1 if self.transposed else 0):
             return None
-        return self.view_as(rows=self.rows[start:end])
+        return self.with_fields(rows=self.rows[start:end])
 
     @classmethod
     def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
@@ -98,16 +99,15 @@ class GGUFWeight(torch.Tensor):
         weight = args[0] if args and isinstance(args[0], GGUFWeight) else None
         if weight is not None:
             if func is aten.t.default or (func is aten.permute.default and list(args[1]) == [1, 0]):
-                return weight.view_as(transposed=not weight.transposed)
+                return weight.with_fields(transposed=not weight.transposed)
             if func in RESHAPES and tuple(args[1]) == tuple(weight.shape):
-                return weight.view_as()  # a new object: torch refuses a view that is its own base
+                return weight.with_fields()  # a new object: torch refuses a view that is its own base
             if func is aten.slice.Tensor:
                 found = weight.sliced(*(list(args[1:]) + [0, None, None, 1][len(args) - 1:]))
                 if found is not None:
                     return found
-        values = tree_map(lambda a: a.values() if isinstance(a, GGUFWeight) else a, (args, kwargs))
+        values = tree_map(lambda a: a.dequantized() if isinstance(a, GGUFWeight) else a, (args, kwargs))
         return func(*values[0], **values[1])
-
 
 
 class LoaderTorch:
