@@ -139,8 +139,8 @@ def quantized_slices(weight, op_type: str, original, quantizer, source=None):
     pieces = []
     for start in starts:
         window = slice(None) if start is None else slice(start, start + CHUNK_ROWS)
-        held = onnx.GraphProto(initializer=[numpy_helper.from_array(values(source, axis, window, dtype),
-                                                                     weight.name)])
+        held = onnx.GraphProto(initializer=[numpy_helper.from_array(window_values(source, axis, window, dtype),
+                                                                     weight.name)])  # the float32 slice: held here alone
         made = quantizer.quantize(original, [held])
         if len(made) == 1 and made[0] is original:
             return None
@@ -153,7 +153,7 @@ def quantized_slices(weight, op_type: str, original, quantizer, source=None):
     return made, [joined(tensors) for tensors in zip(*pieces)]
 
 
-def values(source, axis: int, window: slice, dtype) -> np.ndarray:
+def window_values(source, axis: int, window: slice, dtype) -> np.ndarray:
     """`source`'s outputs in `window`, in `dtype`: a numpy array's view, or a torch tensor's slice cast
     as the builder's lazy initializer casts it (`.to`: the same values it would give for the whole)."""
     part = sliced(source, axis, window)
