@@ -219,7 +219,7 @@ def reads_its_file(source: Source, device: str, quantization: str) -> bool:
     int4 from a GGUF of a pack or a local file: ONNX Runtime (auto's usual choice there) builds from
     that file and never computes with PyTorch. A hub GGUF keeps the checkpoint path (its file is
     fetched with the checkpoint), and so does every other case, whose runners compute with PyTorch."""
-    gguf = source.kind == "pack" or (source.kind == "local" and Path(source.ref).suffix == ".gguf")
+    gguf = source.kind == "pack" or (source.kind == "local" and gguf_file.is_gguf(Path(source.ref)))
     return gguf and device == "cpu" and quantization == "int4-cpu"
 
 

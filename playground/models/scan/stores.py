@@ -63,7 +63,7 @@ class Found:
     problem: str = ""
 
 
-def stores(dirs=(), env=None, home: Path | None = None) -> list[Store]:
+def locations(dirs=(), env=None, home: Path | None = None) -> list[Store]:
     """Every place looked in, in this order; those that do not exist are kept (the scan says so)."""
     env = os.environ if env is None else env
     home = Path(home or Path.home())
