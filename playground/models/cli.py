@@ -75,7 +75,7 @@ def list_pairs(registry: Registry, args) -> int:
     print(f"pairs in {registry.path}:")
     for name, pair in registry.pairs.items():
         labels = (("default", name == registry.default_pair), ("needs hub", pair.needs_hub),
-                  ("random weights", pair.random_weights))
+                  ("random weights", pair.random_weights), ("yours: user-pairs.yaml", pair.kept))
         flags = ", ".join(label for label, on in labels if on)
         knobs = ", ".join(f"{knob} {value}" for knob, value in pair.suggested().items())
         print(f"  {name:<14} {pair.target} <- {pair.draft}  ({knobs}){f'  [{flags}]' if flags else ''}")
