@@ -286,7 +286,8 @@ def with_user_pairs(base: Registry, path: Path) -> Registry:
 
 
 def parse_user(data, path: Path) -> tuple[dict[str, ModelSpec], dict[str, PairSpec]]:
-    """The kept-pairs file: models.yaml's schema, each model with the record of its file (`kept`)."""
+    """The kept-pairs file: models.yaml's schema, each model with the record of its file (`kept`; a pair
+    picked from the scan and not kept has none)."""
     check = Checker(path.name)
     check.mapping("", data, optional=("models", "pairs"))
     entries = data.get("models") or {}
@@ -295,8 +296,8 @@ def parse_user(data, path: Path) -> tuple[dict[str, ModelSpec], dict[str, PairSp
     for name, entry in entries.items():
         check.mapping(f"models.{name}", entry)
         rest = {k: v for k, v in entry.items() if k != "kept"}
-        models[name] = replace(parse_model(check, name, rest, path.parent),
-                               kept=parse_kept(check, f"models.{name}.kept", entry.get("kept")))
+        kept = parse_kept(check, f"models.{name}.kept", entry["kept"]) if "kept" in entry else None
+        models[name] = replace(parse_model(check, name, rest, path.parent), kept=kept)
     check.mapping("pairs", data.get("pairs") or {})
     pairs = {name: parse_pair(check, name, entry, models) for name, entry in (data.get("pairs") or {}).items()}
     return models, pairs

@@ -81,9 +81,35 @@ def moved(spec: ModelSpec, models) -> object | None:
 def keep(name: str, target, draft, knobs: dict, description: str, *, quantization: str = "auto",
          dtype: str = "auto", config: str | None = None) -> Path:
     """Save a pair of scanned models (scan.Model) as `name` in user-pairs.yaml, with its suggested knobs
-    (pairing.suggested_knobs). ValueError naming the field for a name models.yaml holds or a model that
-    does not load. Replaces a kept pair of the same name; returns the file."""
+    (pairing.suggested_knobs) and each model's file recorded (hashed once where its store does not name
+    it by its digest). ValueError naming the field for a name models.yaml holds, a model that does not
+    load, or a file of the user's that cannot be read (never written over). Replaces a kept pair of the
+    same name; returns the file."""
     base = load_registry(config, user=False)
+    name = checked_name(base, name, target, draft)
+    path = user_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    entries = pair_entries(base, name, target, draft, knobs, description, quantization, dtype, kept=True)
+    with exclusive(path.parent):
+        data = read_raw(path)
+        data["models"].update(entries["models"])
+        data["pairs"].update(entries["pairs"])
+        parse_user(data, path)  # checked as the registry will read it, before anything is written
+        write_text_atomic(path, HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    return path
+
+
+def picked(name: str, target, draft, knobs: dict, description: str, *, config: str | None = None):
+    """(models, pair) of a pair picked from the scan to race, not kept: the registry's specs, as keep
+    would write them but without records (nothing hashed, nothing written)."""
+    base = load_registry(config, user=False)
+    name = checked_name(base, name, target, draft)
+    entries = pair_entries(base, name, target, draft, knobs, description, "auto", "auto", kept=False)
+    models, pairs = parse_user(entries, user_file())
+    return models, pairs[name]
+
+
+def checked_name(base: Registry, name: str, target, draft) -> str:
     name = (name or "").strip()
     if not name:
         raise ValueError("name: give the pair a name")
@@ -92,28 +118,27 @@ def keep(name: str, target, draft, knobs: dict, description: str, *, quantizatio
     for role, model in (("target", target), ("draft", draft)):
         if not model.usable:
             raise ValueError(f"{role}: {model.name} does not load here: {model.why}")
-    path = user_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    entries = {role: model_entry(base, model, quantization, dtype) for role, model in (("target", target), ("draft", draft))}
-    with exclusive(path.parent):
-        data = read_raw(path)
-        for model_name, entry in entries.values():
-            data["models"][model_name] = entry
-        pair = {"description": description, "target": entries["target"][0], "draft": entries["draft"][0], **knobs}
-        data["pairs"][name] = pair
-        parse_user(data, path)  # checked as the registry will read it, before anything is written
-        write_text_atomic(path, HEADER + yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
-    return path
+    return name
 
 
-def model_entry(base: Registry, model, quantization: str, dtype: str) -> tuple[str, dict]:
+def pair_entries(base: Registry, name: str, target, draft, knobs: dict, description: str, quantization: str,
+                 dtype: str, kept: bool) -> dict:
+    """The file's entries for a pair: its two models and the pair."""
+    models = dict(model_entry(base, model, quantization, dtype, kept) for model in (target, draft))
+    (target_name, _), (draft_name, _) = models.items()
+    pair = {"description": description, "target": target_name, "draft": draft_name, **knobs}
+    return {"models": models, "pairs": {name: pair}}
+
+
+def model_entry(base: Registry, model, quantization: str, dtype: str, kept: bool) -> tuple[str, dict]:
     """(name, entry) of a scanned model in the file: the scan's name (with " (kept)" where models.yaml holds
-    that name), its file as a local source, and its record."""
+    that name), its file as a local source, and, kept, its record."""
     name = model.name if model.name not in base.models else f"{model.name} (kept)"
     size = f"{model.parameters / 1e9:.1f}B parameters, " if model.parameters else ""
     entry = {"description": f"{model.name} from {model.source} ({size}{model.quantization}, {model.format})",
-             "sources": [{"local": model.path}], "quantization": quantization, "dtype": dtype,
-             "kept": asdict(kept_record(model))}
+             "sources": [{"local": model.path}], "quantization": quantization, "dtype": dtype}
+    if kept:
+        entry["kept"] = asdict(kept_record(model))
     return name, entry
 
 

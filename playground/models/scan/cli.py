@@ -12,9 +12,10 @@ import sys
 
 from playground.config import write_text_atomic
 from playground.models.scan import listing, pairing, stores
+from playground.models.scan.listing import count, size, tokenizer_groups
 
 COLUMNS = (("name", 34), ("source", 9), ("format", 10), ("arch", 9), ("params", 7), ("quant", 8),
-           ("size", 8), ("context", 7), ("vocab", 7), ("tokenizer", 9))
+           ("size", 8), ("context", 7), ("vocab", 7), ("tokenizer", 13))
 
 
 def run_scan(args, out=sys.stdout) -> int:
@@ -51,26 +52,8 @@ def table(models) -> str:
     return "\n".join(lines)
 
 
-def tokenizer_groups(models) -> dict[str, str]:
-    """A short label per distinct tokenizer fingerprint: its first 8 hex digits."""
-    return {m.tokenizer: m.tokenizer[:8] for m in models if m.tokenizer}
-
-
 def fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def count(n) -> str:
-    if not n:
-        return "-"
-    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.1f}{unit}" if n < 10 * scale else f"{n / scale:.0f}{unit}"
-    return str(n)
-
-
-def size(n: int) -> str:
-    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB" if n else "-"
 
 
 def run_pair(registry, args, out=sys.stdout) -> int:

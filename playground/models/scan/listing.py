@@ -142,3 +142,34 @@ def unique_names(models: list[Model]) -> list[Model]:
         seen[name] += 1
         out.append(replace(m, name=name if seen[name] == 1 else f"{name}#{seen[name]}"))
     return out
+
+
+# ---- how the table shows a count or a size (the command line and the page alike) ----
+
+
+def count(n) -> str:
+    """2.1B, 152k, 8.2k: parameters, context and vocabulary at a glance."""
+    if not n:
+        return "-"
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit}" if n < 10 * scale else f"{n / scale:.0f}{unit}"
+    return str(n)
+
+
+def size(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB" if n else "-"
+
+
+def tokenizer_groups(models) -> dict[str, str]:
+    """A letter per distinct tokenizer (A, B, ...), in the order the scan lists them, and its fingerprint's
+    first digits: models with the same letter draft each other's ids directly."""
+    groups = {}
+    for m in models:
+        if m.tokenizer and m.tokenizer not in groups:
+            groups[m.tokenizer] = f"{letter(len(groups))} ({m.tokenizer[:8]})"
+    return groups
+
+
+def letter(i: int) -> str:
+    return chr(ord("A") + i) if i < 26 else f"Z{i - 25}"
