@@ -134,11 +134,13 @@ def handle_race(ctx: AppContext, view: YoursView, form: PickForm) -> Iterator[di
     yield from parsed(view.status, lambda: pick(ctx, name, chosen, target, draft))
     settings = read_settings({"pair": name, **ctx.suggested(name), "max_new_tokens": tokens})
     loaded = yield from load_pair(ctx, settings, view.status)
-    point = yield from guarded(view.status, measuring(ctx, view, loaded, settings, prompt), "The race failed")
+    point, record = yield from guarded(view.status, measuring(ctx, view, loaded, settings, prompt), "The race failed")
     ctx.measurements.add(form.session, point)
+    same = {True: " Greedy: the same tokens as the plain run.", False: " Greedy: NOT the same tokens as the plain run "
+            f"(from token {record['first_divergence']})."}.get(record["identical"], "")
     yield {view.pairing: tables.pairing_html(chosen, estimate_of(ctx, chosen), point), view.picked: name,
            view.kept: kept_html(ctx),
-           view.status: status_html(f"Raced {name}: {point.speedup:.2f}× at γ {point.gamma}, α {point.alpha:.2f}. "
+           view.status: status_html(f"Raced {name}: {point.speedup:.2f}× at γ {point.gamma}, α {point.alpha:.2f}.{same} "
                                     "Every tab's pair list now offers it, selected; Keep this pair to keep it.")}
 
 
@@ -264,16 +266,16 @@ def last_race(ctx: AppContext, session, target: str, draft: str):
 
 
 def measuring(ctx: AppContext, view: YoursView, loaded, settings, prompt: str):
-    """One point measured in lockstep (a warm-up, then plain and speculative runs: the Theory tab's
+    """(point, record) measured in lockstep (a warm-up, then plain and speculative runs: the Theory tab's
     measurement), then the target's v(k) into ctx.costs, so the next estimate of this target reads it."""
     from playground.measure.bench.machine import spare_a_core
-    from playground.measure.teach.theory import measure_point
+    from playground.measure.teach.theory import measured
     from playground.models.text import encode_prompt
 
     ids = encode_prompt(loaded.tokenizer, prompt)
 
     def work(report):
-        point = measure_point(loaded, ids, settings, 1, report, "your models", " ".join(prompt.split())[:40])
+        point = measured(loaded, ids, settings, 1, report, "your models", " ".join(prompt.split())[:40])
         with spare_a_core():
             ctx.costs.measure(loaded.target, settings.runner, 9, 3)
         return point

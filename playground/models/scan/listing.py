@@ -64,27 +64,27 @@ def scan(stores: list[store_kinds.Store], cache: ScanCache | None = None, progre
     report = progress or (lambda message, fraction: None)
     cache = cache or ScanCache()
     found = [f for store in stores for f in store_kinds.walk(store)]
-    facts, todo = {}, []
+    facts, todo = {}, {}  # by path: two tags of one Ollama model share a blob, read once
     for f in found:
-        if f.problem:
+        if f.problem or f.path in facts or f.path in todo:
             continue
         try:
             now = stamp(f.path, f.format)
         except OSError as e:
-            facts[f] = broken(f"it went away while being listed ({e.strerror or e})")
+            facts[f.path] = broken(f"it went away while being listed ({e.strerror or e})")
             continue
         known = cache.get(f.path, f.format, now)
         if known is None:
-            todo.append((f, now))
+            todo[f.path] = (f, now)
         else:
-            facts[f] = known
-    for i, (f, now) in enumerate(tqdm(todo, desc="scan", unit="model", disable=not todo)):
+            facts[f.path] = known
+    for i, (f, now) in enumerate(tqdm(list(todo.values()), desc="scan", unit="model", disable=not todo)):
         report(f"reading {f.name}'s metadata ({i + 1} of {len(todo)})", i / len(todo))
-        facts[f] = read_one(f)
-        if facts[f] is not None and "transient" not in facts[f]:
-            cache.put(f.path, now, facts[f])
-    loaders = cache.loaders(causal=any(f.format == "checkpoint" for f in facts))
-    models = [model_of(f, facts.get(f), loaders) for f in found]
+        facts[f.path] = read_one(f)
+        if "transient" not in facts[f.path]:
+            cache.put(f.path, now, facts[f.path])
+    loaders = cache.loaders(causal=any(f.format == "checkpoint" and f.path in facts for f in found))
+    models = [model_of(f, None if f.problem else facts.get(f.path), loaders) for f in found]
     cache.save()
     report(f"{len(models)} models found", 1.0)
     return Scan(tuple(unique_names(models)), tuple(stores))
