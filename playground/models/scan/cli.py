@@ -18,7 +18,8 @@ COLUMNS = (("name", 34), ("source", 9), ("format", 10), ("arch", 9), ("params", 
            ("size", 8), ("context", 7), ("vocab", 7), ("tokenizer", 13))
 
 
-def run_scan(args, out=sys.stdout) -> int:
+def run_scan(args, out=None) -> int:
+    out = out or sys.stdout
     found = listing.scan(stores.locations(args.models_dir or ()))
     print(where(found), file=out)
     print(table(found.models), file=out)
@@ -56,8 +57,9 @@ def fit(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def run_pair(registry, args, out=sys.stdout) -> int:
+def run_pair(registry, args, out=None) -> int:
     """Keep TARGET drafted by DRAFT (scanned names) as NAME, with its class and estimate said."""
+    out = out or sys.stdout
     from playground.engine.memory import build_peak
     from playground.measure.teach.estimate import estimate
     from playground.models.userpairs import keep
