@@ -25,15 +25,20 @@ BIG_FILE = 2 << 30  # past this a file is held by its size, time and first mebib
 def machine(tmp_path, monkeypatch):
     """A machine of its own: HOME, the playground's cache and every store's variable point into tmp_path
     (no test ever walks the real home or stores). Returns the home folder; the stores go under it."""
-    home = tmp_path / "home"
+    return own_machine(tmp_path, monkeypatch)
+
+
+def own_machine(root: Path, patch) -> Path:
+    """machine's work, for a fixture of any scope (`patch`: a pytest.MonkeyPatch)."""
+    home = root / "home"
     home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("PLAYGROUND_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HUB_CACHE", str(home / "hub"))
-    monkeypatch.setenv("OLLAMA_MODELS", str(home / "ollama"))
-    monkeypatch.setenv("LLAMA_CACHE", str(home / "llama.cpp"))
+    patch.setenv("HOME", str(home))
+    patch.setenv("PLAYGROUND_CACHE", str(root / "cache"))
+    patch.setenv("HF_HUB_CACHE", str(home / "hub"))
+    patch.setenv("OLLAMA_MODELS", str(home / "ollama"))
+    patch.setenv("LLAMA_CACHE", str(home / "llama.cpp"))
     for name in ("HF_HOME", "XDG_CACHE_HOME", "HUGGINGFACE_HUB_CACHE"):
-        monkeypatch.delenv(name, raising=False)
+        patch.delenv(name, raising=False)
     return home
 
 

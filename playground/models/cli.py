@@ -57,8 +57,10 @@ def parser() -> argparse.ArgumentParser:
     pair.add_argument("draft", help="the draft's name as `scan` shows it")
     pair.add_argument("--name", required=True, help="the pair's name (not one of models.yaml's)")
     pair.add_argument("--description", help="one line shown with the pair (default: its models and class)")
-    pair.add_argument("--quantization", default="auto", choices=QUANTIZATIONS, help="both models' (default: auto)")
-    pair.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
+    pair.add_argument("--quantization", choices=QUANTIZATIONS,
+                      help="both models' (default: auto; a model published in float32: none)")
+    pair.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"),
+                      help="both models' (default: auto; a model published in float32: float32)")
     pair.set_defaults(run=run_pair)
     for command in (scan, pair):
         command.add_argument("--models-dir", action="append", metavar="DIR",

@@ -78,8 +78,34 @@ def moved(spec: ModelSpec, models) -> object | None:
     return None
 
 
-def keep(name: str, target, draft, knobs: dict, description: str, *, quantization: str = "auto",
-         dtype: str = "auto", config: str | None = None) -> Path:
+def relocated(registry: Registry, models) -> Registry:
+    """The registry with each kept model gone from its path loaded from where `models` (a scan's) hold
+    the same digest: a store moved, a file renamed. Others as they are."""
+    from dataclasses import replace
+
+    from playground.models.registry import Source
+
+    moves = {name: found for name, spec in registry.models.items() if (found := moved(spec, models)) is not None}
+    if not moves:
+        return registry
+    models = {name: replace(registry.models[name], sources=(Source("local", found.path),),
+                            kept=replace(registry.models[name].kept, path=found.path,
+                                         mtime_ns=os.stat(found.path).st_mtime_ns, found=f"{found.source} {found.name}"))
+              for name, found in moves.items()}
+    return replace(registry, models={**registry.models, **models})
+
+
+def found_again(registry: Registry, dirs=()) -> Registry:
+    """`relocated` over a scan of the stores and `dirs`, made only where a kept model is gone from its path."""
+    if not any(spec.kept and not os.path.exists(spec.kept.path) for spec in registry.models.values()):
+        return registry
+    from playground.models.scan import listing, stores
+
+    return relocated(registry, listing.scan(stores.locations(dirs)).models)
+
+
+def keep(name: str, target, draft, knobs: dict, description: str, *, quantization: str | None = None,
+         dtype: str | None = None, config: str | None = None) -> Path:
     """Save a pair of scanned models (scan.Model) as `name` in user-pairs.yaml, with its suggested knobs
     (pairing.suggested_knobs) and each model's file recorded (hashed once where its store does not name
     it by its digest). ValueError naming the field for a name models.yaml holds, a model that does not
@@ -104,7 +130,7 @@ def picked(name: str, target, draft, knobs: dict, description: str, *, config: s
     would write them but without records (nothing hashed, nothing written)."""
     base = load_registry(config, user=False)
     name = checked_name(base, name, target, draft)
-    entries = pair_entries(base, name, target, draft, knobs, description, "auto", "auto", kept=False)
+    entries = pair_entries(base, name, target, draft, knobs, description, None, None, kept=False)
     models, pairs = parse_user(entries, user_file())
     return models, pairs[name]
 
@@ -121,8 +147,15 @@ def checked_name(base: Registry, name: str, target, draft) -> str:
     return name
 
 
-def pair_entries(base: Registry, name: str, target, draft, knobs: dict, description: str, quantization: str,
-                 dtype: str, kept: bool) -> dict:
+def load_as(model) -> tuple[str, str]:
+    """(quantization, dtype) a scanned model loads with: as models.yaml's own GGUFs, auto (int4 on a CPU,
+    bf16 on a GPU); a model published in float32 (a test's tiny model, a GGUF written all-F32) in float32,
+    unquantized, as published."""
+    return ("none", "float32") if model.quantization in ("float32", "F32") else ("auto", "auto")
+
+
+def pair_entries(base: Registry, name: str, target, draft, knobs: dict, description: str, quantization: str | None,
+                 dtype: str | None, kept: bool) -> dict:
     """The file's entries for a pair: its two models and the pair."""
     models = dict(model_entry(base, model, quantization, dtype, kept) for model in (target, draft))
     (target_name, _), (draft_name, _) = models.items()
@@ -130,10 +163,12 @@ def pair_entries(base: Registry, name: str, target, draft, knobs: dict, descript
     return {"models": models, "pairs": {name: pair}}
 
 
-def model_entry(base: Registry, model, quantization: str, dtype: str, kept: bool) -> tuple[str, dict]:
+def model_entry(base: Registry, model, quantization: str | None, dtype: str | None, kept: bool) -> tuple[str, dict]:
     """(name, entry) of a scanned model in the file: the scan's name (with " (kept)" where models.yaml holds
-    that name), its file as a local source, and, kept, its record."""
+    that name), its file as a local source, how it loads, and, kept, its record."""
     name = model.name if model.name not in base.models else f"{model.name} (kept)"
+    own = load_as(model)
+    quantization, dtype = quantization or own[0], dtype or own[1]
     size = f"{model.parameters / 1e9:.1f}B parameters, " if model.parameters else ""
     entry = {"description": f"{model.name} from {model.source} ({size}{model.quantization}, {model.format})",
              "sources": [{"local": model.path}], "quantization": quantization, "dtype": dtype}

@@ -116,7 +116,7 @@ def handle_scan(ctx: AppContext, view: YoursView, form: ScanForm) -> Iterator[di
     there = [s for s in found.stores if s.exists]
     said = ", ".join(dict.fromkeys(f"{s.source} ({s.said})" for s in there)) or "none of the usual stores exist here"
     yield {view.table: tables.scan_rows(found), view.drafts: [], view.kept: kept_html(ctx),
-           view.target: gr.update(choices=[m.name for m in found.usable()], value=None),
+           view.target: gr.update(choices=targets(found), value=None),
            view.draft: gr.update(choices=[], value=None), view.pairing: tables.pairing_html(None, None),
            view.status: status_html(f"{len(found.models)} models found, {len(found.usable())} usable here. "
                                     f"Looked in: {said}.")}
@@ -209,6 +209,11 @@ def choose_draft(ctx: AppContext, view: YoursView, target: str | None, draft: st
 
 
 # ---- helpers ----------------------------------------------------------------------------------
+
+
+def targets(found) -> list[str]:
+    """The usable models, biggest first: a target is the big model whose output you want."""
+    return [m.name for m in sorted(found.usable(), key=lambda m: -(m.parameters or m.bytes))]
 
 
 def named(ctx: AppContext, name: str | None):
