@@ -115,7 +115,8 @@ def keep(name: str, target, draft, knobs: dict, description: str, *, quantizatio
     name = checked_name(base, name, target, draft)
     path = user_file()
     path.parent.mkdir(parents=True, exist_ok=True)
-    entries = pair_entries(base, name, target, draft, knobs, description, quantization, dtype, kept=True)
+    entries = pair_entries(base, name, target, draft, {"description": description, **knobs}, (quantization, dtype),
+                           kept=True)
     with exclusive(path.parent):
         data = read_raw(path)
         data["models"].update(entries["models"])
@@ -130,7 +131,8 @@ def picked(name: str, target, draft, knobs: dict, description: str, *, config: s
     would write them but without records (nothing hashed, nothing written)."""
     base = load_registry(config, user=False)
     name = checked_name(base, name, target, draft)
-    entries = pair_entries(base, name, target, draft, knobs, description, None, None, kept=False)
+    entries = pair_entries(base, name, target, draft, {"description": description, **knobs}, (None, None),
+                           kept=False)
     models, pairs = parse_user(entries, user_file())
     return models, pairs[name]
 
@@ -154,13 +156,12 @@ def load_as(model) -> tuple[str, str]:
     return ("none", "float32") if model.quantization in ("float32", "F32") else ("auto", "auto")
 
 
-def pair_entries(base: Registry, name: str, target, draft, knobs: dict, description: str, quantization: str | None,
-                 dtype: str | None, kept: bool) -> dict:
-    """The file's entries for a pair: its two models and the pair."""
-    models = dict(model_entry(base, model, quantization, dtype, kept) for model in (target, draft))
+def pair_entries(base: Registry, name: str, target, draft, fields: dict, load: tuple, kept: bool) -> dict:
+    """The file's entries for a pair: its two models (loaded as `load`, (quantization, dtype), each None for
+    the model's own) and the pair with its `fields` (description and knobs)."""
+    models = dict(model_entry(base, model, *load, kept) for model in (target, draft))
     (target_name, _), (draft_name, _) = models.items()
-    pair = {"description": description, "target": target_name, "draft": draft_name, **knobs}
-    return {"models": models, "pairs": {name: pair}}
+    return {"models": models, "pairs": {name: {"target": target_name, "draft": draft_name, **fields}}}
 
 
 def model_entry(base: Registry, model, quantization: str | None, dtype: str | None, kept: bool) -> tuple[str, dict]:
