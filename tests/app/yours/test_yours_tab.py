@@ -18,7 +18,7 @@ from stores import checkpoint, hub, machine, ollama, own_machine, tree, write_gg
 from playground.app.shared.context import build_context
 from playground.app.yours import tab as tab_yours
 from playground.app.yours.form import PickForm, ScanForm
-from playground.config import RunConfig
+from playground.config import KNOBS, RunConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 TARGET, DRAFT = "org/tiny-target", "org/tiny-draft"
@@ -160,3 +160,49 @@ def test_a_pair_kept_on_the_page_races_in_the_race_tab_and_the_benchmark(app, tm
     records = [record for run in report["runs"] for record in run["prompts"]]
     assert records and all(record["identical"] for record in records)
     assert report["config"]["pair"] == "tiny-kept"
+
+
+def test_the_apps_folders_are_scanned_and_a_model_gone_is_a_message(machine, tmp_path):
+    """--models-dir reaches the tab's scan; a pick whose file went away since the scan fails with a message
+    (the page keeps serving), and a kept pair whose model went away says so in every pair list."""
+    import shutil
+
+    shelve(machine, tmp_path / "made")
+    folder = tmp_path / "mine"
+    write_gguf(folder / "solo.gguf", hidden=8)
+    ctx = build_context(models_dirs=[folder])
+    with gr.Blocks():
+        view = tab_yours.build(ctx)["view"]
+    found = last(tab_yours.handle_scan(ctx, view, ScanForm()))
+    assert "solo" in [row[0] for row in found[view.table]]
+    last(tab_yours.handle_keep(ctx, view, PickForm(target=TARGET, draft=DRAFT, name="kept")))
+    snapshot = ctx.found.named(DRAFT).path
+    shutil.rmtree(snapshot)
+    ctx.refresh()
+    assert dict((n, label) for label, n in ctx.pair_choices())["kept"] == "kept (yours; a model gone since kept)"
+    assert "org/tiny-draft: gone: hub cache org/tiny-draft is no longer at" in tab_yours.kept_html(ctx)
+    with pytest.raises(gr.Error, match="Could not load pair"):
+        last(tab_yours.handle_race(ctx, view, PickForm(target=TARGET, draft=DRAFT, prompt=PROMPT, tokens=8)))
+
+
+def test_a_pair_raced_or_kept_is_offered_in_every_pair_list_selected(machine, tmp_path):
+    from playground.app.demo import build_demo
+
+    shelve(machine, tmp_path / "made")
+    demo = build_demo(default_pair="tiny")
+    offered = next(fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "offered")
+    opened = next(fn for fn in demo.fns.values() if getattr(fn.fn, "__name__", "") == "opened")
+    pair_lists = [o for o in offered.outputs if getattr(o, "label", "") == KNOBS["pair"].label]
+    assert len(pair_lists) >= 8 and len(offered.outputs) > len(pair_lists)  # every tab's, and the draft lists
+    from playground.models.scan import listing, stores
+    from playground.models.userpairs import keep
+
+    found = listing.scan(stores.locations())
+    keep("late", found.named(TARGET), found.named(DRAFT), {}, "kept by another process")
+    assert all("late" not in str(u.get("choices")) for u in offered.fn("x"))  # this app has not read it yet
+    updates = opened.fn()  # a page opened now reads the file again
+    assert all("late" in [c[1] if isinstance(c, (list, tuple)) else c for c in u["choices"]]
+               for u in updates[: len(pair_lists)])
+    selected = offered.fn("late")
+    assert all(u["value"] == "late" for u in selected[: len(pair_lists)])
+    assert all(TARGET in [c[1] for c in u["choices"]] for u in selected[len(pair_lists):])  # the draft lists
