@@ -84,14 +84,14 @@ def build(ctx: AppContext) -> dict:
     model_job(scan, partial(handle_scan, ctx, view), ScanForm(), outputs(view), status, "scan_models")
     form = PickForm(target, draft, prompt, tokens, name)
     race_job = model_job(race, partial(handle_race, ctx, view), form, outputs(view), status, "race_pair",
-                         Stop(stop, "race_pair_stop", flags=ctx.stops))
+                         Stop(stop, "race_pair_stop"))
     keep_job = model_job(keep, partial(handle_keep, ctx, view), form, outputs(view), status, "keep_pair")
     target.change(target_handler(ctx, view), target, [draft, drafts, pairing, name], queue=False,
                   api_visibility="private")
     draft.change(draft_handler(ctx, view), [target, draft], [pairing, name], queue=False, api_visibility="private")
-    tab = gr.context.Context.block  # the enclosing gr.Tab: opened again, the kept pairs' state is read again
-    if isinstance(tab, gr.Tab):
-        tab.select(lambda: kept_html(ctx), None, kept, queue=False, api_visibility="private")
+    tab = gr.context.Context.block  # the enclosing gr.Tab: opened, it shows the latest scan (another page's
+    if isinstance(tab, gr.Tab):     # too: the machine is the same) and the kept pairs' state, read again
+        tab.select(partial(opened, ctx, view), None, [table, target, kept], queue=False, api_visibility="private")
     return {"view": view, "picked": view.picked, "events": [race_job, keep_job]}
 
 
@@ -120,6 +120,14 @@ def handle_scan(ctx: AppContext, view: YoursView, form: ScanForm) -> Iterator[di
            view.draft: gr.update(choices=[], value=None), view.pairing: tables.pairing_html(None, None),
            view.status: status_html(f"{len(found.models)} models found, {len(found.usable())} usable here. "
                                     f"Looked in: {said}.")}
+
+
+def opened(ctx: AppContext, view: YoursView) -> dict:
+    """The latest scan and the kept pairs, as the tab shows them when opened; the target picked stays."""
+    if ctx.found is None:
+        return {view.kept: kept_html(ctx)}
+    return {view.table: tables.scan_rows(ctx.found), view.target: gr.update(choices=targets(ctx.found)),
+            view.kept: kept_html(ctx)}
 
 
 def handle_race(ctx: AppContext, view: YoursView, form: PickForm) -> Iterator[dict]:

@@ -158,7 +158,14 @@ def count(n) -> str:
 
 
 def size(n: int) -> str:
-    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB" if n else "-"
+    """0.49 GB, 98.4 MB, 12.0 kB, 11 B: bytes on disk at a glance."""
+    if n >= 1e8:
+        return f"{n / 1e9:.2f} GB"
+    if n >= 1e5:
+        return f"{n / 1e6:.1f} MB"
+    if n >= 1e3:
+        return f"{n / 1e3:.1f} kB"
+    return f"{n} B" if n else "-"
 
 
 def tokenizer_groups(models) -> dict[str, str]:

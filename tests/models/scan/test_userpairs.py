@@ -86,6 +86,15 @@ def test_a_model_gone_or_changed_is_said_not_crashed_on(shelf):
     found = listing.scan(stores.locations([shelf / "elsewhere"])).models
     assert userpairs.moved(spec, found).path == str(moved)  # its digest, found elsewhere
 
+    from playground.measure.bench import cli
+
+    args = cli.build_parser().parse_args(["--pair", "mine", "--models-dir", str(shelf / "elsewhere")])
+    args.argv = []
+    cli.make_plan(args)  # the benchmark loads from where the scan found it
+    assert args.registry.model("qwen:0.5b").sources[0].ref == str(moved)
+    assert userpairs.status(args.registry.model("qwen:0.5b")) == ""
+    assert userpairs.found_again(load_registry()).model("qwen:0.5b").sources[0].ref == blob  # not without the folder
+
 
 def test_a_broken_or_colliding_file_leaves_models_yaml_whole_and_is_never_written_over(shelf):
     path = user_file()
