@@ -18,6 +18,7 @@ import pytest
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 BYTES = [chr(c) for c in range(33, 127)] + [chr(c) for c in range(161, 256)]  # printable byte-level tokens
 MERGES = ["Ġ t", "h e", "Ġt he", "i n"]
+TARGET, DRAFT = "org/tiny-target", "org/tiny-draft"  # shelve()'s
 BIG_FILE = 2 << 30  # past this a file is held by its size, time and first mebibyte (a 50 GB sparse file)
 
 
@@ -172,3 +173,14 @@ def tree(root: Path) -> dict:
                     digest = sha256(path) if stat.st_size <= BIG_FILE else hashlib.sha256(f.read(1 << 20)).hexdigest()
                 state[key] = ("file", stat.st_size, stat.st_mtime_ns, digest)
     return state
+
+
+def shelve(home, made):
+    """The tiny pair as float32 checkpoints in the hub cache, and an embedding model in Ollama's store."""
+    from playground.models.tiny import tiny_pair
+
+    target, draft, tokenizer = tiny_pair(seed=0)
+    for repo, model in ((TARGET, target), (DRAFT, draft)):
+        folder = checkpoint(made / repo.split("/")[1], model, tokenizer)
+        hub(home / "hub", repo, {p.name: p for p in folder.iterdir()})
+    ollama(home / "ollama", "embed:v1", write_gguf(made / "e.gguf", arch="bert", hidden=16))

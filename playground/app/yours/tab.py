@@ -171,7 +171,7 @@ def handle_keep(ctx: AppContext, view: YoursView, form: PickForm) -> Iterator[di
     name = form.name.strip()
     yield {view.kept: kept_html(ctx), view.picked: name,
            view.status: status_html(f"Kept {name!r} ({', '.join(f'{k} {v}' for k, v in knobs.items())}): every tab's "
-                                    f"pair list offers it; `python -m playground.bench --pair {name!r}` races it.")}
+                                    f"pair list offers it, and python -m playground.bench --pair {name!r} races it.")}
 
 
 def target_handler(ctx: AppContext, view: YoursView):

@@ -28,7 +28,8 @@ def draft_rows(pairings: list, estimates: dict) -> list[list]:
     for p in pairings:
         e = estimates.get(p.draft)
         rows.append([p.draft, p.verdict, p.why, f"{p.c:.2f}" if p.c is not None else "-",
-                     f"{p.alpha:.2f} ({p.alpha_said})" if p.alpha is not None else "-",
+                     f"{p.alpha:.2f} ({f'models.yaml: {p.family}' if p.family else 'assumed'})"
+                     if p.alpha is not None else "-",
                      f"{e.speedup:.2f}" if e else "-", e.gamma if e else "-"])
     return rows
 

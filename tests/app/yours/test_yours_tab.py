@@ -13,7 +13,7 @@ from pathlib import Path
 import gradio as gr
 import pytest
 from gradio_client import Client
-from stores import checkpoint, hub, machine, ollama, own_machine, tree, write_gguf  # noqa: F401
+from stores import DRAFT, TARGET, machine, own_machine, shelve, tree, write_gguf  # noqa: F401
 
 from playground.app.shared.context import build_context
 from playground.app.yours import tab as tab_yours
@@ -21,19 +21,7 @@ from playground.app.yours.form import PickForm, ScanForm
 from playground.config import KNOBS, RunConfig
 
 pytestmark = pytest.mark.usefixtures("one_thread")
-TARGET, DRAFT = "org/tiny-target", "org/tiny-draft"
 PROMPT = "def add(a, b):"
-
-
-def shelve(home, made):
-    """The tiny pair as float32 checkpoints in the hub cache, and an embedding model in Ollama's store."""
-    from playground.models.tiny import tiny_pair
-
-    target, draft, tokenizer = tiny_pair(seed=0)
-    for repo, model in ((TARGET, target), (DRAFT, draft)):
-        folder = checkpoint(made / repo.split("/")[1], model, tokenizer)
-        hub(home / "hub", repo, {p.name: p for p in folder.iterdir()})
-    ollama(home / "ollama", "embed:v1", write_gguf(made / "e.gguf", arch="bert", hidden=16))
 
 
 @pytest.fixture
