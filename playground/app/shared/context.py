@@ -5,6 +5,7 @@ One AppContext is built per demo (never a module global), so tests can build app
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field
 
 from playground.app.shared.sessions import BoardRuns, LearningDrafters, Measurements
 from playground.measure.teach.theory import RunnerCosts
+
+log = logging.getLogger(__name__)
 
 # Every event that runs a model takes this: one shared queue for all tabs, one job at a time,
 # because the models and the CPU are shared and timings are only honest when nothing else runs.
@@ -109,10 +112,16 @@ class AppContext:
 
     def refresh(self) -> None:
         """Read models.yaml and the user's kept pairs again (another process may have kept one), with this
-        app's picks from the scan; the pair cache follows (models/loading.PairCache.use)."""
+        app's picks from the scan; the pair cache follows (models/loading.PairCache.use). A models.yaml
+        edited into an error since the app started leaves the registry as it was (the page keeps serving;
+        the next start says what is wrong)."""
         from playground.models.registry import load_registry
 
-        registry = load_registry(self.config)
+        try:
+            registry = load_registry(self.config)
+        except ValueError:
+            log.exception("reading the model registry again failed; keeping the one read before")
+            return
         for models, pair in self.picks.values():
             registry = registry.with_models({n: m for n, m in models.items() if n not in registry.models},
                                             {pair.name: pair} if pair.name not in registry.pairs else {})

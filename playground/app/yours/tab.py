@@ -18,12 +18,34 @@ import gradio as gr
 
 from playground.app.shared import controls
 from playground.app.shared.context import AppContext
-from playground.app.shared.flow import (Stop, at_once, fail, guarded, load_pair, model_job, outputs, parsed,
-                                        read_settings, status_html)
+from playground.app.shared.flow import (
+    Stop,
+    at_once,
+    fail,
+    guarded,
+    load_pair,
+    model_job,
+    outputs,
+    parsed,
+    read_settings,
+    status_html,
+)
 from playground.app.shared.lockstep import streamed
 from playground.app.shared.sessions import session_of
 from playground.app.yours import tables
 from playground.app.yours.form import MAX_RACE_TOKENS, PickForm, ScanForm
+from playground.app.yours.picks import (
+    estimate_of,
+    kept_html,
+    last_race,
+    memory,
+    named,
+    pairing_of,
+    pairing_shown,
+    pick,
+    suggested_name,
+    targets,
+)
 
 TITLE = "Your models"
 INTRO = (
@@ -146,7 +168,7 @@ def handle_race(ctx: AppContext, view: YoursView, form: PickForm) -> Iterator[di
     ctx.measurements.add(form.session, point)
     same = {True: " Greedy: the same tokens as the plain run.", False: " Greedy: NOT the same tokens as the plain run "
             f"(from token {record['first_divergence']})."}.get(record["identical"], "")
-    yield {view.pairing: tables.pairing_html(chosen, estimate_of(ctx, chosen), point), view.picked: name,
+    yield {view.pairing: pairing_shown(ctx, chosen, [target, draft], point), view.picked: name,
            view.kept: kept_html(ctx),
            view.status: status_html(f"Raced {name}: {point.speedup:.2f}× at γ {point.gamma}, α {point.alpha:.2f}.{same} "
                                     "Every tab's pair list now offers it, selected; Keep this pair to keep it.")}
@@ -212,70 +234,7 @@ def choose_draft(ctx: AppContext, view: YoursView, target: str | None, draft: st
         return {view.pairing: tables.pairing_html(None, None), view.name: ""}
     chosen = pairing_of(ctx, t, d)
     measured = last_race(ctx, session, t.name, d.name) if chosen.usable else None
-    return {view.pairing: tables.pairing_html(chosen, estimate_of(ctx, chosen) if chosen.usable else None, measured),
-            view.name: suggested_name(t.name, d.name)}
-
-
-# ---- helpers ----------------------------------------------------------------------------------
-
-
-def targets(found) -> list[str]:
-    """The usable models, biggest first: a target is the big model whose output you want."""
-    return [m.name for m in sorted(found.usable(), key=lambda m: -(m.parameters or m.bytes))]
-
-
-def named(ctx: AppContext, name: str | None):
-    try:
-        return ctx.found.named(name) if ctx.found is not None and name else None
-    except ValueError:
-        return None
-
-
-def memory():
-    """This machine's memory for the fit check, each GGUF's build peak where the onnxruntime runner builds it."""
-    import torch
-
-    from playground.engine.memory import build_peak
-    from playground.models.scan.pairing import Memory
-
-    def peak(model):
-        return build_peak(model.path, model.architecture) if model.format == "gguf" else None
-
-    return Memory.now("cuda" if torch.cuda.is_available() else "cpu", peak)
-
-
-def pairing_of(ctx: AppContext, target, draft):
-    from playground.models.scan.pairing import pairing
-
-    return pairing(target, draft, ctx.registry, memory())
-
-
-def estimate_of(ctx: AppContext, chosen):
-    """The estimate, with the target's v(k) where this app run measured it (Theory, a race, a followed γ)."""
-    from playground.measure.teach.estimate import estimate
-
-    return estimate(chosen.alpha, chosen.alpha_said, chosen.c, ctx.costs.target_curve(chosen.target))
-
-
-def pick(ctx: AppContext, name: str, chosen, target, draft) -> None:
-    """The pick registered in this app's registry under `name` (not kept: nothing written)."""
-    from playground.models.scan.pairing import suggested_knobs
-    from playground.models.userpairs import picked
-
-    if name in ctx.registry.pairs and name not in ctx.picks:
-        raise ValueError(f"pair: {name!r} is already the name of a pair; keep this one under another name")
-    knobs = suggested_knobs(chosen, ctx.registry, draft)
-    ctx.picks[name] = picked(name, target, draft, knobs, f"{target.name} drafted by {draft.name} ({chosen.verdict}; "
-                             "picked from the scan, not kept)", config=ctx.config)
-    ctx.refresh()
-
-
-def last_race(ctx: AppContext, session, target: str, draft: str):
-    """The latest point this session measured on a pair of these two models (raced here, or in any tab
-    under a kept name), or None."""
-    names = {n for n, p in ctx.registry.pairs.items() if (p.target, p.draft) == (target, draft)}
-    points = [p for p in ctx.measurements.get(session) if p.pair in names and not p.draft]
-    return points[-1] if points else None
+    return {view.pairing: pairing_shown(ctx, chosen, [t, d], measured), view.name: suggested_name(t.name, d.name)}
 
 
 def measuring(ctx: AppContext, view: YoursView, loaded, settings, prompt: str):
@@ -297,16 +256,3 @@ def measuring(ctx: AppContext, view: YoursView, loaded, settings, prompt: str):
         return {view.status: status_html(f"Racing: ran {what} ({done}/{total})", done / total)}
 
     return (yield from streamed(work, show))
-
-
-def suggested_name(target: str, draft: str) -> str:
-    """A name to keep the pair under: the two models' names, shortened, without characters YAML or a
-    shell would quote."""
-    short = [n.split("/")[-1].split("@")[0].replace(":", "-").replace(" ", "-") for n in (target, draft)]
-    return f"{short[0]}+{short[1]}"[:64]
-
-
-def kept_html(ctx: AppContext) -> str:
-    from playground.models.userpairs import status
-
-    return tables.kept_html(ctx.registry, ctx.picks, status)

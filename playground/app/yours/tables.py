@@ -51,6 +51,18 @@ def pairing_html(pairing, estimate, measured=None) -> str:
     return head + f"<p><b>Estimate</b>, nothing loaded yet: {html.escape(estimate.line())}.</p>"
 
 
+def runs_html(models, memory) -> str:
+    """How each model of the pick runs here under auto on a CPU: ONNX Runtime's int4 build where its builder
+    reads the architecture (Qwen2 and Llama GGUFs today; made once, its peak counted in the fit), else
+    PyTorch (a GGUF dequantized on loading)."""
+    if memory.device != "cpu":
+        return ""
+    said = [f"{html.escape(m.name)}: " + ("ONNX Runtime's int4 build, made once from its GGUF" if memory.build_peak(m)
+                                          else "PyTorch" + (", its GGUF dequantized" if m.format == "gguf" else ""))
+            for m in models]
+    return f"<p style='color:var(--body-text-color-subdued)'>Runs here: {'; '.join(said)}.</p>"
+
+
 def kept_html(registry, picks, status) -> str:
     """The user's kept pairs and the picks raced but not kept, each model's state (as kept, gone or
     changed); and what of user-pairs.yaml was not merged, and why. `status`: userpairs.status."""

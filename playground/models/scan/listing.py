@@ -6,11 +6,12 @@ nothing but its own cache (in the playground's cache folder).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable
 
-from playground.models.scan import read, stores as store_kinds
+from playground.models.scan import read
+from playground.models.scan import stores as store_kinds
 from playground.models.scan.cache import ScanCache, stamp
 from playground.models.scan.gguf_header import BadGGUF, NotGGUF
 

@@ -11,8 +11,8 @@ loaded: a class, and the inputs of the estimate shown beside it (c from the two 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from playground.config import KNOBS
 from playground.models import fits
@@ -29,7 +29,7 @@ class Memory:
 
     available: int
     device: str = "cpu"
-    build_peak: Callable[[Model], "int | None"] = lambda model: None
+    build_peak: Callable[[Model], int | None] = lambda model: None
 
     @classmethod
     def now(cls, device: str = "cpu", build_peak=None) -> Memory:
@@ -77,8 +77,9 @@ def pairing(target: Model, draft: Model, registry, memory: Memory) -> Pairing:
                        f"peak, {gb(fits.ACTIVATIONS_BYTES)} for activations), {gb(memory.available)} are available")
     same = target.tokenizer is not None and target.tokenizer == draft.tokenizer
     family = family_pair(registry, target, draft) if same else None
-    alpha, said = (family.alpha, f"models.yaml's pair {family.name!r} ({target.architecture} drafting "
-                                 f"{draft.architecture})") if family else (ASSUMED_ALPHA, "assumed")
+    alpha, said = ASSUMED_ALPHA, "assumed"
+    if family:
+        alpha, said = family.alpha, f"models.yaml's pair {family.name!r} ({target.architecture} drafting {draft.architecture})"
     how = ("drafts token ids directly" if same else
            "drafts through the text, re-encoded in the target's tokens (its tokenizer differs"
            f"{'' if target.tokenizer and draft.tokenizer else ', or was not read'})")

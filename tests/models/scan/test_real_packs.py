@@ -14,7 +14,7 @@ import os
 import shutil
 
 import pytest
-from stores import llamacpp, link, ollama, own_machine, tree, write_gguf
+from stores import link, llamacpp, ollama, own_machine, tree, write_gguf
 
 from playground.config import cache_dir
 from playground.models.modelpack import fetch_pack, load_catalog
