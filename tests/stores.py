@@ -35,6 +35,7 @@ def own_machine(root: Path, patch) -> Path:
     home.mkdir()
     patch.setenv("HOME", str(home))
     patch.setenv("PLAYGROUND_CACHE", str(root / "cache"))
+    patch.setenv("PLAYGROUND_USER_PAIRS", str(root / "cache" / "user-pairs.yaml"))
     patch.setenv("HF_HUB_CACHE", str(home / "hub"))
     patch.setenv("OLLAMA_MODELS", str(home / "ollama"))
     patch.setenv("LLAMA_CACHE", str(home / "llama.cpp"))

@@ -258,9 +258,11 @@ def parse_pair(check: Checker, name, entry, models: dict[str, ModelSpec]) -> Pai
 
 
 def user_file() -> Path:
+    """$PLAYGROUND_USER_PAIRS, else user-pairs.yaml in the playground's cache."""
     from playground.config import cache_dir
 
-    return cache_dir() / USER_FILE
+    return Path(os.environ["PLAYGROUND_USER_PAIRS"]).expanduser() if os.environ.get("PLAYGROUND_USER_PAIRS") \
+        else cache_dir() / USER_FILE
 
 
 def with_user_pairs(base: Registry, path: Path) -> Registry:
