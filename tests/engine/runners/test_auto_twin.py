@@ -103,7 +103,7 @@ def test_a_made_handle_and_a_module_are_timed_on_themselves(gguf, cache, choices
     assert handle.loaded == (recorded["runner"] == "eager")  # let go where onnxruntime won, as before
     module = pair[1]  # a model that is no handle (key_of's checkpoint and the timing are other tests')
     monkeypatch.setattr(choice, "key_of", lambda model, rows, threads: f"{id(model)} {rows} {threads}")
-    monkeypatch.setattr(auto, "time_steps", lambda model, candidates: {"eager": 2.0, "onnxruntime": 1.0})
+    monkeypatch.setattr(auto, "time_steps", lambda model, candidates: ({"eager": 2.0, "onnxruntime": 1.0}, {}))
     assert auto.record(module)["eager_timed_on"] == auto.ITSELF
 
 

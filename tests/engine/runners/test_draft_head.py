@@ -40,7 +40,7 @@ def timed(pair, tmp_path, monkeypatch):
         @classmethod
         def steps(cls, model, candidates):
             cls.calls.append(candidates)
-            return {name: cls.ms[name] for name in candidates}
+            return {name: cls.ms[name] for name in candidates}, {}  # (step ms, dropped)
 
     Timed.calls = []
     monkeypatch.setattr(auto, "time_steps", Timed.steps)
@@ -110,5 +110,5 @@ def test_auto_times_runners_through_the_same_function(pair, timed):
 def test_the_timing_function_times_each_candidate(pair, one_thread):
     """The real time_steps on the tiny draft, each head on eager: a median per candidate."""
     _, draft, _ = pair
-    ms = auto.time_steps(draft, {"cut": ("eager", 64), "full": ("eager", None)})
-    assert set(ms) == {"cut", "full"} and min(ms.values()) > 0
+    ms, dropped = auto.time_steps(draft, {"cut": ("eager", 64), "full": ("eager", None)})
+    assert set(ms) == {"cut", "full"} and min(ms.values()) > 0 and dropped == {}
