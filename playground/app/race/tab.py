@@ -326,6 +326,9 @@ def run_meta(track) -> str:
 
 def status_line(frame: RaceFrame) -> str:
     a, s = frame.baseline, frame.speculative
+    if frame.checking:
+        return (f"Raced: autoregressive {len(a.tokens)} tokens, speculative {len(s.tokens)} tokens; the greedy texts "
+                "differ, so both runs are rerun untimed, with detail, to measure the target's margins where they part…")
     if not frame.done:
         return f"Racing… autoregressive {len(a.tokens)} tokens, speculative {len(s.tokens)} tokens."
     return (
