@@ -28,10 +28,25 @@ def placeholder() -> str:
     return '<div class="stats"><span class="hint">The numbers appear here when the race starts.</span></div>'
 
 
-def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None, budget_note: str | None = None) -> str:
+def stats_placeholder(pays) -> str:
+    """The panel before the race's first frame, where the draft cannot pay here (measure/teach/verdict.py)."""
+    return f'<div class="stats">{cannot_pay(pays)}<span class="hint">The race starts…</span></div>'
+
+
+def cannot_pay(pays) -> str:
+    """The verdict's sentence where it is shown: the formula, at α and the c and v(k) measured here, forecasts
+    no gain at any γ; and what the same measurements favour."""
+    if pays is None or not pays.shown:
+        return ""
+    return f'<p class="warn" id="cannot-pay">⚠ {html.escape(pays.text)}</p>'
+
+
+def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None, budget_note: str | None = None,
+               pays=None) -> str:
     """The panel; with a tree race's measured v(k) `curve` (and the draft's one-row c), a warning
     when the curve predicts the tree loses to the chain, and `budget_note` when the tree's budget
-    came from that curve rather than the knob's default."""
+    came from that curve rather than the knob's default; `pays`: whether the draft can pay here, said
+    before the race began (cannot_pay)."""
     a = summarize(frame.baseline.events)
     s = summarize(frame.speculative.events, baseline=frame.baseline.events)
     speedup = s.tok_s / a.tok_s if a.tok_s and s.tok_s else None
@@ -50,7 +65,7 @@ def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None, budge
         f'<div><span class="big">{shown}</span> measured speedup '
         f'<span class="hint">(speculative tok/s ÷ autoregressive tok/s{"" if frame.done or frame.checking else ", so far"})'
         "</span></div>"
-        f"{badge(frame)}{budget_line(budget_note)}{tree_warning(frame, curve, chain_c)}"
+        f"{cannot_pay(pays)}{badge(frame)}{budget_line(budget_note)}{tree_warning(frame, curve, chain_c)}"
         f"<table><tr><th></th><th>autoregressive</th><th>speculative</th></tr>{table}</table>"
         f"{compiled(frame)}{reach(frame)}{theory(s)}</div>"
     )

@@ -95,7 +95,7 @@ def verdict(alpha: Alpha, costs: Costs, alternatives=()) -> Verdict:
     if speedup >= PAYS:
         return Verdict(gamma, speedup, False, "")
     kept = tuple(a for a in alternatives if a is not None)
-    instead = ("; ".join(f"{a.what} ({a.why})" for a in kept) if kept
+    instead = ("; ".join(f"{a.what}: {a.why}" for a in kept) if kept
                else "nothing measured here does: plain decoding is the fastest way to run this target here")
     text = (f"This draft cannot pay on this device: at {alpha.said()}, {costs.said()}, the formula's best is "
             f"γ {gamma} at {speedup:.2f}× plain decoding (it takes {PAYS:.2f}× to call it a gain). "
@@ -133,8 +133,8 @@ def model_free(v, measured: dict[str, tuple[float, float]]) -> Alternative | Non
     if need is None:
         return None
     return Alternative("prompt lookup or suffix decoding",
-                       f"no model to run, c about 0: with this v(k) they pay from α {need:.2f}, where the text "
-                       "repeats what came before (code edits, quotes, retrieval)")
+                       f"no model to run, so c is about 0, and with this v(k) they pay from α {need:.2f}, which "
+                       "text that repeats what came before reaches (code edits, quotes, retrieval)")
 
 
 def self_drafting(v, layers: int, kept: int, measured: tuple[float, float] | None = None) -> Alternative | None:
@@ -149,8 +149,8 @@ def self_drafting(v, layers: int, kept: int, measured: tuple[float, float] | Non
     need = break_even_alpha(c, v) if v is not None else None
     if need is None:
         return None
-    return Alternative("the target drafting for itself", f"its first {kept} of {layers} layers, c about {c:.2f} "
-                                                        f"(counted, not timed): it pays from α {need:.2f}")
+    return Alternative("the target drafting for itself", f"with {kept} of its {layers} layers, c is about {c:.2f} "
+                                                        f"(counted, not timed), and it pays from α {need:.2f}")
 
 
 def bigger_targets(c: float, candidates: list[tuple[str, int]], target_bytes: int, free_bytes: int) -> Alternative | None:

@@ -60,7 +60,7 @@ def test_the_alternatives_name_only_what_the_same_measurements_forecast_to_gain(
     assert free.what == "prompt lookup or suffix decoding" and f"α {V.break_even_alpha(0.0, STEEP):.2f}" in free.why
     assert V.model_free(STEEP, {"prompt_lookup": (0.2, 0.01)}) is None  # the board measured it short of a gain
     assert "prompt lookup: " in V.model_free(STEEP, {"prompt_lookup": (0.9, 0.01)}).why
-    assert "first 1 of 4 layers" in V.self_drafting(FLAT, 4, 1).why
+    assert "with 1 of its 4 layers" in V.self_drafting(FLAT, 4, 1).why
     assert V.self_drafting(STEEP, 4, 3) is None  # 3 of 4 layers on a steep curve: no α pays
     sized = [("big", 8 * 10**9), ("huge", 40 * 10**9), ("small", 10**8)]
     bigger = V.bigger_targets(0.9, sized, 3 * 10**9, 20 * 10**9)
@@ -71,6 +71,6 @@ def test_the_alternatives_name_only_what_the_same_measurements_forecast_to_gain(
 def test_the_verdict_names_its_alternatives_or_says_plain_decoding_wins():
     with_runner = V.verdict(PAIRS, V.Costs(0.9, FLAT, "eager", "test"),
                             [None, V.other_runner("compiled", PAIRS, 0.2, FLAT)])
-    assert len(with_runner.alternatives) == 1 and "runner compiled (c 0.20 there" in with_runner.text
+    assert len(with_runner.alternatives) == 1 and "runner compiled: c 0.20 there" in with_runner.text
     alone = V.verdict(PAIRS, V.Costs(0.9, STEEP, "eager", "test"), [V.model_free(STEEP, {"suffix": (0.1, 0.0)})])
     assert alone.alternatives == () and "plain decoding is the fastest" in alone.text
