@@ -154,23 +154,25 @@ def race_frames(
     if settings.greedy and not stopped() and frame.baseline.tokens != frame.speculative.tokens:
         frame.checking = True
         yield frame  # the status says why the race has not ended yet
-        frame.divergence, frame.labels = evidence(pair, ids, config, settings, frame)
+        frame.divergence, frame.labels = evidence(pair, ids, config, settings, frame, stopped)
         frame.precision, frame.checking = identity.precision(pair.target), False
     frame.done = True
     yield frame
 
 
-def evidence(pair, ids: list[int], config, settings: RunConfig, frame: RaceFrame) -> tuple[Divergence | None, dict]:
+def evidence(pair, ids: list[int], config, settings: RunConfig, frame: RaceFrame,
+             stopped: Callable[[], bool]) -> tuple[Divergence | None, dict]:
     """The first divergence of a greedy race and its evidence, as the benchmark measures it: both runs
     rerun untimed with detail, on the race's threads (a thread count can round a reduction otherwise),
-    a fresh drafter for the speculative one; and each token it names as the page shows it."""
+    a fresh drafter for the speculative one, Stop honoured within a step; and each token it names as
+    the page shows it."""
     from playground.engine import factory
     from playground.measure.bench.machine import spare_a_core
 
     with spare_a_core():
         found_at = found(pair.target.model, ids, config,
                          lambda: factory.make_drafter(settings, factory.Models.of(pair, settings)), pair.eos,
-                         frame.baseline.tokens, frame.speculative.tokens, identity.exact(pair.target))
+                         frame.baseline.tokens, frame.speculative.tokens, identity.exact(pair.target), stopped)
     tokens = found_at.tokens if found_at is not None else set()
     return found_at, {t: visible(pair.tokenizer.decode([t], skip_special_tokens=False)) for t in tokens}
 

@@ -71,19 +71,29 @@ def near_tie(margins) -> bool | None:
     return None if not known else max(known) < NEAR_TIE
 
 
-def reruns(target, ids: list[int], config, drafter, eos, position: int) -> tuple[list[StepEvent], list[StepEvent]]:
+def reruns(target, ids: list[int], config, drafter, eos, position: int,
+           stopped=lambda: False) -> tuple[list[StepEvent], list[StepEvent]]:
     """Untimed reruns of both runs with detail (recording top tokens costs time, so timed runs do not),
     to `position` and a step past it. Greedy reruns retrace the same path; the budget keeps every draft
-    up to `position` full length, so each forward has the same shape. `drafter`: a fresh one."""
+    up to `position` full length, so each forward has the same shape. `drafter`: a fresh one.
+    `stopped()` is asked after each step: once true, what was run so far is returned."""
     from dataclasses import replace
 
     from playground.engine.generate import generate  # torch: not at import
 
     budget = min(config.max_new_tokens, position + config.gamma + 2)
     detailed = replace(config, detail=2, max_new_tokens=budget)
-    base = list(generate(target, ids, detailed, None, eos_token_ids=eos))
-    spec = list(generate(target, ids, detailed, drafter, eos_token_ids=eos))
-    return base, spec
+
+    def run(drafter_) -> list[StepEvent]:
+        events, stream = [], generate(target, ids, detailed, drafter_, eos_token_ids=eos)
+        for event in stream:
+            events.append(event)
+            if stopped():
+                stream.close()
+                break
+        return events
+
+    return run(None), run(drafter)
 
 
 @dataclass(frozen=True)
@@ -121,13 +131,14 @@ class Divergence:
 
 
 def found(target, ids: list[int], config, make_drafter, eos, plain: list[int], speculative: list[int],
-          exact: bool) -> Divergence | None:
+          exact: bool, stopped=lambda: False) -> Divergence | None:
     """The evidence at the first token where greedy `speculative` left `plain` (each run's tokens), from
-    reruns with detail (`make_drafter()`: a fresh drafter); None where they are equal."""
+    reruns with detail (`make_drafter()`: a fresh drafter; `stopped`: as reruns takes it); None where
+    they are equal."""
     position = first_divergence(plain, speculative)
     if position is None:
         return None
-    base, spec = reruns(target, ids, config, make_drafter(), eos, position)
+    base, spec = reruns(target, ids, config, make_drafter(), eos, position, stopped)
 
     def side(tokens: list[int], events: list[StepEvent]) -> Side:
         rows = top_rows(events)

@@ -119,3 +119,27 @@ def test_an_identical_race_shows_no_evidence(race_tab):
     ctx, view = race_tab
     *_, last = tab_race.handle(ctx, view, tab_race.RaceForm(PROMPT, "", values()))
     assert "identical to the baseline" in last[view.stats] and 'id="divergence"' not in last[view.stats]
+
+
+def test_stop_during_the_reruns_ends_them_within_a_step(race_tab, flipped, monkeypatch):
+    import playground.engine.generate as engine
+
+    ctx, view = race_tab
+    real, after_stop = engine.generate, []
+
+    def counted(*args, **kwargs):
+        steps = [0]
+        if ctx.stops.flags.get(None) is not None and ctx.stops.flags[None].is_set():
+            after_stop.append(steps)
+        for event in real(*args, **kwargs):
+            steps[0] += 1
+            yield event
+
+    monkeypatch.setattr(engine, "generate", counted)
+    outputs = []
+    for output in tab_race.handle(ctx, view, tab_race.RaceForm(PROMPT, "", values(max_new_tokens=40))):
+        outputs.append(output)
+        if "rerun untimed, with detail" in html.unescape(output.get(view.status, "")):
+            ctx.stops.press(None)
+    assert "Stopped." in outputs[-1][view.status] and 'id="divergence"' not in outputs[-2].get(view.stats, "")
+    assert after_stop and all(steps[0] <= 1 for steps in after_stop), after_stop  # each rerun: one step, then stopped
