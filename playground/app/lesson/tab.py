@@ -238,7 +238,7 @@ def greedy_identity(loaded, ids, settings, report) -> tuple[int, object]:
     report(f"Generating {settings.max_new_tokens} tokens greedily without and with the draft…", None)
     plain = engine_run(loaded.target.model, ids, config, None, loaded.eos).tokens
     spec = engine_run(loaded.target.model, ids, config, make(), loaded.eos).tokens
-    return len(plain), found(loaded.target.model, ids, config, make, loaded.eos, plain, spec,
+    return len(plain), found(loaded.target.model, ids, config, make, loaded.eos, (plain, spec),
                             identity.exact(loaded.target))
 
 

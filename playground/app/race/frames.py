@@ -172,7 +172,7 @@ def evidence(pair, ids: list[int], config, settings: RunConfig, frame: RaceFrame
     with spare_a_core():
         found_at = found(pair.target.model, ids, config,
                          lambda: factory.make_drafter(settings, factory.Models.of(pair, settings)), pair.eos,
-                         frame.baseline.tokens, frame.speculative.tokens, identity.exact(pair.target), stopped)
+                         (frame.baseline.tokens, frame.speculative.tokens), identity.exact(pair.target), stopped)
     tokens = found_at.tokens if found_at is not None else set()
     return found_at, {t: visible(pair.tokenizer.decode([t], skip_special_tokens=False)) for t in tokens}
 

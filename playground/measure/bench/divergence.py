@@ -130,11 +130,12 @@ class Divergence:
                 if t is not None}
 
 
-def found(target, ids: list[int], config, make_drafter, eos, plain: list[int], speculative: list[int],
-          exact: bool, stopped=lambda: False) -> Divergence | None:
-    """The evidence at the first token where greedy `speculative` left `plain` (each run's tokens), from
-    reruns with detail (`make_drafter()`: a fresh drafter; `stopped`: as reruns takes it); None where
-    they are equal."""
+def found(target, ids: list[int], config, make_drafter, eos, runs: tuple[list[int], list[int]], exact: bool,
+          stopped=lambda: False) -> Divergence | None:
+    """The evidence at the first token where a greedy run's tokens left the plain run's (`runs`: plain's,
+    speculative's), from reruns with detail (`make_drafter()`: a fresh drafter; `stopped`: as reruns takes
+    it); None where they are equal."""
+    plain, speculative = runs
     position = first_divergence(plain, speculative)
     if position is None:
         return None

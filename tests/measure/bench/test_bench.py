@@ -240,15 +240,15 @@ def test_the_evidence_names_each_runs_token_and_the_targets_top_two_there(pair):
         made.append(ModelDrafter(draft))
         return made[-1]
 
-    assert found(target, ids, config, make, (), base, base, exact=True) is None and not made  # equal: no rerun
-    d = found(target, ids, config, make, (), base, spec, exact=True)
+    assert found(target, ids, config, make, (), (base, base), exact=True) is None and not made  # equal: no rerun
+    d = found(target, ids, config, make, (), (base, spec), exact=True)
     assert len(made) == 1 and d.position == 4 and (d.plain.token, d.speculative.token) == (base[4], spec[4])
     assert d.plain.top[0][0] == base[4] and len(d.plain.top) == 2  # the plain run's forward chose its token
     assert d.plain.margin == pytest.approx(top2_margin(d.plain.top)) and d.plain.margin > 0
     assert d.tokens >= {base[4], spec[4]}
     assert d.exact and not d.excused  # float32: no margin excuses a divergence
     assert d.near_tie is (max(d.plain.margin, d.speculative.margin) < NEAR_TIE)
-    short = found(target, ids, config, make, (), base[:4], base, exact=False)  # one run ended at token 4
+    short = found(target, ids, config, make, (), (base[:4], base), exact=False)  # one run ended at token 4
     assert short.position == 4 and short.plain.token is None and short.speculative.token == base[4]
 
 
