@@ -44,7 +44,9 @@ def gathered(ctx, pair, settings: RunConfig, session: str | None) -> Verdict | N
         return None
     board = board_measured(ctx, spec.name, session)
     alpha = acceptance(spec, settings, board)
-    return verdict(alpha, costs, alternatives(ctx, pair, settings, alpha, costs, board))
+    said = verdict(alpha, costs)
+    # what else pays is looked for only where this draft does not (it reads files to size the other targets)
+    return verdict(alpha, costs, alternatives(ctx, pair, settings, alpha, costs, board)) if said.shown else said
 
 
 def acceptance(spec, settings: RunConfig, board: dict) -> Alpha:
