@@ -60,7 +60,7 @@ def key_of(model, rows: int | None, threads: int) -> str:
 
     name, precision, build = build_identity(model, rows)
     return " | ".join([cpu_name(), f"{threads} threads", f"{name} {precision} {build[:16]}",
-                       f"onnxruntime {library_version('onnxruntime')}", f"torch {library_version('torch')}"])
+                       *(f"{name} {library_version(name)}" for name in ("onnxruntime", "torch", "llama-cpp-python"))])
 
 
 def library_version(name: str) -> str:

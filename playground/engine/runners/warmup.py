@@ -111,7 +111,7 @@ class Choosing:
     model: str  # "target" or "draft"
     choice: dict | None = None
     what: str = RUNNER
-    candidates: tuple[str, ...] = ()  # RUNNER: the runners timed, as auto.CANDIDATES names them
+    candidates: tuple[str, ...] = ()  # RUNNER: the runners timed (auto.candidates)
 
     @property
     def done(self) -> bool:
@@ -143,7 +143,7 @@ def choose_on_gpu(target, draft, run: RunConfig) -> Iterator[Choosing]:
     """Under auto, each model of the run on a GPU with nothing recorded for it: its plain step timed on
     eager and compiled (runners/auto.record; compiling its one-row step is part of it, and said), the
     faster kept for this card. A candidate that fails is dropped with its reason (in the choice)."""
-    from playground.engine.runners.auto import CANDIDATES, record
+    from playground.engine.runners.auto import candidates, record
     from playground.engine.runners.choice import device_kind, recorded
 
     if run.runner != "auto":
@@ -153,8 +153,8 @@ def choose_on_gpu(target, draft, run: RunConfig) -> Iterator[Choosing]:
         todo.append((DRAFT, draft, run.draft_vocab or None))
     for name, model, rows in todo:
         if device_kind(model) == "cuda" and recorded(model, rows) is None:
-            yield Choosing(name, candidates=CANDIDATES["cuda"])
-            yield Choosing(name, record(model, rows), candidates=CANDIDATES["cuda"])
+            yield Choosing(name, candidates=candidates(model))
+            yield Choosing(name, record(model, rows, verifies=name == TARGET), candidates=candidates(model))
 
 
 @dataclass(frozen=True)
@@ -199,7 +199,7 @@ def build_models(target, draft, run: RunConfig, head: bool = False) -> Iterator[
     run's first step already runs on it. Nothing for a model that does not run on onnxruntime.
     `head`: the run's draft vocabulary is the pair's suggestion, not the user's, so the draft's head is
     the machine's to choose: see choose_head (chosen_head then gives the run as it drafts)."""
-    from playground.engine.runners.auto import CANDIDATES, record, recorded
+    from playground.engine.runners.auto import candidates, record, recorded
 
     todo = []
     if resolve(run.runner, target.device, run.speculation == TREE, target) == ONNXRUNTIME:
@@ -212,8 +212,8 @@ def build_models(target, draft, run: RunConfig, head: bool = False) -> Iterator[
     if run.runner == "auto":
         for name, model, head_rows in todo:
             if recorded(model, head_rows) is None:
-                yield Choosing(name, candidates=CANDIDATES["cpu"])
-                yield Choosing(name, record(model, head_rows), candidates=CANDIDATES["cpu"])
+                yield Choosing(name, candidates=candidates(model))
+                yield Choosing(name, record(model, head_rows, verifies=name == TARGET), candidates=candidates(model))
     if head:
         yield from choose_head(draft, run)
 

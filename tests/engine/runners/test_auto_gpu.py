@@ -20,7 +20,7 @@ from playground.engine import factory
 from playground.engine.events import output_tokens
 from playground.engine.generate import generate
 from playground.engine.kvcache import CachedModel
-from playground.engine.runners import auto, choice, compiled, resolve
+from playground.engine.runners import auto, choice, compiled, resolve, timing
 from playground.engine.runners.compiled import CompiledRunner, steps_of
 from playground.engine.runners.eager import EagerRunner
 from playground.engine.runners.warmup import Choosing, Compiling, warm_up
@@ -43,7 +43,7 @@ def gpu(tmp_path, monkeypatch):
     card = {"name": CARD}
     monkeypatch.setattr(choice, "card_name", lambda device: card["name"])
     now = [0.0]
-    monkeypatch.setattr(auto, "clock", lambda device: now[0])
+    monkeypatch.setattr(timing, "clock", lambda device: now[0])
     for runner in (EagerRunner, CompiledRunner):
         monkeypatch.setattr(runner, "forward", advancing(runner.forward, runner.name, now))
     return card
@@ -154,7 +154,8 @@ def test_the_warm_up_measures_then_compiles_the_races_shapes_and_the_race_compil
     assert [(e.model, e.choice["runner"]) for e in chosen] == [("target", "compiled"), ("draft", "compiled")]
     assert all(e.candidates == ("eager", "compiled") for e in events if isinstance(e, Choosing))
     compiles = [(e.model, e.rows) for e in events if isinstance(e, Compiling) and e.done]
-    assert compiles == [("target", 4), ("draft", 2)]  # the one-row steps were compiled while timing
+    assert compiles == [("draft", 2)]  # the one-row steps and the target's 4-row verification: while timing
+    assert set(chosen[0].choice["verify_ms"]) == {"eager", "compiled"} and "verify_ms" not in chosen[1].choice
     keys = {m: set(steps_of(m).seconds) for m in (target, draft)}
     frames = dict(torch._dynamo.utils.counters["frames"])
     assert list(warm_up(target, draft, RUN, len(PROMPT))) == []  # measured and compiled once
