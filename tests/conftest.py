@@ -27,6 +27,34 @@ def small_vocab_pair():
     return tiny_model(8, 2, seed=11, logit_scale=0.25), tiny_model(8, 1, seed=12, logit_scale=0.25)
 
 
+@pytest.fixture
+def flipped_verification():
+    """flipped_verification(model): from then until the test ends, the model's forwards over 2 to 8 new
+    tokens (a verification's) round the other way at every row, their top two logits swapped, as a
+    bf16 or int4 forward over several rows can at a near-tie; one-token steps and a prompt's forward
+    (longer) are left alone. A greedy speculative run then leaves the plain one where the two tokens
+    are those of a one-token step."""
+    import torch
+
+    hooks = []
+
+    def swap(module, args, kwargs, output):
+        ids = kwargs.get("input_ids")
+        if ids is not None and 1 < ids.shape[1] <= 8:
+            with torch.no_grad():
+                top = output.logits.topk(2, dim=-1)
+                output.logits.scatter_(-1, top.indices, top.values.flip(-1))
+        return output
+
+    def flip(model):
+        hooks.append(model.register_forward_hook(swap, with_kwargs=True))
+        return model
+
+    yield flip
+    for hook in hooks:
+        hook.remove()
+
+
 # -- browser tests: the app on a free port, Debian's Chromium, one page per test ----------------
 
 

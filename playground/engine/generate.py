@@ -224,6 +224,9 @@ def begin(state: Decoding, prompt_ids: list[int]) -> None:
     state.lm.reset()
     if state.drafter is not None:
         state.drafter.begin(prompt_ids)
+    entries = len(prompt_ids) + state.config.max_new_tokens  # a cache of fixed capacity sized once, here
+    for lm in [state.lm, *drafter_models(state.drafter)]:
+        lm.expect(entries)
 
 
 # -- one target call: draft, verify, accept, roll back -----------------------------------------

@@ -41,6 +41,13 @@ class CachedModel:
         self.tokens = []
         self.runner.reset()
 
+    def expect(self, entries: int) -> None:
+        """A run of this many entries starts: a runner whose cache has a fixed capacity takes one that
+        holds them all now (runners/static.StaticRunner.expect); the others grow as they go."""
+        expect = getattr(self.runner, "expect", None)
+        if expect is not None:
+            expect(entries)
+
     def rollback(self, n: int) -> None:
         """Keep the first n cached tokens, drop the rest (no recompute of the prefix)."""
         if len(self.tokens) > n:

@@ -58,8 +58,13 @@ STEPS = (
         "Kept guesses contribute min(p, q); rejections contribute (1 − α) × residual, which is exactly "
         "max(0, p − q). Together: p. So speculative sampling is **lossless**: the text follows the target's own "
         "distribution, only faster. The **Losslessness lab** tab checks it at length; here we draw the first "
-        "token of your prompt 5,000 times and compare the histogram with the target's exact p (chi-square).",
-        "Draw the first new token 5,000 times through the verification rule and test it against p.",
+        "token of your prompt 5,000 times and compare the histogram with the target's exact p (chi-square). "
+        "Greedy decoding is the limit case: the output must be the target's own greedy text, token for token in "
+        "float32; in bf16 or int4 one forward over several rows rounds differently from one-token steps, so only "
+        "a near-tie between the target's top two tokens may go the other way.",
+        "Draw the first new token 5,000 times through the verification rule and test it against p; then "
+        "generate 32 tokens greedily with and without the draft and compare them token for token (where they "
+        "part, the target's top-2 margin there says whether it was a near-tie).",
         "What will 5,000 speculative draws show?",
         kind=CHOICE,
         choices=(SAME, DIFFERENT),

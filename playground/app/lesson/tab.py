@@ -18,7 +18,7 @@ from functools import partial
 import gradio as gr
 
 from playground.config import RunConfig
-from playground.app.shared import controls
+from playground.app.shared import controls, identity
 from playground.app.lesson import steps as lesson
 from playground.app.lesson.views import HEIGHT, VIEWS
 from playground.app.shared import plots
@@ -51,7 +51,7 @@ CSS = """
 .lesson .close, .lesson .exact { color: #137333; font-weight: 700; }
 .lesson .off { color: #b42318; font-weight: 700; }
 .lesson .hint { color: var(--body-text-color-subdued); font-size: 12.5px; }
-"""
+""" + identity.CSS
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ def generation(loaded, ids, settings, prompt, report, costs=None) -> dict:
 
 
 def lab_draws(loaded, ids, settings, prompt, report, costs=None) -> dict:
-    """Step 3: the fast losslessness lab on the prompt's first token."""
+    """Step 3: the fast losslessness lab on the prompt's first token, then greedy identity."""
     from playground.engine import factory
     from playground.measure.teach.lab import fast_lab
 
@@ -220,7 +220,26 @@ def lab_draws(loaded, ids, settings, prompt, report, costs=None) -> dict:
     config = factory.spec_config(settings)
     last = fast_lab(loaded.target.model, factory.model_drafter(settings, factory.Models.of(loaded)), ids, config, LAB_DRAWS,
                     lambda r: report(f"Drawn {r.draws:,} of {LAB_DRAWS:,}", r.draws / LAB_DRAWS))
-    return {"lab": last}
+    return {"lab": last, "greedy": greedy_identity(loaded, ids, settings, report)}
+
+
+def greedy_identity(loaded, ids, settings, report) -> tuple[int, object]:
+    """The prompt generated greedily without and with the draft (the bench's engine_run): (the plain run's
+    tokens, and where the texts part the evidence the benchmark measures there, else None)."""
+    from dataclasses import replace
+
+    from playground.engine import factory
+    from playground.measure.bench.divergence import found
+    from playground.measure.bench.runs import engine_run
+
+    greedy = replace(settings, temperature=0.0)
+    config = factory.spec_config(greedy)
+    make = lambda: factory.make_drafter(greedy, factory.Models.of(loaded))  # noqa: E731
+    report(f"Generating {settings.max_new_tokens} tokens greedily without and with the draft…", None)
+    plain = engine_run(loaded.target.model, ids, config, None, loaded.eos).tokens
+    spec = engine_run(loaded.target.model, ids, config, make(), loaded.eos).tokens
+    return len(plain), found(loaded.target.model, ids, config, make, loaded.eos, (plain, spec),
+                            identity.exact(loaded.target))
 
 
 def timed(loaded, ids, settings, prompt, report, costs=None) -> dict:

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from playground.engine.sampling import expected_speedup, expected_tokens_per_call
 from playground.app.lesson import steps as lesson
 from playground.app.shared import histograms as lab_plots
+from playground.app.shared.identity import evidence_html, precision
 from playground.app.shared import plots
 from playground.app.shared.plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR
 
@@ -29,9 +30,10 @@ def verdict_span(grade: str) -> str:
     return f'<p class="{grade}">{words[grade]}</p>'
 
 
-def panel(rows, grade: str, *notes: str) -> str:
+def panel(rows, grade: str, *notes: str, after: str = "") -> str:
+    """The rows, the grade, hint notes, and `after`: HTML of its own (escaped by whoever made it)."""
     extra = "".join(f'<p class="hint">{n}</p>' for n in notes)
-    return f'<div class="lesson">{table(rows)}{verdict_span(grade)}{extra}</div>'
+    return f'<div class="lesson">{table(rows)}{verdict_span(grade)}{extra}{after}</div>'
 
 
 def tokens_view(predicted: float, outcome: dict, loaded) -> dict:
@@ -81,8 +83,12 @@ def lab_view(predicted: str, outcome: dict, loaded) -> dict:
             ("target alone: distance to p", f"{result.direct_vs_p.total_variation:.3f}"),
             ("draws from the draft's own guess", f"{result.accepted:,} of {result.draws:,}")]
     note = "Both paths together give p: a kept guess where the draft was right, the residual where it was not."
-    return {"html": panel(rows, grade, note), "figure": lab_plots.lab_figure(result, label),
-            "measured": found, "grade": grade}
+    tokens, parted = outcome["greedy"]
+    rows.append(("greedy, without and with the draft", f"identical, {tokens} tokens" if parted is None
+                 else f"they differ from token {parted.position + 1}"))
+    after = "" if parted is None else evidence_html(parted, label, precision(loaded.target))
+    return {"html": panel(rows, grade, note, after=after), "figure": lab_plots.lab_figure(result, label),
+            "measured": found, "grade": grade, "greedy": parted}
 
 
 def speedup_view(predicted: float, outcome: dict, loaded) -> dict:

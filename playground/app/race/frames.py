@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from playground.config import RunConfig
 from playground.engine.events import StepEvent
-from playground.app.shared.render import Span
+from playground.measure.bench.divergence import Divergence, found
+from playground.app.shared import identity
+from playground.app.shared.render import Span, visible
 from playground.app.shared.track import RunTrack, new_track
 
 BASELINE, SPECULATIVE = "autoregressive", "speculative"
@@ -48,6 +50,12 @@ class RaceFrame:
     # (measure/bench/resident.py), read with weights_mb; one figure, as one process holds both runs
     resident_mb: float | None = None
     coverage: float | None = None  # a draft with another tokenizer: the share of the target's tokens it can propose
+    # greedy texts that differ: the evidence at the first differing token (measure/bench/divergence.py), from
+    # untimed reruns once the race is over (`checking` while they run), each token it names as shown
+    divergence: Divergence | None = None
+    labels: dict[int, str] = field(default_factory=dict)
+    precision: str = ""  # how the target computes (app/shared/identity.precision), which the verdict names
+    checking: bool = False
 
     @property
     def spans(self) -> tuple[list[Span], list[Span]]:
@@ -140,11 +148,33 @@ def race_frames(
                     wait = max(every, 3 * (resumed - shown)) if every > 0 else 0.0  # 0: every step
         finally:
             race.close()  # also on Stop: Gradio closes this generator, which closes both engine runs
-    frame.done = True
     trim_heap()  # the runs' freed buffers back to the system (a long prompt's: 160 MB held otherwise)
     frame.weights_mb = held_mb(pair.target.model, drafter)  # now with the caches and tables the run grew
     frame.resident_mb = grown_mb()  # the end value (no sampler thread: not the peak)
+    if settings.greedy and not stopped() and frame.baseline.tokens != frame.speculative.tokens:
+        frame.checking = True
+        yield frame  # the status says why the race has not ended yet
+        frame.divergence, frame.labels = evidence(pair, ids, config, settings, frame, stopped)
+        frame.precision, frame.checking = identity.precision(pair.target), False
+    frame.done = True
     yield frame
+
+
+def evidence(pair, ids: list[int], config, settings: RunConfig, frame: RaceFrame,
+             stopped: Callable[[], bool]) -> tuple[Divergence | None, dict]:
+    """The first divergence of a greedy race and its evidence, as the benchmark measures it: both runs
+    rerun untimed with detail, on the race's threads (a thread count can round a reduction otherwise),
+    a fresh drafter for the speculative one, Stop honoured within a step; and each token it names as
+    the page shows it."""
+    from playground.engine import factory
+    from playground.measure.bench.machine import spare_a_core
+
+    with spare_a_core():
+        found_at = found(pair.target.model, ids, config,
+                         lambda: factory.make_drafter(settings, factory.Models.of(pair, settings)), pair.eos,
+                         (frame.baseline.tokens, frame.speculative.tokens), identity.exact(pair.target), stopped)
+    tokens = found_at.tokens if found_at is not None else set()
+    return found_at, {t: visible(pair.tokenizer.decode([t], skip_special_tokens=False)) for t in tokens}
 
 
 def held_mb(target, drafter) -> tuple[float, float]:

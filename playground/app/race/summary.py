@@ -6,6 +6,7 @@ import html
 
 from playground.engine.events import RunMetrics, summarize
 from playground.app.race.frames import RaceFrame
+from playground.app.shared import identity
 
 CSS = """
 .stats table { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; width: 100%; }
@@ -20,17 +21,32 @@ CSS = """
 .stats .badge.diff { background: rgba(220, 40, 40, .18); color: #b42318; }
 .stats .badge.info { background: rgba(140, 140, 140, .16); }
 .stats .warn { color: #b42318; font-size: 13px; margin: 4px 0; }
-"""
+""" + identity.CSS
 
 
 def placeholder() -> str:
     return '<div class="stats"><span class="hint">The numbers appear here when the race starts.</span></div>'
 
 
-def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None, budget_note: str | None = None) -> str:
+def stats_placeholder(pays) -> str:
+    """The panel before the race's first frame, where the draft cannot pay here (measure/teach/verdict.py)."""
+    return f'<div class="stats">{cannot_pay(pays)}<span class="hint">The race starts…</span></div>'
+
+
+def cannot_pay(pays) -> str:
+    """The verdict's sentence where it is shown: the formula, at α and the c and v(k) measured here, forecasts
+    no gain at any γ; and what the same measurements favour."""
+    if pays is None or not pays.shown:
+        return ""
+    return f'<p class="warn" id="cannot-pay">⚠ {html.escape(pays.text)}</p>'
+
+
+def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None, budget_note: str | None = None,
+               pays=None) -> str:
     """The panel; with a tree race's measured v(k) `curve` (and the draft's one-row c), a warning
     when the curve predicts the tree loses to the chain, and `budget_note` when the tree's budget
-    came from that curve rather than the knob's default."""
+    came from that curve rather than the knob's default; `pays`: whether the draft can pay here, said
+    before the race began (cannot_pay)."""
     a = summarize(frame.baseline.events)
     s = summarize(frame.speculative.events, baseline=frame.baseline.events)
     speedup = s.tok_s / a.tok_s if a.tok_s and s.tok_s else None
@@ -47,9 +63,9 @@ def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None, budge
     return (
         '<div class="stats">'
         f'<div><span class="big">{shown}</span> measured speedup '
-        f'<span class="hint">(speculative tok/s ÷ autoregressive tok/s{"" if frame.done else ", so far"})'
+        f'<span class="hint">(speculative tok/s ÷ autoregressive tok/s{"" if frame.done or frame.checking else ", so far"})'
         "</span></div>"
-        f"{badge(frame)}{budget_line(budget_note)}{tree_warning(frame, curve, chain_c)}"
+        f"{cannot_pay(pays)}{badge(frame)}{budget_line(budget_note)}{tree_warning(frame, curve, chain_c)}"
         f"<table><tr><th></th><th>autoregressive</th><th>speculative</th></tr>{table}</table>"
         f"{compiled(frame)}{reach(frame)}{theory(s)}</div>"
     )
@@ -58,7 +74,7 @@ def stats_html(frame: RaceFrame, curve=None, chain_c: float | None = None, budge
 def resident_row(frame: RaceFrame) -> str:
     """The measured figure across both columns: one process runs both, so it cannot be split between them."""
     shown = "–" if frame.resident_mb is None else f"{frame.resident_mb:,.1f}"
-    when = "at the race's end" if frame.done else "at its start"
+    when = "at the race's end" if frame.done or frame.checking else "at its start"
     hint = (f"what this process's resident memory (psutil) grew by since before its first model loaded, {when}: "
             "both runs' models, their runners' buffers, the allocator's free lists")
     return (f'<tr><td>resident MB (measured)</td><td colspan="2" title="{html.escape(hint)}">{shown} '
@@ -135,14 +151,22 @@ def badge(frame: RaceFrame) -> str:
     if first is not None:
         return (
             '<span class="badge diff">✗ greedy: speculative text differs from the baseline '
-            f"at token {first + 1} "
-            "(usually a near-tie: scoring several tokens in one forward rounds differently)</span>"
+            f"at token {first + 1}</span>{evidence(frame)}"
         )
     if frame.done and len(a) == len(s):
         return (
             f'<span class="badge same">✓ greedy: speculative text identical to the baseline ({n} tokens)'
             "</span>"
         )
-    if frame.done:
-        return f'<span class="badge diff">✗ greedy: same first {n} tokens, but lengths differ</span>'
+    if frame.done or frame.checking:
+        return f'<span class="badge diff">✗ greedy: same first {n} tokens, but lengths differ</span>{evidence(frame)}'
     return f'<span class="badge same">✓ greedy: identical so far ({n} tokens)</span>'
+
+
+def evidence(frame: RaceFrame) -> str:
+    """What the benchmark measures at a first divergence (app/shared/identity.py), once the race has
+    rerun both runs with detail; until then, that it will."""
+    if frame.divergence is not None:
+        return identity.evidence_html(frame.divergence, lambda t: frame.labels.get(t, f"#{t}"), frame.precision)
+    return ('<p class="hint">The target\'s top-2 logit margin at that token is measured when the race ends '
+            "(both runs rerun untimed, with detail): a near-tie, or a bug.</p>")

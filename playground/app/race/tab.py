@@ -17,7 +17,7 @@ from playground.config import DRAFTER_LABELS, TREE, RunConfig
 from playground.engine.events import summarize
 from playground.app.shared import controls
 from playground.app.shared import render
-from playground.app.race import plots
+from playground.app.race import payoff, plots
 from playground.app.race import summary
 from playground.app.shared.context import AppContext
 from playground.app.shared.examples import RACE as EXAMPLES
@@ -184,7 +184,10 @@ def handle(ctx: AppContext, view: RaceView, form: RaceForm) -> Iterator[dict]:
         settings = followed
         yield from guarded(view.status, compiling(pair, settings, view.status, form.prompts),
                            f"Could not compile the steps of {settings.pair or 'the default pair'}")
-    yield from guarded(view.status, racing(ctx, view, pair, settings, form), "Generation failed")
+    pays = payoff.before_race(ctx, pair, settings, form.session)  # before the race: whether the draft can pay here
+    if pays is not None and pays.shown:
+        yield {view.stats: summary.stats_placeholder(pays)}
+    yield from guarded(view.status, racing(ctx, view, pair, settings, form, pays), "Generation failed")
 
 
 def pairs_head(ctx: AppContext, settings: RunConfig, vocab_set: bool) -> bool:
@@ -210,8 +213,9 @@ def at_followed_gamma(ctx: AppContext, settings: RunConfig, gamma_set: bool) -> 
     return replace(settings, gamma=followed.gamma)
 
 
-def racing(ctx: AppContext, view: RaceView, pair, settings: RunConfig, form: RaceForm) -> Iterator[dict]:
-    """The race's frames, checking the session's stop flag (Stop raises it) after each engine step."""
+def racing(ctx: AppContext, view: RaceView, pair, settings: RunConfig, form: RaceForm, pays=None) -> Iterator[dict]:
+    """The race's frames, checking the session's stop flag (Stop raises it) after each engine step; `pays`:
+    payoff's verdict, which the stats panel keeps saying where the draft cannot pay."""
     with ctx.stops.held(form.session) as flag:
         settings, tree = yield from tree_check(ctx, pair, settings, view.status, prompt=form.prompts)
         drafter, frame = ctx.drafter_for(form.session, pair, settings), None
@@ -223,7 +227,7 @@ def racing(ctx: AppContext, view: RaceView, pair, settings: RunConfig, form: Rac
                 return
             if (point := point_from_race(frame, form.prompt[:40])) is not None:
                 ctx.measurements.add(form.session, point)
-            yield shown(view, frame, pair, tree)
+            yield shown(view, frame, pair, tree, pays)
         if frame is not None and frame.done and (note := followed_note(ctx, settings, frame)) is not None:
             yield {view.status: status_html(f"{status_line(frame)} {note}{random_weights_note(pair)}")}
 
@@ -291,8 +295,9 @@ def at_cheap_budget(ctx: AppContext, settings: RunConfig, curve) -> tuple[RunCon
     return (settings if note is None else replace(settings, tree_budget=budget)), note
 
 
-def shown(view: RaceView, frame: RaceFrame, pair, tree=(None, None, None)) -> dict:
-    """Every output of the view for one frame of the race (tree: tree_check's curve, c and budget line)."""
+def shown(view: RaceView, frame: RaceFrame, pair, tree=(None, None, None), pays=None) -> dict:
+    """Every output of the view for one frame of the race (tree: tree_check's curve, c and budget line;
+    pays: payoff's verdict)."""
     base, spec = frame.baseline, frame.speculative
     a_spans, s_spans = frame.spans
     metrics = summarize(spec.events, baseline=base.events)
@@ -304,7 +309,7 @@ def shown(view: RaceView, frame: RaceFrame, pair, tree=(None, None, None)) -> di
             base.events, spec.events, metrics.predicted_speedup if metrics.drafted else None
         ),
         view.accept: plots.acceptance_by_position_figure(spec.events, metrics.alpha if metrics.drafted else None),
-        view.stats: summary.stats_html(frame, *tree),
+        view.stats: summary.stats_html(frame, *tree, pays=pays),
         view.status: status_html(status_line(frame) + random_weights_note(pair)),
     }
 
@@ -326,6 +331,9 @@ def run_meta(track) -> str:
 
 def status_line(frame: RaceFrame) -> str:
     a, s = frame.baseline, frame.speculative
+    if frame.checking:
+        return (f"Raced: autoregressive {len(a.tokens)} tokens, speculative {len(s.tokens)} tokens; the greedy texts "
+                "differ, so both runs are rerun untimed, with detail, to measure the target's margins where they part…")
     if not frame.done:
         return f"Racing… autoregressive {len(a.tokens)} tokens, speculative {len(s.tokens)} tokens."
     return (

@@ -236,7 +236,7 @@ def prompt_length(pair, settings: RunConfig, prompt: tuple[str, str] | None) -> 
 
 def compile_message(event) -> str:
     """What the page says of one step of a warm-up (runners/warmup.Making, Compiling, Building or Choosing)."""
-    from playground.engine.runners.auto import TWIN
+    from playground.engine.runners.auto import choice_text
     from playground.engine.runners.warmup import HEAD  # loaded already: it made the event
     from playground.measure.bench.sweep import head_text
 
@@ -254,14 +254,14 @@ def compile_message(event) -> str:
         return f"{said[0].upper()}{said[1:]}: the {event.choice['head']} head drafts (kept for this machine)."
     if hasattr(event, "choice"):  # auto's runner, measured
         if not event.done:
-            return (f"Timing the {event.model}'s plain step on PyTorch (eager) and on ONNX Runtime, so auto "
+            if "compiled" in event.candidates:
+                return (f"Timing the {event.model}'s plain step on eager and compiled (its step compiled and "
+                        "its CUDA graph recorded first: tens of seconds, not part of any timing), so auto runs "
+                        "it on the faster: once per card and model…")
+            return (f"Timing the {event.model}'s plain step on {' and '.join(event.candidates)}, so auto "
                     "runs it on the faster: once per machine, a few seconds (a model kept as its GGUF is "
                     "timed on eager as a random-weight twin of the same shapes, its PyTorch model not made)…")
-        ms = event.choice["step_ms"]
-        twin = ", timed on a random-weight twin of its shapes" if event.choice.get("eager_timed_on") == TWIN else ""
-        return (f"auto runs the {event.model} on {event.choice['runner']} here: a plain step took "
-                f"{ms['onnxruntime']:.0f} ms on onnxruntime, {ms['eager']:.0f} ms on eager{twin} "
-                "(kept for this machine).")
+        return f"auto runs the {event.model} on {choice_text(event.choice)} (kept for this machine)."
     if not hasattr(event, "rows"):  # an onnxruntime build
         if not event.done:
             beside = " side by side with the other" if event.beside > 1 else ""

@@ -90,6 +90,11 @@ class BoardRuns:
         with self.lock:
             return self.store.get(session, {}).get(key)
 
+    def runs(self, session: str | None, pair: str) -> list[dict]:
+        """Every run kept for the session's entries on `pair` (a key's first part), oldest entry first."""
+        with self.lock:
+            return [run for key, runs in self.store.get(session, {}).items() if key[0] == pair for run in runs]
+
     def put(self, session: str | None, key: tuple, runs: list[dict]) -> None:
         with self.lock:
             entries = self.store.setdefault(session, OrderedDict())

@@ -57,28 +57,34 @@ CHAINS_ONLY = (ONNXRUNTIME,)  # runners whose attention takes no tree mask
 
 
 def resolve(name: str, device, tree: bool = False, model=None, rows: int | None = None) -> str:
-    """The runner a name stands for on this device: auto is what measured fastest there, or eager
-    where that runner cannot serve the run (a tree on a chains-only runner; a model the onnxruntime
-    runner has no file to build from, or onnxruntime not installed). For a model onnxruntime
-    serves, the faster of its plain step and eager's as measured on this machine and recorded
-    (runners/choice.py, written by runners/auto.py; `rows`: the draft vocabulary its head is cut to),
-    else the table's AUTO_RUNNER."""
+    """The runner a name stands for on this device: auto is what measured fastest there for this model
+    (runners/auto.py records it, runners/choice.py reads it; `rows`: the draft vocabulary its head is cut
+    to), else the table's AUTO_RUNNER; eager where that runner cannot serve the run (a tree on a
+    chains-only runner; a model the onnxruntime runner has no file to build from, or onnxruntime not
+    installed). On a GPU the candidates are eager and compiled, on a CPU eager and onnxruntime."""
     if name not in RUNNERS:
         raise ValueError(f"runner must be one of: {', '.join(RUNNERS)}, got {name!r}")
     if name != "auto":
         return name
+    if model is not None:
+        from playground.engine.runners.choice import device_kind
+
+        device = device_kind(model)
     kind = AUTO_RUNNER.get(str(device).split(":")[0], EAGER)
     if kind in CHAINS_ONLY and tree:
         return EAGER
-    if kind == ONNXRUNTIME and model is not None:
-        from playground.engine.runners.choice import recorded
+    if model is None:
+        return kind
+    from playground.engine.runners.choice import recorded
+
+    if kind == ONNXRUNTIME:
         from playground.engine.runners.onnx_build import serves
 
         if not serves(model):
             return EAGER
-        measured = recorded(model, rows)
-        return measured["runner"] if measured else ONNXRUNTIME
-    return kind
+    measured = recorded(model, rows)
+    runner = measured["runner"] if measured else kind
+    return EAGER if runner in CHAINS_ONLY and tree else runner
 
 
 def compile_seconds(*models) -> float:

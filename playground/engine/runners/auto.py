@@ -1,16 +1,31 @@
-"""What `auto` stands for on a CPU, measured on this machine: for a model ONNX Runtime can serve
-(int4 from a checkpoint: onnx_build.serves), its plain decoding step timed on PyTorch's kernels
-(eager) and on ONNX Runtime's, and auto takes the faster.
+"""What `auto` stands for, measured on this machine: each model's decoding step timed on each candidate
+runner (runners/timing.py), and auto takes the fastest. On a CPU, for a model ONNX Runtime can serve
+(int4 from a checkpoint: onnx_build.serves), PyTorch's kernels (eager) against ONNX Runtime's, and
+llama.cpp's on the model's own GGUF where the llama.cpp extra is installed (on a 2-core EPYC its
+kernels led both: issue 48). On a GPU, eager against compiled (the static cache's step compiled, run
+as a CUDA graph): at batch 1 eager's step is the launch of hundreds of small kernels, whatever the
+model's size (a 0.5B step cost 93 % of a 7B's on an H200), which a graph replays in one launch; but a
+compile can fail, and what it makes is another computation, so it is checked (below).
 
-The two kernels rank differently on different CPUs: ONNX Runtime's MatMulNBits led PyTorch's int4
-kernel by 1.4x on 2 AVX2 cores, and trailed it in one board run on a 2-core Xeon with AMX
-(docs/benchmarks.md), so a table written on one machine cannot say it for the next. The plain step
-decides, as it decides the quantization: a verification step runs on the same kernels.
+For a pair's target the race runs two kinds of forward on one runner: the plain run's one-token steps
+and the speculative run's verifications. Its VERIFY_ROWS-row verification is timed beside its plain
+step, and the runner kept is the one whose two together cost least; a draft runs plain steps only.
 
-Measured once per CPU, thread count, model (its build key) and library versions, a few seconds:
-`record` times both runners through the cache model and writes the choice where resolve() reads it
-(runners/choice.py, which needs neither the cache model nor a clock). With nothing recorded for the
-threads a run uses, auto keeps the table's choice (config.AUTO_RUNNER).
+A candidate that raises (an op the compiler cannot trace, a bitsandbytes model the compiled runner
+refuses, out of memory while a graph records) or whose first step differs from eager's on the same
+tokens (another argmax at a margin over the tolerance, or a logit further than the tolerance: 1e-4 in
+float32; in bf16 and float16 0.05 plus two units in the last place of the largest logit, a bf16 logit
+of 20 being stored to 0.125) is dropped with its reason, recorded and shown; what it left half made
+is not kept (compiled.run_step), and the run goes on the others.
+
+The kernels rank differently on different CPUs: ONNX Runtime's MatMulNBits led PyTorch's int4 kernel
+by 1.4x on 2 AVX2 cores, and trailed it in one board run on a 2-core Xeon with AMX
+(docs/benchmarks.md), so a table written on one machine cannot say it for the next.
+
+Measured once per CPU and thread count (a GPU: per card), model and library versions, a few seconds
+(on a GPU, plus the compile): `record` times the runners through the cache model and writes the choice
+where resolve() reads it (runners/choice.py, which needs neither the cache model nor a clock). With
+nothing recorded, auto keeps the table's choice (config.AUTO_RUNNER).
 
 A model kept as its files (a handle, models/handle.py) whose PyTorch model is not made yet has eager's
 step timed on its random-weight twin: the same config, layer classes, shapes, int4 groups, packing
@@ -20,9 +35,8 @@ dequantized from the GGUF and quantized again (92 s for the 1.5B target, 42 s fo
 of a plain step does work that hangs on the weights' values: the int4 and int8 kernels read every
 packed byte and scale of every layer and multiply whatever they hold, the embedding is a lookup, and
 attention, the norms and the cache run on shapes. The choice says so ("eager_timed_on"). A handle
-already made, and any other model, is timed on itself; ONNX Runtime's step always runs its real
-build. The tokens fed are a fixed sequence, the same for every candidate: a twin's argmax means
-nothing, and a step's cost does not hang on which token it reads.
+already made, and any other model, is timed on itself; ONNX Runtime's and llama.cpp's steps always run
+their real files.
 
 A draft's head is chosen the same way (`record_head`). A draft vocabulary (draft_vocab) cuts the
 output layer to its first rows, which on PyTorch's runners reads fewer rows of the weight and is
@@ -36,43 +50,84 @@ faster: it drafts fewer of the target's tokens (its α is lower), so a tie goes 
 from __future__ import annotations
 
 import time
-from statistics import median
 
-from playground.engine.runners import EAGER, is_handle
-from playground.engine.runners.choice import recorded, remember
+from playground.engine.runners import is_handle
+from playground.engine.runners.choice import device_kind, recorded, remember
+from playground.engine.runners.timing import ITSELF, TWIN, Timed, first_step_differs, on_twin, time_steps  # noqa: F401
 
-CONTEXT = 64  # tokens the cache holds when the steps are timed: a short prompt's
-WARM, TIMED = 2, 9  # steps of each candidate left out, then timed (alternating, so drifts hit each)
-CANDIDATES = ("eager", "onnxruntime")
+CANDIDATES = {"cpu": ("eager", "onnxruntime"), "cuda": ("eager", "compiled")}  # by device_kind (and see candidates)
+VERIFY_ROWS = 4  # a target's verification as timed beside its plain step: γ 3's, the default pair's
 CUT_NOT_FREE = ("onnxruntime", "llamacpp")  # runners whose cut head is not cheaper by construction
 CUT, FULL = "cut", "full"  # a draft's two heads: its draft vocabulary's first rows, and all of them
-TWIN, ITSELF = "random-weight twin", "the model"  # what eager's step ran on (a choice's "eager_timed_on")
 
 
-def record(model, rows: int | None = None) -> dict:
-    """The recorded choice, or a new one: both runners' plain steps timed now, the faster kept."""
+def record(model, rows: int | None = None, verifies: bool = False) -> dict:
+    """The recorded choice, or a new one: each candidate's plain step timed now, the fastest kept; for a
+    model that `verifies` (a pair's target), its VERIFY_ROWS-row verification timed too, and the runner
+    kept is the one whose plain step and verification together are the fastest (a race runs both: the
+    plain run's steps and the speculative run's verifications). The choice names the runner, each
+    candidate's step (and verification) in milliseconds, the candidates dropped and why, and the seconds
+    compiling took (outside every step's time)."""
     import torch
 
     known = recorded(model, rows)
     if known is not None:
         return known
     timed_on = TWIN if on_twin(model) else ITSELF
-    step_ms = time_steps(model, {name: (name, rows) for name in CANDIDATES})
-    choice = {"runner": min(step_ms, key=step_ms.get), "step_ms": step_ms, "eager_timed_on": timed_on,
+    compiled_before = compile_total(model)
+    timed = time_steps(model, {name: (name, rows) for name in candidates(model)}, VERIFY_ROWS if verifies else 0)
+    score = {name: ms + timed.verify_ms.get(name, 0.0) for name, ms in timed.step_ms.items()}
+    choice = {"runner": min(score, key=score.get), "step_ms": timed.step_ms, "eager_timed_on": timed_on,
               "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    if timed.verify_ms:
+        choice["verify_ms"] = timed.verify_ms
+    if timed.dropped:
+        choice["dropped"] = timed.dropped
+    if compile_total(model) > compiled_before:
+        choice["compile_s"] = round(compile_total(model) - compiled_before, 2)
     remember(model, rows, torch.get_num_threads(), choice)
-    if choice["runner"] != "onnxruntime":
-        from playground.engine.runners.onnx_build import release
-
-        release(model)
-    elif is_handle(model):  # a PyTorch model made before the timing: not held for nothing
-        model.release()
+    let_go(model, rows, choice["runner"])
     return choice
 
 
-def on_twin(model) -> bool:
-    """Is eager's step timed on a random-weight twin? For a handle whose PyTorch model is not made."""
-    return is_handle(model) and not model.loaded
+def let_go(model, rows: int | None, kept: str) -> None:
+    """What the candidates not kept hold is not held for nothing: ONNX Runtime's sessions, a model
+    handle's PyTorch form, the compiled steps of this head and their CUDA graphs."""
+    if kept != "onnxruntime":
+        from playground.engine.runners.onnx_build import release
+
+        release(model)
+    elif is_handle(model):  # a PyTorch model made before the timing
+        model.release()
+    if kept != "compiled" and not is_handle(model):
+        from playground.engine.runners.static import state_of
+
+        steps = state_of(model).steps or {}
+        for key in [key for key in steps if key[2] == rows]:  # (rows a step, capacity, head rows)
+            del steps[key]
+            steps.seconds.pop(key, None)
+
+
+def compile_total(model) -> float:
+    """Seconds the model's compiled steps took to compile so far (0 when it has none)."""
+    from playground.engine.runners import compile_seconds
+
+    return 0.0 if is_handle(model) and not model.loaded else compile_seconds(model)
+
+
+def candidates(model) -> tuple[str, ...]:
+    """The runners auto times for this model: on a GPU eager and compiled; on a CPU eager and
+    onnxruntime, and llamacpp where its extra is installed and the model came from a GGUF (its own
+    quantization, llama.cpp's kernels: on some CPUs they lead both)."""
+    import importlib.util
+
+    kind = device_kind(model)
+    if kind == "cpu" and importlib.util.find_spec("llama_cpp") is not None:
+        from playground.engine.runners.onnx_build import reads_gguf
+
+        if reads_gguf(model):
+            return CANDIDATES[kind] + ("llamacpp",)
+    return CANDIDATES[kind]
 
 
 def head_kind(runner: str) -> str:
@@ -91,7 +146,7 @@ def record_head(model, rows: int, runners: dict[str, str]) -> dict:
     known = recorded(model, rows, head_kind(runners[CUT]))
     if known is not None:
         return known
-    step_ms = time_steps(model, {CUT: (runners[CUT], rows), FULL: (runners[FULL], None)})
+    step_ms = time_steps(model, {CUT: (runners[CUT], rows), FULL: (runners[FULL], None)}).step_ms
     choice = {"head": CUT if step_ms[CUT] < step_ms[FULL] else FULL, "step_ms": step_ms,
               "runners": dict(runners), "rows": {CUT: rows, FULL: model.config.get_text_config().vocab_size},
               "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
@@ -103,29 +158,21 @@ def record_head(model, rows: int, runners: dict[str, str]) -> dict:
     return choice
 
 
-def time_steps(model, candidates: dict[str, tuple[str, int | None]]) -> dict[str, float]:
-    """Median milliseconds of one plain decoding step of each candidate (name -> runner and head rows,
-    None for the whole head), after a CONTEXT-token prompt: the same fixed tokens fed to each, a step
-    of each in turn. Eager runs on the model's random-weight twin where on_twin says so; the twin is
-    let go before this returns."""
-    from playground.engine.kvcache import CachedModel
+def choice_text(choice: dict) -> str:
+    """A runner choice in a few words, the kept runner first: "compiled: a plain step 4.1 ms against
+    19.0 ms on eager; compiling took 38 s", and each candidate dropped with its reason."""
+    ms, verify = choice["step_ms"], choice.get("verify_ms", {})
 
-    cuts = [rows for _, rows in candidates.values() if rows]
-    vocab = min(cuts or [model.config.get_text_config().vocab_size])  # a prompt every head can have drafted
-    tokens = [(7 * i + 3) % vocab for i in range(CONTEXT + WARM + TIMED)]
-    twin = model.twin() if on_twin(model) and any(r == EAGER for r, _ in candidates.values()) else None
-    models = {name: CachedModel(twin if twin is not None and runner == EAGER else model, head_rows=rows,
-                                runner=runner) for name, (runner, rows) in candidates.items()}
-    for lm in models.values():
-        lm.logits_for(tokens[:CONTEXT], 1)  # the prompt read, untimed
-    times: dict[str, list[float]] = {name: [] for name in candidates}
-    for n in range(CONTEXT + 1, len(tokens) + 1):  # one new token a step
-        for name, lm in models.items():
-            start = time.perf_counter()
-            lm.logits_for(tokens[:n], 1)
-            times[name].append(time.perf_counter() - start)
-    if twin is not None:
-        del models, twin
-        if not model.loaded:  # nothing made the real model meanwhile: this only hands the twin's memory back
-            model.release()
-    return {name: median(t[WARM:]) * 1000 for name, t in times.items()}
+    def cost(name: str) -> str:
+        return f"{ms[name]:.1f} ms" + (f" (a {VERIFY_ROWS}-row verification {verify[name]:.1f})" if name in verify else "")
+
+    others = [name for name in sorted(ms, key=ms.get) if name != choice["runner"]]
+    said = f"{choice['runner']}: a plain step {cost(choice['runner'])}" + "".join(
+        f"{' against' if i == 0 else ','} {cost(name)} on {name}" for i, name in enumerate(others))
+    if choice.get("eager_timed_on") == TWIN:
+        said += " (eager timed on a random-weight twin of its shapes)"
+    if choice.get("compile_s"):
+        said += f"; compiling took {choice['compile_s']:.0f} s, outside every step"
+    for name, why in choice.get("dropped", {}).items():
+        said += f"; {name} dropped: {why}"
+    return said

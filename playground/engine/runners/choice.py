@@ -1,13 +1,17 @@
-"""What `auto` chose on this CPU, as recorded: read per CPU, thread count, model (its build key) and
-library versions from the cache (runner-choice.json, replaced whole), from memory after the first read.
-Beside each runner choice, of the same kind and in the same file: a draft's head, cut or whole, where
-the pair's draft vocabulary runs on a runner whose cut is not cheaper by construction (runners/auto.py,
-`record_head`).
+"""What `auto` chose on this machine, as recorded: read per device (a CPU and its thread count, or a
+GPU card), model and library versions from the cache (runner-choice.json, replaced whole), from
+memory after the first read. Beside each runner choice, of the same kind and in the same file: a
+draft's head, cut or whole, where the pair's draft vocabulary runs on a runner whose cut is not
+cheaper by construction (runners/auto.py, `record_head`).
 
 resolve() reads it at every runner made, so it needs no model run, no cache model and no timing:
 measuring a choice (timing each runner's plain step through the cache model) is runners/auto.py's,
-which writes here. With nothing recorded for the threads a run uses, auto keeps the table's choice
-(config.AUTO_RUNNER).
+which writes here. With nothing recorded, auto keeps the table's choice (config.AUTO_RUNNER).
+
+On a CPU a choice holds for the model's build (onnxruntime's key of its file); on a GPU for the card
+(name, compute capability, memory), the model's identity (its source, config, dtype and
+quantization: a bitsandbytes model has no file of its own) and the versions of torch, transformers
+and Triton, which decide what a compile makes.
 """
 
 from __future__ import annotations
@@ -42,15 +46,67 @@ def choice_file():
     return cache_dir() / "runner-choice.json"
 
 
-def key_of(model, rows: int | None, threads: int) -> str:
-    """What a measured choice holds for: this CPU and thread count, this model's build, the libraries."""
-    from importlib.metadata import version
+def device_kind(model) -> str:
+    """"cuda" or "cpu": which device's candidates auto times for the model, and how its choice is keyed."""
+    return model.device.type
 
+
+def key_of(model, rows: int | None, threads: int) -> str:
+    """What a measured choice holds for: this CPU and thread count, this model's build, the libraries;
+    on a GPU, this card, this model, the libraries (gpu_key)."""
+    if device_kind(model) == "cuda":
+        return gpu_key(model, rows)
     from playground.engine.runners.onnx_build import build_identity
 
     name, precision, build = build_identity(model, rows)
     return " | ".join([cpu_name(), f"{threads} threads", f"{name} {precision} {build[:16]}",
-                       f"onnxruntime {version('onnxruntime')}", f"torch {version('torch')}"])
+                       *(f"{name} {library_version(name)}" for name in ("onnxruntime", "torch", "llama-cpp-python"))])
+
+
+def library_version(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "absent"
+
+
+def gpu_key(model, rows: int | None) -> str:
+    """A GPU choice's key: the card, the model (model_identity, `rows` of its head) and what compiles it."""
+    head = f" head {rows}" if rows else ""
+    return " | ".join([card_name(model.device), model_identity(model) + head,
+                       *(f"{name} {library_version(name)}" for name in ("torch", "transformers", "triton"))])
+
+
+def card_name(device) -> str:
+    """"NVIDIA H200 (compute capability 9.0, 140 GiB)": what a step's time on a card hangs on."""
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    return f"{props.name} (compute capability {props.major}.{props.minor}, {props.total_memory / 2**30:.0f} GiB)"
+
+
+def model_identity(model) -> str:
+    """The model as its step's cost sees it: where it came from (its checkpoint or hub id; "in process"
+    for one built here), a digest of its config (the shapes), its dtype and its quantization."""
+    import hashlib
+
+    config = model.config
+    source = getattr(config, "_name_or_path", "") or "in process"
+    digest = hashlib.sha256(config.to_json_string(use_diff=False).encode()).hexdigest()[:12]
+    return f"{source} config {digest} {str(model.dtype).removeprefix('torch.')} {quantization_of(model)}"
+
+
+def quantization_of(model) -> str:
+    """nf4, int8 (bitsandbytes), another method's name from its quantization config, or none."""
+    said = getattr(model.config, "quantization_config", None)
+    if said is None:
+        return "none"
+    said = said if isinstance(said, dict) else said.to_dict()
+    if said.get("load_in_4bit"):
+        return str(said.get("bnb_4bit_quant_type") or "4bit")
+    return "int8" if said.get("load_in_8bit") else str(said.get("quant_method", "quantized"))
 
 
 def entry_key(model, rows: int | None, threads: int, kind: str = RUNNER) -> str:

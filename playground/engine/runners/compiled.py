@@ -31,9 +31,9 @@ import torch
 
 from playground.config import cache_dir, compiled_refuses
 from playground.engine.runners.eager import additive_mask
-from playground.engine.runners.static import StaticRunner, pattern, state_of, step, widen
+from playground.engine.runners.static import WIDEST_STEP, StaticRunner, pattern, state_of, step, widen
 
-BUCKETS = (1, 2, 4, 8, 16, 32)  # γ + 1 up to 32 and trees of up to 31 nodes run compiled
+BUCKETS = (1, 2, 4, 8, 16, WIDEST_STEP)  # γ + 1 up to 32 and trees of up to 31 nodes run compiled
 # Calls a new shape gets before anything is timed: with mode "reduce-overhead" (CUDA graph trees) a
 # function's first call runs its kernels to warm them, the second records the graph, the third replays it
 RECORD_CALLS = 3
@@ -83,9 +83,13 @@ class CompiledRunner(StaticRunner):
                 if key not in self.steps.seconds:
                     use_disk_cache()
                     started = time.perf_counter()
-                    self.steps[key] = compile_step(f"step_{b}x{self.capacity}", self.mode,
-                                                   self.device.type != "cuda")
-                    out = self.record(key, args)
+                    try:
+                        self.steps[key] = compile_step(f"step_{b}x{self.capacity}", self.mode,
+                                                       self.device.type != "cuda")
+                        out = self.record(key, args)
+                    except BaseException:  # an op it cannot trace, out of memory while recording:
+                        self.steps.pop(key, None)  # nothing half-made is kept (auto falls back on eager)
+                        raise
                     self.steps.seconds[key] = time.perf_counter() - started
                     return out
         return self.steps[key](*args)

@@ -25,6 +25,7 @@ MIN_CAPACITY = 256  # a prompt and 96 new tokens fit; attention reads the whole 
 # 32k entries (1 GB more than 24k for Llama 3.1 8B in bf16); linear, 24k. More capacities, each compiled once.
 DOUBLE_UNTIL = 16384
 LINEAR_STEP = 8192
+WIDEST_STEP = 32  # rows the compiled runner's widest padded step writes past the run's last token
 
 
 class StaticRunner:
@@ -71,6 +72,13 @@ class StaticRunner:
         self.length += len(new)
         return logits
 
+    def expect(self, entries: int) -> None:
+        """A run of this many entries (prompt and new tokens) starts: its cache taken at the one capacity
+        that holds it all (run_capacity), so the run never grows it, and the compiled runner meets one
+        capacity a run, the one the warm-up compiled, instead of a second one halfway."""
+        if self.length == 0:
+            self.reserve(run_capacity(entries))
+
     def reserve(self, n: int) -> None:
         """Room for n entries: a cache twice as long (or more) with the current entries copied in."""
         if n <= self.capacity:
@@ -92,6 +100,13 @@ def grown(capacity: int, n: int) -> int:
     while capacity < n:
         capacity = capacity * 2 if capacity < DOUBLE_UNTIL else capacity + LINEAR_STEP
     return capacity
+
+
+def run_capacity(entries: int) -> int:
+    """The capacity a run of `entries` tokens steps in from its start: room for them and the widest
+    padded step after the last, on grown()'s lattice (256, 512, ...), so runs of similar lengths share
+    one compiled capacity."""
+    return grown(MIN_CAPACITY, entries + WIDEST_STEP)
 
 
 def step(model, head, cache, ids, positions, mask, keep: int) -> torch.Tensor:

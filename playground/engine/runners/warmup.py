@@ -17,10 +17,13 @@ Which shapes a run meets (after its prompt, which runs uncompiled):
   token and the bonus token, which its cache has not seen).
 - a tree's draft: 1 row, and one shape for what a draft forward reads at once: a depth's frontier
   (at most budget / branching nodes, or the width) or the accepted path and the bonus token.
-Capacity: a step is compiled per cache capacity too (256 entries, grown as a run needs). Given
-the prompt's length, the warm-up also compiles the capacities a run of that prompt steps in (from
-the one holding the prompt to the one holding all its new tokens); 256 always, where every short
-warm-up run steps.
+Capacity: a step is compiled per cache capacity too. A run takes, at its start, the one capacity
+that holds its prompt, its new tokens and a padded step (static.run_capacity), so given the
+prompt's length the warm-up compiles that one capacity and the race never meets another; without
+it, the first (256 entries).
+
+Under auto on a GPU each model's runner is measured first (eager against compiled, runners/auto.py,
+once per card, model and library versions), and only a model that runs compiled is compiled for.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from playground.config import DRAFT_MODEL_DRAFTERS, SELF, TREE, RunConfig
 from playground.engine.kvcache import CachedModel
 from playground.engine.runners import COMPILED, EAGER, ONNXRUNTIME, STATIC, is_handle, module_of, resolve
 from playground.engine.runners.compiled import bucket, step_key, steps_of
-from playground.engine.runners.static import MIN_CAPACITY, grown
+from playground.engine.runners.static import MIN_CAPACITY, run_capacity
 
 TARGET, DRAFT = "target", "draft"
 
@@ -70,24 +73,12 @@ def run_shapes(run: RunConfig) -> dict[str, tuple[int, ...]]:
     return {name: tuple(sorted({b for b in rows if b is not None})) for name, rows in shapes.items()}
 
 
-def capacities(shortest: int = 0, longest: int = 0) -> tuple[int, ...]:
-    """The first capacity, and those a run steps in while its cache holds `shortest` to `longest`
-    entries (the runner doubles it from the first until a step fits)."""
-    out, capacity = [MIN_CAPACITY], MIN_CAPACITY
-    while capacity < longest:
-        capacity = grown(capacity, capacity + 1)  # the runner's next capacity
-        if capacity >= shortest:
-            out.append(capacity)
-    return tuple(out)
-
-
 def run_capacities(run: RunConfig, prompt_tokens: int | None) -> tuple[int, ...]:
-    """Capacities a run of this prompt steps in: its first compiled step comes after the prompt, its
-    last holds every new token and a padded step (None: the prompt unknown, the first capacity)."""
+    """The capacity a run of this prompt steps in, taken at its start (static.run_capacity); None: the
+    prompt unknown, the first capacity."""
     if prompt_tokens is None:
-        return capacities()
-    widest = max(max(rows, default=1) for rows in run_shapes(run).values())
-    return capacities(prompt_tokens + 1, prompt_tokens + run.max_new_tokens + widest)
+        return (MIN_CAPACITY,)
+    return (run_capacity(prompt_tokens + run.max_new_tokens),)
 
 
 @dataclass(frozen=True)
@@ -120,6 +111,7 @@ class Choosing:
     model: str  # "target" or "draft"
     choice: dict | None = None
     what: str = RUNNER
+    candidates: tuple[str, ...] = ()  # RUNNER: the runners timed (auto.candidates)
 
     @property
     def done(self) -> bool:
@@ -128,21 +120,41 @@ class Choosing:
 
 def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None,
             head: bool = False) -> Iterator[Making | Compiling | Building | Choosing]:
-    """Prepare what this run's runner needs before its first step, yielding progress: the compiled
-    runner's step shapes on both models (nothing when every shape is compiled already), or the
-    onnxruntime runner's builds (minutes the first time, then read from the cache) and, under auto,
-    its choice between onnxruntime and eager, measured once; `head`: the draft's head too, where the
-    run's draft vocabulary is the pair's to choose (see build_models). Nothing for the other runners.
-    `prompt_tokens`: the prompt's length, if known (see run_capacities)."""
+    """Prepare what this run's runners need before its first step, yielding progress: the onnxruntime
+    runner's builds (minutes the first time, then read from the cache) and, under auto on a CPU, its
+    choice between onnxruntime and eager, measured once; under auto on a GPU, each model's choice
+    between eager and compiled, measured once; then the compiled runner's step shapes on each model
+    that runs compiled (nothing when every shape is compiled already). `head`: the draft's head too,
+    where the run's draft vocabulary is the pair's to choose (see build_models). Nothing for the other
+    runners. `prompt_tokens`: the prompt's length, if known (see run_capacities)."""
     yield from making(target, draft, run)
-    if resolve(run.runner, target.device) != COMPILED:
-        yield from build_models(target, draft, run, head)  # nothing unless the run is on onnxruntime
-        return
+    yield from build_models(target, draft, run, head)  # nothing unless a model runs on onnxruntime
+    yield from choose_on_gpu(target, draft, run)
     heads = {TARGET: None, DRAFT: run.draft_vocab or None}  # the drafter factory's head, as a run builds it
     models = {TARGET: target, DRAFT: draft}
+    tree = run.speculation == TREE
     for name, rows in run_shapes(run).items():
-        if rows and models[name] is not None:
-            yield from warm_model(models[name], rows, heads[name], run_capacities(run, prompt_tokens), name)
+        model = models[name]
+        if rows and model is not None and resolve(run.runner, model.device, tree, model, heads[name]) == COMPILED:
+            yield from warm_model(model, rows, heads[name], run_capacities(run, prompt_tokens), name)
+
+
+def choose_on_gpu(target, draft, run: RunConfig) -> Iterator[Choosing]:
+    """Under auto, each model of the run on a GPU with nothing recorded for it: its plain step timed on
+    eager and compiled (runners/auto.record; compiling its one-row step is part of it, and said), the
+    faster kept for this card. A candidate that fails is dropped with its reason (in the choice)."""
+    from playground.engine.runners.auto import candidates, record
+    from playground.engine.runners.choice import device_kind, recorded
+
+    if run.runner != "auto":
+        return
+    todo = [(TARGET, target, None)]
+    if run.drafter in DRAFT_MODEL_DRAFTERS and draft is not None:
+        todo.append((DRAFT, draft, run.draft_vocab or None))
+    for name, model, rows in todo:
+        if device_kind(model) == "cuda" and recorded(model, rows) is None:
+            yield Choosing(name, candidates=candidates(model))
+            yield Choosing(name, record(model, rows, verifies=name == TARGET), candidates=candidates(model))
 
 
 @dataclass(frozen=True)
@@ -187,7 +199,7 @@ def build_models(target, draft, run: RunConfig, head: bool = False) -> Iterator[
     run's first step already runs on it. Nothing for a model that does not run on onnxruntime.
     `head`: the run's draft vocabulary is the pair's suggestion, not the user's, so the draft's head is
     the machine's to choose: see choose_head (chosen_head then gives the run as it drafts)."""
-    from playground.engine.runners.auto import record, recorded
+    from playground.engine.runners.auto import candidates, record, recorded
 
     todo = []
     if resolve(run.runner, target.device, run.speculation == TREE, target) == ONNXRUNTIME:
@@ -200,8 +212,8 @@ def build_models(target, draft, run: RunConfig, head: bool = False) -> Iterator[
     if run.runner == "auto":
         for name, model, head_rows in todo:
             if recorded(model, head_rows) is None:
-                yield Choosing(name)
-                yield Choosing(name, record(model, head_rows))
+                yield Choosing(name, candidates=candidates(model))
+                yield Choosing(name, record(model, head_rows, verifies=name == TARGET), candidates=candidates(model))
     if head:
         yield from choose_head(draft, run)
 

@@ -112,7 +112,7 @@ def csv_rows(report: dict) -> list[dict]:
     return rows
 
 
-NESTED = {"divergence_margin": ("baseline", "speculative")}  # dict-valued fields (or None)
+NESTED = {"divergence_margin": ("baseline", "speculative", "near_tie")}  # dict-valued fields (or None)
 
 
 def flatten(record: dict) -> dict:

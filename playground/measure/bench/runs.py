@@ -18,7 +18,7 @@ from playground.engine.generate import SpecConfig, clock, generate
 from playground.engine.memory import drafter_bytes, model_bytes
 from playground.engine.events import (StepEvent, acceptance_by_rank, costs, from_draft, output_tokens,
                                       position_counts, steady_events, summarize, tree_costs)
-from playground.measure.bench.divergence import first_divergence, margin_at
+from playground.measure.bench.divergence import first_divergence, margin_at, near_tie, reruns
 from playground.measure.bench.resident import first_growth, grown_bytes
 from playground.models.handle import trim_heap
 from playground.measure.bench.references import llamacpp as reference_llamacpp
@@ -334,13 +334,10 @@ def identity_fields(setup: Setup, ids, config: SpecConfig, base: Run, spec: Run)
 
 def divergence_margins(setup: Setup, ids, config: SpecConfig, position: int) -> dict:
     """The target's top-2 logit margin at `position` in each run, from untimed reruns with detail
-    (recording top tokens costs time, so the timed runs do not). Greedy reruns retrace the same path;
-    the budget keeps every draft up to `position` full length, so each forward has the same shape."""
-    budget = min(config.max_new_tokens, position + config.gamma + 2)
-    detailed = replace(config, detail=2, max_new_tokens=budget)
-    base = list(generate(setup.target, ids, detailed, None, eos_token_ids=setup.eos))
-    spec = list(generate(setup.target, ids, detailed, setup.make_drafter(), eos_token_ids=setup.eos))
-    return {"baseline": margin_at(base, position), "speculative": margin_at(spec, position)}
+    (divergence.reruns), and whether both are below divergence.NEAR_TIE."""
+    base, spec = reruns(setup.target, ids, config, setup.make_drafter(), setup.eos, position)
+    margins = {"baseline": margin_at(base, position), "speculative": margin_at(spec, position)}
+    return {**margins, "near_tie": near_tie(margins.values())}
 
 
 def reference_fields(runs: dict[str, Run], config: SpecConfig) -> dict:

@@ -281,10 +281,10 @@ def build_text(event, name: str) -> str:
         return f"{head_text(event.choice)}: the {kept} head drafts (kept for this machine), {name}"
     if hasattr(event, "choice"):
         if not event.done:
-            return f"timing the {event.model}'s plain step on eager and onnxruntime for auto, {name}"
-        ms = event.choice["step_ms"]
-        return (f"auto: the {event.model} on {event.choice['runner']} (a step {ms['onnxruntime']:.0f} ms on "
-                f"onnxruntime, {ms['eager']:.0f} ms on eager), {name}")
+            return f"timing the {event.model}'s plain step on {' and '.join(event.candidates)} for auto, {name}"
+        from playground.engine.runners.auto import choice_text
+
+        return f"auto: the {event.model} on {choice_text(event.choice)}, {name}"
     return f"{'built' if event.done else 'building'} the {event.model}'s ONNX model, {name}"
 
 

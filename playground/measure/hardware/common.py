@@ -218,6 +218,8 @@ def run_checks(prog: str, checks, args) -> int:
             failed += 1
             report[name] = {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()}
         report[name + "_seconds"] = round(time.monotonic() - started, 1)
+        if torch.cuda.is_available():  # the peak so far: a check's models are let go before the next
+            report[name + "_peak_gpu_gb"] = round(torch.cuda.max_memory_allocated() / 1e9, 2)
         print(f"## {name} ({report[name + '_seconds']} s)\n{json.dumps(report[name], indent=1, default=str)}",
               flush=True)
         if args.json:

@@ -1,30 +1,35 @@
-"""`python -m playground.measure.hardware.gpu_runners`: the runners (eager, static, compiled) on one GPU, no download.
+"""`python -m playground.measure.hardware.gpu_runners`: the runners (eager, static, compiled) and auto on one GPU, no download.
 
 Random weights of real shapes (Qwen2.5-1.5B, the default pair's target; Qwen2-0.5B, its draft's
 shape; Qwen2-7B), each check written to the JSON as soon as it ends, in this order (the most wanted
-first: past the call's budget what is left is skipped and said so):
+first: past the call's budget what is left is skipped and said so), with the peak GPU memory so far:
 
-1. engine: the 1.5B-shaped target and an early-exit draft (its first layers, embeddings and head)
+1. steps: per shape and runner, the plain step (one token after a 200-token prefix) and v(k) for
+   k = 1..max_k, with the first call's extra time (compile and CUDA-graph capture) beside it, never
+   inside; then c = draft step / target step per runner for the 1.5B and 7B targets with the 0.5B
+   draft, and the formula's forecast at an assumed α (--alpha, 0.8: an assumption stated in the
+   JSON), at its best γ, against the fastest plain step of any runner ("faster than what?").
+2. auto: what auto chooses for the pair's target and its early-exit draft on this card
+   (runners/auto.record: eager against compiled, timed), and its fallback on two planted failures
+   (a compile that raises, and a compiled step whose logits are not eager's): eager kept, the reason
+   recorded, nothing half compiled left.
+3. syncs: the host's waits on the GPU per engine step (torch's sync debug mode, counted: syncs.py),
+   for the plain step, the greedy chain and the sampled chain on each runner.
+4. engine: the 1.5B-shaped target and an early-exit draft (its first layers, embeddings and head)
    in bf16, per runner: the app's warm-up (compiled: every shape compiled and its CUDA graph
    recorded), then the user's first race and a second one, timed (recording left in the first race
    would show as a first slower than the second); then autoregressive and chain, alternated, and the
    oracle (the target's own recorded greedy output as a free draft) against plain decoding; every
-   speedup also over the fastest autoregressive run of any runner ("faster than what?").
-2. syncs: the host's waits on the GPU per engine step (torch's sync debug mode, counted: syncs.py),
-   for the plain step, the greedy chain and the sampled chain on each runner, after a warm-up, on
-   the engine check's pair (its shapes compiled already).
-3. quantized: the same target saved and loaded through the app's loader in nf4 and int8 (bf16, and
-   int8 computing in float16 as well): load time, footprint, plain step and v(k), autoregressive and
-   chain on eager, the waits per step, and what the compiled runner says of it (it refuses them).
-4. steps: per shape and runner, the plain step (one token after a 200-token prefix) and v(k) for
-   k = 1..max_k, with the first call's extra time (compile and CUDA-graph capture) beside it, never
-   inside; then c = draft step / target step per runner for the 1.5B and 7B targets with the 0.5B
-   draft, and the formula's speedup at an assumed α (--alpha: the default pair's CPU runs, an
-   assumption stated in the JSON).
+   speedup also over the fastest autoregressive run of any runner.
 5. identity: the same pair in float32; greedy chain and tree through each runner equal eager
    autoregressive decoding token for token.
+(quantized, asked by name only: the target loaded in nf4 and int8 through the app's loader; it
+needs bitsandbytes, which a bare card's image may lack.)
 
-    python -m playground.measure.hardware.gpu_runners --json out/gpu_runners.json   # one H200: within 8 minutes
+The 1.5B target is built once (the pair's, its embeddings scaled) and serves steps, auto, syncs and
+engine, so the shapes compiled for its steps are compiled once.
+
+    python -m playground.measure.hardware.gpu_runners --json out/gpu_runners.json   # one H200: within 6 minutes
     python -m playground.measure.hardware.gpu_runners --cpu-smoke                    # tiny shapes on the CPU
 """
 
@@ -40,26 +45,27 @@ from playground.measure.hardware.syncs import counting, per_step, summary
 
 RUNNERS = ("eager", "static", "compiled")
 # budget_s: a check's row that would start past it is skipped, so one started just before it (a
-# compile of the 7B shape, about a minute) still ends the command within 8 minutes on an H200
-FULL = dict(device="cuda", shapes=("1.5b", "0.5b", "7b"), pair_shape="1.5b", draft_layers=4, max_k=5,
-            prompts=2, prompt_tokens=128, max_new_tokens=64, repeats=2, budget_s=390,
+# compile of the 7B shape, under a minute) still ends the command within 6 minutes on an H200
+FULL = dict(device="cuda", shapes=("7b", "0.5b", "1.5b"), pair_shape="1.5b", draft_layers=4, max_k=5,
+            prompts=2, prompt_tokens=128, max_new_tokens=64, repeats=2, budget_s=240,
             quantizations=(("nf4", "bfloat16"), ("int8", "bfloat16"), ("int8", "float16")))
 SMOKE = dict(device="cpu", shapes=("tiny", "tiny-draft"), pair_shape="tiny", draft_layers=1, max_k=5,
              prompts=1, prompt_tokens=40, max_new_tokens=12, repeats=1, budget_s=3600,
              quantizations=(("nf4", "float32"), ("int8", "float32")))
 SKIPPED = "skipped: over the call's budget"
 PAIRS = {"1.5b": "0.5b", "7b": "0.5b", "tiny": "tiny-draft"}  # target shape -> draft shape for c
+DRAFT_ROWS = 65536  # the planted failures run on the draft's head cut to this: choices and steps of their own
 
 
 def options(argv=None) -> argparse.Namespace:
     p = gpu_command("gpu_runners", __doc__)
     p.add_argument("--runners", help="runners to time, in order (default eager,compiled on a GPU, where "
                    "static launches what eager does; all three on the CPU); identity checks all three")
-    p.add_argument("--checks", default="engine,syncs,quantized,steps,identity",
-                   help="which checks to run, in order")
+    p.add_argument("--checks", default="steps,auto,syncs,engine,identity",
+                   help="which checks to run, in order (also: quantized, which needs bitsandbytes)")
     p.add_argument("--gamma", type=int, default=4, help="chain lookahead (default 4)")
-    p.add_argument("--alpha", type=float, default=0.85,
-                   help="assumed acceptance rate for the predicted speedups (default 0.85)")
+    p.add_argument("--alpha", type=float, default=0.8,
+                   help="assumed acceptance rate for the forecasts (default 0.8)")
     p.add_argument("--embed-std", type=float, default=0.3,
                    help="std of the random embeddings: larger makes the early-exit draft agree more")
     args = parse(p, argv, FULL, SMOKE)
@@ -69,6 +75,17 @@ def options(argv=None) -> argparse.Namespace:
         p.error(f"argument --runners: expected a comma-separated list of {', '.join(RUNNERS)}")
     args.started = time.monotonic()
     return args
+
+
+def guarded(row, *args) -> dict:
+    """One row of a check, or what it raised: a runner that fails on this card is a finding, and the
+    rows after it (the other runners, the other shapes) still run."""
+    import traceback
+
+    try:
+        return row(*args)
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()[-3000:]}
 
 
 def over_budget(args) -> bool:
@@ -82,26 +99,228 @@ def dtype_of(args, exact: bool = False):
     return torch.float32 if exact or args.cpu_smoke else torch.bfloat16
 
 
-def shared_pair(args, last: bool = False):
-    """The bf16 pair the engine and syncs checks share (built by the first, let go by `last`), so the
-    steps the engine compiled and recorded are not compiled again for counting."""
+PAIR_USERS = ("steps", "auto", "syncs", "engine")  # the checks that share the bf16 pair
+
+
+def shared_pair(args, check: str):
+    """The bf16 pair the steps, auto, syncs and engine checks share (built by the first, let go by the
+    last of them that runs), so the shapes one compiled and recorded are not compiled again."""
     held = vars(args).setdefault("held", {})  # a dict: the report's args keep numbers, text and tuples only
     pair = held.pop("pair", None) or pair_models(args.pair_shape, dtype_of(args), args.device, args)
-    if not last:
+    chosen = args.checks.split(",")
+    if check != [name for name, _ in CHECKS if name in chosen and name in PAIR_USERS][-1]:
         held["pair"] = pair
     return pair
 
 
-# ---- 1. engine: AR and chain per runner, alternated --------------------------------------------
+# ---- 1. steps: plain step, v(k) and c per runner ---------------------------------------------
+
+
+def steps(args) -> dict:
+    out = {}
+    for shape in args.shapes:
+        pair = shape == args.pair_shape
+        model = shared_pair(args, "steps")[0] if pair else random_model(shape, dtype_of(args), args.device, args.seed)
+        out[shape] = {}
+        for runner in args.runners:
+            max_k = 2 if shape in PAIRS.values() else args.max_k  # a draft: c needs one row, a chain two
+            out[shape][runner] = SKIPPED if over_budget(args) else \
+                guarded(curve_row, model, runner, max_k)
+        del model
+        free()
+    out["predicted"] = predictions(out, args)
+    return out
+
+
+def curve_row(model, runner: str, max_k: int) -> dict:
+    """v(1..max_k) and the plain step through one runner. The first call compiles (and captures)
+    every shape it meets; the second, on the same shapes, is the one reported."""
+    from playground.measure.bench.verify_cost import measure_curve
+
+    started = time.monotonic()
+    measure_curve(model, max_k=max_k, repeats=1, runner=runner)
+    first_s = time.monotonic() - started
+    started = time.monotonic()
+    curve = measure_curve(model, max_k=max_k, repeats=5, runner=runner)
+    again_s = time.monotonic() - started
+    return {"step_ms": round(1000 * curve.step_s, 3), "v": [round(x, 3) for x in curve.v],
+            "first_call_s": round(first_s, 2), "warm_call_s": round(again_s, 2),
+            "compile_s": compile_seconds(model)}
+
+
+def compile_seconds(*models) -> float:
+    """Seconds the compiled runner's first call of each shape took on these models (compile and capture)."""
+    from playground.engine.runners.compiled import steps_of
+
+    return round(sum(sum(steps_of(m).seconds.values()) for m in models), 2)
+
+
+def predictions(rows: dict, args) -> dict:
+    """c and the formula's speedup (measured v) per target shape and runner at the assumed α, at the
+    best γ the measured curve allows (sampling.best_gamma), on the same runner and against the fastest
+    plain step of any runner: the run a user would make instead."""
+    from playground.engine.sampling import best_gamma, expected_speedup
+
+    out = {"assumed_alpha": args.alpha}
+    for target, draft in PAIRS.items():
+        for runner in args.runners:
+            t, d = rows.get(target, {}).get(runner), rows.get(draft, {}).get(runner)
+            if not isinstance(t, dict) or not isinstance(d, dict) or "error" in t or "error" in d:
+                continue
+            c = d["step_ms"] / t["step_ms"]
+            best = min(r["step_ms"] for r in rows[target].values() if isinstance(r, dict) and "step_ms" in r)
+            gamma = best_gamma(args.alpha, c, max_gamma=len(t["v"]) - 1, v=t["v"])
+            speedup = expected_speedup(args.alpha, gamma, c, t["v"])
+            out[f"{target}+{draft} {runner}"] = {
+                "c": round(c, 3), "gamma": gamma, "v_gamma_plus_1": t["v"][gamma],
+                "speedup_same_runner": round(speedup, 3),
+                "speedup_vs_fastest_plain": round(speedup * best / t["step_ms"], 3)}
+    return out
+
+
+# ---- 2. auto: its choice on this card, and its fallback on planted failures ----------------------
+
+
+def auto(args) -> dict:
+    """auto's choice (runners/auto.record: eager against compiled, timed) for the pair's target and
+    draft, then two planted failures on the draft's head cut to DRAFT_ROWS (a key of its own, so
+    the real choices and steps stay as they are): eager kept, the reason recorded, nothing half
+    compiled left. Choices are recorded in a folder of this call's own; under --cpu-smoke the models
+    count as on a card named "CPU stand-in", so the GPU's candidates run here."""
+    target, draft = shared_pair(args, "auto")
+    rows = min(DRAFT_ROWS, draft.config.vocab_size // 2)
+    out = {}
+    with own_choices(args):
+        for name, model in (("target", target), ("draft", draft)):
+            out[name] = SKIPPED if over_budget(args) else timed_choice(model, None)
+    for name, plant in PLANTS.items():
+        with own_choices(args):  # each plant measured afresh, not read back from the one before
+            out[f"planted: {name}"] = SKIPPED if over_budget(args) else planted_choice(draft, rows, plant)
+    del target, draft
+    return out
+
+
+def timed_choice(model, rows) -> dict:
+    from playground.engine.runners.auto import choice_text, record
+
+    started = time.monotonic()
+    choice = record(model, rows)
+    return {**choice, "seconds": round(time.monotonic() - started, 2), "said": choice_text(choice)}
+
+
+def raising(real):
+    def compile_step(name, mode, own_buffer):
+        def step(*args):  # torch.compile traces at the first call: where a real failure shows
+            raise RuntimeError("planted: an op the compiler cannot trace")
+        return step
+    return compile_step
+
+
+def argmax_moved(real):
+    def compile_step(name, mode, own_buffer):
+        import torch
+
+        from playground.engine.runners.static import step as static_step
+
+        def step(*args):  # eager's step, uncompiled, with token 0 pushed over every other logit
+            out = static_step(*args)
+            return out.index_fill(-1, torch.tensor([0], device=out.device), float(out.max()) + 10)
+        return step
+    return compile_step
+
+
+PLANTS = {"a compile that raises": raising, "a compiled step whose argmax is not eager's": argmax_moved}
+
+
+def planted_choice(draft, rows: int, plant) -> dict:
+    """auto's choice for the draft's cut head with compiled's step replaced by a planted failure; the
+    steps the model keeps for that head afterwards (none: nothing half compiled is left)."""
+    from playground.engine.runners import compiled
+    from playground.engine.runners.compiled import steps_of
+
+    real = compiled.compile_step
+    compiled.compile_step = plant(real)
+    try:
+        row = timed_choice(draft, rows)
+    finally:
+        compiled.compile_step = real
+    row["steps_left_for_this_head"] = len([key for key in steps_of(draft) if key[2] == rows])
+    return row
+
+
+class own_choices:
+    """auto's records in a temporary folder for the check's length (the call's choices are its own);
+    under --cpu-smoke every model counts as on a card named "CPU stand-in"."""
+
+    def __init__(self, args):
+        self.smoke = args.cpu_smoke
+
+    def __enter__(self):
+        import weakref
+
+        from playground.engine.runners import auto, choice
+
+        self.folder = tempfile.TemporaryDirectory(prefix="gpu-runners-choices-")
+        self.saved = {(module, name): getattr(module, name) for module in (auto, choice)
+                      for name in ("device_kind", "choice_file", "card_name", "SEEN") if hasattr(module, name)}
+        choice.choice_file = lambda: __import__("pathlib").Path(self.folder.name) / "runner-choice.json"
+        choice.SEEN = weakref.WeakKeyDictionary()
+        if self.smoke:
+            auto.device_kind = choice.device_kind = lambda model: "cuda"
+            choice.card_name = lambda device: "CPU stand-in"
+        return self
+
+    def __exit__(self, *exc):
+        for (module, name), value in self.saved.items():
+            setattr(module, name, value)
+        self.folder.cleanup()
+
+
+# ---- 3. syncs: the host's waits on the GPU per step --------------------------------------------
+
+
+def syncs(args) -> dict:
+    """Waits per step of plain decoding, the greedy chain and the sampled chain, per runner."""
+    target, draft = shared_pair(args, "syncs")
+    ids = prompts(target.config.vocab_size, args)[0]
+    out = {}
+    for runner in args.runners:
+        for label, knobs in (("plain", None), ("greedy chain", {}), ("sampled chain", {"temperature": 1.0})):
+            out[f"{runner} {label}"] = SKIPPED if over_budget(args) else \
+                guarded(sync_row, target, draft if knobs is not None else None, ids, runner, knobs or {}, args)
+    del target, draft
+    free()
+    return out
+
+
+def sync_row(target, draft, ids, runner: str, knobs: dict, args) -> dict:
+    """One method's waits per step, after a short run of it (compiled: its shapes compiled and recorded)."""
+    from dataclasses import replace
+
+    from playground.config import RunConfig
+    from playground.engine import factory
+    from playground.engine.generate import generate
+
+    run = RunConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, runner=runner, **knobs)
+    config = factory.spec_config(run)
+    drafter = None if draft is None else factory.make_drafter(run, factory.Models(target, draft))
+    list(generate(target, ids, replace(config, max_new_tokens=8), drafter))  # warm: nothing counted
+    with counting(target.device) as count:
+        counts = per_step(generate(target, ids, config, drafter), count)
+    return {**summary(counts), "gamma": args.gamma if draft is not None else 0,
+            "counts": "CUDA syncs" if target.device.type == "cuda" else "host reads (CPU stand-in)"}
+
+
+# ---- 4. engine: AR and chain per runner, alternated --------------------------------------------
 
 
 def engine(args) -> dict:
-    target, draft = shared_pair(args, last="syncs" not in args.checks.split(","))
+    target, draft = shared_pair(args, "engine")
     rows = {}
     for runner in args.runners:
         rows[runner] = SKIPPED if over_budget(args) else \
-            engine_row(target, draft, runner, args)
-    timed = [r for r in rows.values() if isinstance(r, dict)]
+            guarded(engine_row, target, draft, runner, args)
+    timed = [r for r in rows.values() if isinstance(r, dict) and "error" not in r]
     if timed:
         fastest = max(r["baseline_tok_s"] for r in timed)
         for r in timed:
@@ -171,42 +390,36 @@ def oracle_fields(target, ids, config, args) -> dict:
             "oracle_tokens_per_call": len(recording) / oracle[-1][1]}
 
 
-# ---- 2. syncs: the host's waits on the GPU per step --------------------------------------------
+# ---- 5. identity: float32, greedy, every runner against eager AR ------------------------------
 
 
-def syncs(args) -> dict:
-    """Waits per step of plain decoding, the greedy chain and the sampled chain, per runner."""
-    target, draft = shared_pair(args, last=True)
+def identity(args) -> dict:
+    from playground.config import RunConfig
+    from playground.engine import factory
+    from playground.engine.events import output_tokens
+    from playground.engine.generate import generate
+
+    target, draft = pair_models(args.pair_shape, dtype_of(args, exact=True), args.device, args)
     ids = prompts(target.config.vocab_size, args)[0]
+    plain = RunConfig(max_new_tokens=args.max_new_tokens, runner="eager")
+    expected = output_tokens(list(generate(target, ids, factory.spec_config(plain))))
     out = {}
-    for runner in args.runners:
-        for label, knobs in (("plain", None), ("greedy chain", {}), ("sampled chain", {"temperature": 1.0})):
-            out[f"{runner} {label}"] = SKIPPED if over_budget(args) else \
-                sync_row(target, draft if knobs is not None else None, ids, runner, knobs or {}, args)
+    for runner in RUNNERS:
+        for speculation in ("chain", "tree"):
+            if over_budget(args):
+                out[f"{runner} {speculation}"] = SKIPPED
+                continue
+            run = RunConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, runner=runner,
+                            speculation=speculation, tree_budget=15, tree_depth=4)
+            got = output_tokens(list(generate(target, ids, factory.spec_config(run),
+                                              factory.make_drafter(run, factory.Models(target, draft)))))
+            out[f"{runner} {speculation}"] = {"identical": got == expected, "tokens": len(got)}
     del target, draft
     free()
     return out
 
 
-def sync_row(target, draft, ids, runner: str, knobs: dict, args) -> dict:
-    """One method's waits per step, after a short run of it (compiled: its shapes compiled and recorded)."""
-    from dataclasses import replace
-
-    from playground.config import RunConfig
-    from playground.engine import factory
-    from playground.engine.generate import generate
-
-    run = RunConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, runner=runner, **knobs)
-    config = factory.spec_config(run)
-    drafter = None if draft is None else factory.make_drafter(run, factory.Models(target, draft))
-    list(generate(target, ids, replace(config, max_new_tokens=8), drafter))  # warm: nothing counted
-    with counting(target.device) as count:
-        counts = per_step(generate(target, ids, config, drafter), count)
-    return {**summary(counts), "gamma": args.gamma if draft is not None else 0,
-            "counts": "CUDA syncs" if target.device.type == "cuda" else "host reads (CPU stand-in)"}
-
-
-# ---- 3. quantized: nf4 and int8 through the app's loader -----------------------------------------
+# ---- 6. quantized: nf4 and int8 through the app's loader -----------------------------------------
 
 
 def quantized(args) -> dict:
@@ -261,98 +474,8 @@ def compiled_says(model) -> str:
     return "accepted"
 
 
-# ---- 4. steps: plain step, v(k) and c per runner ---------------------------------------------
-
-
-def steps(args) -> dict:
-    out = {}
-    for shape in args.shapes:
-        model = random_model(shape, dtype_of(args), args.device, args.seed)
-        out[shape] = {}
-        for runner in args.runners:
-            max_k = 2 if shape in PAIRS.values() else args.max_k  # a draft: c needs one row, a chain two
-            out[shape][runner] = SKIPPED if over_budget(args) else \
-                curve_row(model, runner, max_k)
-        del model
-        free()
-    out["predicted"] = predictions(out, args)
-    return out
-
-
-def curve_row(model, runner: str, max_k: int) -> dict:
-    """v(1..max_k) and the plain step through one runner. The first call compiles (and captures)
-    every shape it meets; the second, on the same shapes, is the one reported."""
-    from playground.measure.bench.verify_cost import measure_curve
-
-    started = time.monotonic()
-    measure_curve(model, max_k=max_k, repeats=1, runner=runner)
-    first_s = time.monotonic() - started
-    started = time.monotonic()
-    curve = measure_curve(model, max_k=max_k, repeats=5, runner=runner)
-    again_s = time.monotonic() - started
-    return {"step_ms": round(1000 * curve.step_s, 3), "v": [round(x, 3) for x in curve.v],
-            "first_call_s": round(first_s, 2), "warm_call_s": round(again_s, 2),
-            "compile_s": compile_seconds(model)}
-
-
-def compile_seconds(*models) -> float:
-    """Seconds the compiled runner's first call of each shape took on these models (compile and capture)."""
-    from playground.engine.runners.compiled import steps_of
-
-    return round(sum(sum(steps_of(m).seconds.values()) for m in models), 2)
-
-
-def predictions(rows: dict, args) -> dict:
-    """c and the formula's speedup (measured v(γ+1)) per target shape and runner, at the assumed α."""
-    from playground.engine.sampling import expected_speedup
-
-    out = {"assumed_alpha": args.alpha, "gamma": args.gamma}
-    for target, draft in PAIRS.items():
-        for runner in args.runners:
-            t, d = rows.get(target, {}).get(runner), rows.get(draft, {}).get(runner)
-            if not isinstance(t, dict) or not isinstance(d, dict):
-                continue
-            c = d["step_ms"] / t["step_ms"]
-            # against the fastest plain step of any runner: the run a user would make instead
-            best = min(r["step_ms"] for r in rows[target].values() if isinstance(r, dict))
-            speedup = expected_speedup(args.alpha, args.gamma, c, t["v"])
-            out[f"{target}+{draft} {runner}"] = {
-                "c": round(c, 3), "v_gamma_plus_1": t["v"][min(args.gamma, len(t["v"]) - 1)],
-                "speedup_same_runner": round(speedup, 3),
-                "speedup_vs_fastest_plain": round(speedup * best / t["step_ms"], 3)}
-    return out
-
-
-# ---- 5. identity: float32, greedy, every runner against eager AR ------------------------------
-
-
-def identity(args) -> dict:
-    from playground.config import RunConfig
-    from playground.engine import factory
-    from playground.engine.events import output_tokens
-    from playground.engine.generate import generate
-
-    target, draft = pair_models(args.pair_shape, dtype_of(args, exact=True), args.device, args)
-    ids = prompts(target.config.vocab_size, args)[0]
-    plain = RunConfig(max_new_tokens=args.max_new_tokens, runner="eager")
-    expected = output_tokens(list(generate(target, ids, factory.spec_config(plain))))
-    out = {}
-    for runner in RUNNERS:
-        for speculation in ("chain", "tree"):
-            if over_budget(args):
-                out[f"{runner} {speculation}"] = SKIPPED
-                continue
-            run = RunConfig(gamma=args.gamma, max_new_tokens=args.max_new_tokens, runner=runner,
-                            speculation=speculation, tree_budget=15, tree_depth=4)
-            got = output_tokens(list(generate(target, ids, factory.spec_config(run),
-                                              factory.make_drafter(run, factory.Models(target, draft)))))
-            out[f"{runner} {speculation}"] = {"identical": got == expected, "tokens": len(got)}
-    del target, draft
-    free()
-    return out
-
-
-CHECKS = (("engine", engine), ("syncs", syncs), ("quantized", quantized), ("steps", steps), ("identity", identity))
+CHECKS = (("steps", steps), ("auto", auto), ("syncs", syncs), ("engine", engine), ("identity", identity),
+          ("quantized", quantized))
 
 
 def main(argv=None) -> int:

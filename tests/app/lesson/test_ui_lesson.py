@@ -78,3 +78,19 @@ def test_a_bad_prediction_is_a_message_naming_the_field(tab_view):
     with pytest.raises(gr.Error) as raised:
         list(runs)
     assert "prediction must be in [1, 5], got 42" in str(raised.value)
+
+
+def test_step_three_compares_greedy_texts_and_shows_the_evidence_where_they_part(tab_view, flipped_verification):
+    """Greedy identity beside the lab: identical on the tiny pair (float32); with its verification
+    forwards rounding the other way, the first differing token, the target's top two there with their
+    margin, and the verdict (float32: a bug, whatever the margin)."""
+    ctx, page = tab_view(tab_lesson)
+    third = Progress().moved(2)
+    result, _, progress = run_step(ctx, page, third, choice=SAME)
+    assert "identical, 32 tokens" in html.unescape(result) and 'id="divergence"' not in result
+    assert progress.results[2]["greedy"] is None
+    flipped_verification(ctx.cache.get("tiny").target.model)
+    result, _, progress = run_step(ctx, page, third, choice=SAME)
+    parted = progress.results[2]["greedy"]
+    assert parted is not None and f"they differ from token {parted.position + 1}" in html.unescape(result)
+    assert 'id="divergence"' in result and f"{parted.plain.margin:.3f}" in result and "A bug" in result

@@ -40,7 +40,7 @@ def page(race_tab, tmp_path, monkeypatch):
                         f"{model.config.num_hidden_layers} layers {rows} {threads}")
     monkeypatch.setattr(choice, "SEEN", weakref.WeakKeyDictionary())
     monkeypatch.setattr(auto, "CUT_NOT_FREE", ("eager",))
-    monkeypatch.setattr(auto, "time_steps", lambda model, candidates: {"cut": 13.9, "full": 9.8})
+    monkeypatch.setattr(auto, "time_steps", lambda model, candidates, verify_rows=0: auto.Timed({"cut": 13.9, "full": 9.8}))
     ran, real = [], tab_race.race_frames
 
     def watched(pair, prompt, system, settings, **kw):

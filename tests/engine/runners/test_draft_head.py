@@ -38,9 +38,9 @@ def timed(pair, tmp_path, monkeypatch):
         calls: list = []
 
         @classmethod
-        def steps(cls, model, candidates):
+        def steps(cls, model, candidates, verify_rows=0):
             cls.calls.append(candidates)
-            return {name: cls.ms[name] for name in candidates}
+            return auto.Timed({name: cls.ms[name] for name in candidates})
 
     Timed.calls = []
     monkeypatch.setattr(auto, "time_steps", Timed.steps)
@@ -110,5 +110,6 @@ def test_auto_times_runners_through_the_same_function(pair, timed):
 def test_the_timing_function_times_each_candidate(pair, one_thread):
     """The real time_steps on the tiny draft, each head on eager: a median per candidate."""
     _, draft, _ = pair
-    ms = auto.time_steps(draft, {"cut": ("eager", 64), "full": ("eager", None)})
-    assert set(ms) == {"cut", "full"} and min(ms.values()) > 0
+    timed = auto.time_steps(draft, {"cut": ("eager", 64), "full": ("eager", None)}, verify_rows=4)
+    assert set(timed.step_ms) == {"cut", "full"} and min(timed.step_ms.values()) > 0 and timed.dropped == {}
+    assert set(timed.verify_ms) == {"cut", "full"} and min(timed.verify_ms.values()) > 0

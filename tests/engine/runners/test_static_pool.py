@@ -6,8 +6,11 @@ import gc
 import pytest
 
 from playground.engine.kvcache import CachedModel
-from playground.engine.runners.static import DOUBLE_UNTIL, MIN_CAPACITY, grown, pool_of
-from playground.engine.runners.warmup import capacities
+from playground.config import RunConfig
+from playground.engine import factory
+from playground.engine.generate import generate
+from playground.engine.runners.static import DOUBLE_UNTIL, MIN_CAPACITY, WIDEST_STEP, grown, pool_of, run_capacity
+from playground.engine.runners.warmup import run_capacities
 from playground.models.tiny import tiny_pair
 
 
@@ -25,11 +28,23 @@ def test_a_cache_doubles_up_to_16k_entries_then_grows_8k_at_a_time(n, capacity):
     assert grown(capacity, n) == capacity  # already holds it: no growth
 
 
-def test_the_warm_up_compiles_the_capacities_a_run_grows_through():
-    assert capacities(0, 600) == (256, 512, 1024)
-    assert capacities(16000, 17000) == (256, 16384, 24576)
-    assert all(grown(c, c + 1) in capacities(0, 50000) for c in capacities(0, 40000))
-    assert DOUBLE_UNTIL == 16384
+def test_a_run_takes_the_one_capacity_that_holds_it_and_the_warm_up_compiles_that_one():
+    assert run_capacity(600) == 1024 and run_capacity(17000) == 24576 and DOUBLE_UNTIL == 16384
+    assert run_capacity(256 - WIDEST_STEP) == 256 and run_capacity(256 - WIDEST_STEP + 1) == 512  # a padded step's room
+    run = RunConfig(pair="tiny", max_new_tokens=96)
+    assert run_capacities(run, 500) == (1024,) and run_capacities(run, None) == (MIN_CAPACITY,)
+
+
+def test_a_run_steps_in_one_cache_from_its_start_to_its_end():
+    """The capacity is taken when the run begins, from its prompt and max_new_tokens, so a long run
+    never grows its cache halfway (a compiled runner would meet a capacity it has no step for)."""
+    target = tiny_pair(seed=4)[0]
+    run = RunConfig(pair="tiny", runner="static", max_new_tokens=40)
+    events = generate(target, prompt(230), factory.spec_config(run))
+    seen = set()
+    for _ in events:  # the run's own cache, read from the generator's state at every step
+        seen.add(events.gi_frame.f_locals["state"].lm.runner.capacity)
+    assert seen == {run_capacity(230 + 40)} == {512}
 
 
 def test_the_pool_lets_go_of_longer_caches_when_a_run_ends_and_keeps_those_it_stepped_in():

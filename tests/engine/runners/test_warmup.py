@@ -30,7 +30,6 @@ from playground.engine.runners.compiled import steps_of, use_disk_cache
 from playground.engine.runners.warmup import (
     DRAFT,
     TARGET,
-    capacities,
     run_capacities,
     run_shapes,
     warm_model,
@@ -59,10 +58,8 @@ def test_the_shapes_a_run_meets():
     assert run_shapes(replace(CHAIN, adaptive=True, gamma_max=6)) == {TARGET: (1, 8), DRAFT: (1, 2)}
     assert run_shapes(TREE) == {TARGET: (1, 8), DRAFT: (1, 4)}  # 7 nodes + 1; depth + 1 and 4 frontier nodes
     assert run_shapes(replace(CHAIN, drafter="prompt_lookup", gamma=40)) == {TARGET: (1,), DRAFT: ()}  # 41: uncompiled
-    assert capacities() == (256,) and capacities(0, 600) == (256, 512, 1024)
-    assert capacities(600, 1000) == (256, 1024)  # a long prompt: 512 is never stepped in, 256 by the race's warm-up
-    assert run_capacities(CHAIN, None) == (256,) and run_capacities(CHAIN, 200) == (256,)  # 200 + 24 + 8 fit
-    assert run_capacities(CHAIN, 230) == (256, 512)
+    assert run_capacities(CHAIN, None) == (256,) and run_capacities(CHAIN, 200) == (256,)  # 200 + 24 + 32 fit
+    assert run_capacities(CHAIN, 230) == (512,)  # one capacity, taken when the run starts
 
 
 def test_warm_up_compiles_each_shape_once_in_order_then_nothing(models):
@@ -115,7 +112,7 @@ def test_the_warm_up_calls_each_shape_until_its_cuda_graph_is_recorded_and_repla
 
     monkeypatch.setattr(compiled, "compile_step", counted)
     target = tiny_pair(seed=2)[0]
-    list(warm_model(target, (1, 8), None, capacities()))
+    list(warm_model(target, (1, 8), None, run_capacities(CHAIN, None)))
     assert calls == {"step_1x256": compiled.RECORD_CALLS, "step_8x256": compiled.RECORD_CALLS} and compiled.RECORD_CALLS >= 3
     lm, eager = CachedModel(target, runner="compiled"), CachedModel(target, runner="eager")
     lm.logits_for(SHORT_PROMPT, 1)
@@ -153,7 +150,7 @@ def test_a_cpu_quantized_model_warms_up_as_its_runs_call_it():
     a run never calls it, fails to trace; compiled as runs call it, the run afterwards adds nothing."""
     target = tiny_pair(seed=1)[0]
     quantize_for_cpu(target, "int8-cpu")
-    events = list(warm_model(target, (1,), None, capacities()))
+    events = list(warm_model(target, (1,), None, run_capacities(CHAIN, None)))
     assert [(e.rows, e.done) for e in events] == [(1, False), (1, True)]
     seconds = compile_seconds(target)
     list(generate(target, SHORT_PROMPT, factory.spec_config(replace(CHAIN, max_new_tokens=6))))

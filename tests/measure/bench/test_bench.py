@@ -12,7 +12,8 @@ import pytest
 from playground.measure.bench import charts, cli
 
 from playground.measure.hardware import gpu_oracle, gpu_paths
-from playground.measure.bench.divergence import first_divergence, margin_at, margins_by_position, top2_margin
+from playground.measure.bench.divergence import (NEAR_TIE, first_divergence, found, margin_at, margins_by_position,
+                                                 near_tie, top2_margin)
 from playground.measure.bench.sweep import Grid, SettingError, expand, parse_axes
 from playground.measure.bench.runs import Run, Setup, identity_fields
 from playground.config import RunConfig
@@ -216,6 +217,39 @@ def test_divergence_is_reported_with_both_margins(pair):
     assert fields["identical"] is False and fields["first_divergence"] == 4
     margins = fields["divergence_margin"]
     assert margins["baseline"] > 0 and margins["speculative"] == pytest.approx(margins["baseline"], abs=1e-3)
+    assert margins["near_tie"] is (max(margins["baseline"], margins["speculative"]) < NEAR_TIE)
+
+
+def test_near_tie_needs_every_measured_margin_below_the_threshold():
+    assert near_tie([0.01, 0.3]) is True and near_tie([0.01, NEAR_TIE]) is False
+    assert near_tie([None, 0.5]) is True and near_tie([None, None]) is None
+
+
+def test_the_evidence_names_each_runs_token_and_the_targets_top_two_there(pair):
+    """What the race and the lesson show: the same reruns as the bench's margins, with the tokens."""
+    target, draft, tokenizer = pair
+    from playground.engine.drafters import ModelDrafter
+
+    ids = encode_prompt(tokenizer, "def add(a, b):")
+    config = SpecConfig(gamma=3, max_new_tokens=10)
+    base = output_tokens(list(generate(target, ids, config)))
+    spec = base[:4] + [(base[4] + 1) % 256] + base[5:]  # pretend speculation flipped token 4
+    made = []
+
+    def make():
+        made.append(ModelDrafter(draft))
+        return made[-1]
+
+    assert found(target, ids, config, make, (), (base, base), exact=True) is None and not made  # equal: no rerun
+    d = found(target, ids, config, make, (), (base, spec), exact=True)
+    assert len(made) == 1 and d.position == 4 and (d.plain.token, d.speculative.token) == (base[4], spec[4])
+    assert d.plain.top[0][0] == base[4] and len(d.plain.top) == 2  # the plain run's forward chose its token
+    assert d.plain.margin == pytest.approx(top2_margin(d.plain.top)) and d.plain.margin > 0
+    assert d.tokens >= {base[4], spec[4]}
+    assert d.exact and not d.excused  # float32: no margin excuses a divergence
+    assert d.near_tie is (max(d.plain.margin, d.speculative.margin) < NEAR_TIE)
+    short = found(target, ids, config, make, (), (base[:4], base), exact=False)  # one run ended at token 4
+    assert short.position == 4 and short.plain.token is None and short.speculative.token == base[4]
 
 
 # -- oracle, reference, summary --------------------------------------------------------------------

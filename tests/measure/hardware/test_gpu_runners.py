@@ -70,7 +70,32 @@ def test_the_scripts_new_checks_run_on_tiny_shapes(tmp_path):
     assert "held" not in report["args"]
 
 
-def test_the_full_run_orders_what_issue_41_wants_first_and_fits_its_budget():
+def test_the_full_run_orders_what_issue_47_wants_first_and_fits_its_budget():
     args = gpu_runners.options([])
-    assert args.checks.split(",")[:3] == ["engine", "syncs", "quantized"]
-    assert args.budget_s <= 420 and ("int8", "float16") in args.quantizations
+    assert args.checks.split(",")[:3] == ["steps", "auto", "syncs"] and args.alpha == 0.8
+    assert args.budget_s <= 300 and args.runners == ("eager", "compiled")  # ends within 6 minutes on an H200
+    assert set(args.shapes) == {"0.5b", "1.5b", "7b"} and "quantized" not in args.checks  # needs bitsandbytes
+
+
+def test_steps_and_auto_run_on_tiny_shapes_with_the_gpus_candidates(tmp_path):
+    """steps: each runner's plain step and v(k), c and the forecast at α 0.8 at its best γ; auto (the models
+    counting as on a card, "CPU stand-in"): a choice for the target and the draft, and both planted
+    failures fall back on eager with their reasons, nothing compiled left for the planted head."""
+    out = tmp_path / "runners.json"
+    assert gpu_runners.main(["--cpu-smoke", "--checks", "steps,auto", "--runners", "eager,compiled",
+                             "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    forecast = report["steps"]["predicted"]
+    assert forecast["assumed_alpha"] == 0.8
+    for runner in ("eager", "compiled"):
+        row = forecast[f"tiny+tiny-draft {runner}"]
+        assert row["c"] > 0 and 0 <= row["gamma"] <= 4 and row["speedup_same_runner"] >= 1.0
+    assert report["steps"]["tiny"]["compiled"]["compile_s"] > 0 == report["steps"]["tiny"]["eager"]["compile_s"]
+    auto = report["auto"]
+    for model in ("target", "draft"):
+        assert auto[model]["runner"] in ("eager", "compiled") and set(auto[model]["step_ms"]) <= {"eager", "compiled"}
+    raised, moved = auto["planted: a compile that raises"], auto["planted: a compiled step whose argmax is not eager's"]
+    assert raised["runner"] == moved["runner"] == "eager"
+    assert "planted: an op the compiler cannot trace" in raised["dropped"]["compiled"]
+    assert "argmax is token 0" in moved["dropped"]["compiled"]
+    assert raised["steps_left_for_this_head"] == moved["steps_left_for_this_head"] == 0

@@ -29,15 +29,15 @@ def check_installed() -> None:
         raise ValueError(f"onnxruntime-genai is not importable here: {INSTALL}")
 
 
-def overlay(target_build, draft_build, gamma: int | None, threads: int) -> dict:
+def overlay(target_folder, draft_folder, gamma: int | None, threads: int) -> dict:
     """The genai_config.json overlay: our thread count, and for a speculative run the draft's build
     as model.draft (its own decoder section, its file by a path relative to the target's folder, which
     is how onnxruntime-genai resolves it) with γ draft tokens a round."""
     session = {"intra_op_num_threads": threads, "inter_op_num_threads": 1}
     text = {"model": {"decoder": {"session_options": session}}}
-    if draft_build is not None:
-        decoder = json.loads((draft_build.folder / "genai_config.json").read_text())["model"]["decoder"]
-        where = os.path.relpath(draft_build.folder / decoder["filename"], target_build.folder)
+    if draft_folder is not None:
+        decoder = json.loads((draft_folder / "genai_config.json").read_text())["model"]["decoder"]
+        where = os.path.relpath(draft_folder / decoder["filename"], target_folder)
         draft = {**decoder, "filename": where, "session_options": session}
         text["model"]["draft"] = draft
         text["speculative"] = {"max_draft_tokens": gamma}
@@ -60,40 +60,54 @@ def model_for(target, draft, gamma: int | None):
     if key not in mine:
         for held in [k for k in mine if k[0] and key[0]]:  # another γ's speculative model: its cell is done
             del mine[held]  # (each holds both builds' sessions, 1.8 GB for the default pair)
-        target_build = built_model(target)
-        draft_build = built_model(draft) if draft is not None else None
-        config = og.Config(str(target_build.folder))
-        config.overlay(json.dumps(overlay(target_build, draft_build, gamma, torch.get_num_threads())))
-        mine[key] = og.Model(config)
+        draft_folder = built_model(draft).folder if draft is not None else None
+        mine[key] = own_model(built_model(target).folder, draft_folder, gamma, torch.get_num_threads())
     return mine[key]
+
+
+def own_model(target_folder, draft_folder, gamma: int | None, threads: int):
+    """Its Model over a target build's folder (and a draft build's, for its speculative decoding)."""
+    import onnxruntime_genai as og
+
+    config = og.Config(str(target_folder))
+    config.overlay(json.dumps(overlay(target_folder, draft_folder, gamma, threads)))
+    return og.Model(config)
 
 
 def decode(target, prompt_ids, config, eos_token_ids, draft=None) -> tuple[list[int], float, float | None, dict]:
     """(new tokens, wall seconds, seconds to the first token, speculative stats) of its own loop on
     one prompt, prefill included; with `draft`, its speculative decoding at γ = config.gamma."""
-    import onnxruntime_genai as og
-
     from playground.engine.generate import clock
 
     if config.temperature != 0:
         raise ValueError("--reference onnxruntime-genai is timed greedy (temperature 0): its sampler and RNG "
                          "are its own")
     model = model_for(target, draft, config.gamma if draft is not None else None)
+    return own_loop(model, prompt_ids, config.max_new_tokens, eos_token_ids, lambda: clock(target.device),
+                    draft is not None)
+
+
+def own_loop(model, prompt_ids, max_new_tokens: int, eos_token_ids, now, speculative: bool = False):
+    """Its Generator on one prompt, greedy, as its own examples drive it: (new tokens, wall seconds,
+    seconds to the first token, speculative stats). `now()`: the clock. Needs no torch, so a process of
+    its own can run it with nothing of ours loaded (measure/hardware/apart.py)."""
+    import onnxruntime_genai as og
+
     params = og.GeneratorParams(model)
-    params.set_search_options(do_sample=False, max_length=len(prompt_ids) + config.max_new_tokens)
+    params.set_search_options(do_sample=False, max_length=len(prompt_ids) + max_new_tokens)
     eos, tokens, first = frozenset(eos_token_ids), [], None
-    started = clock(target.device)
+    started = now()
     generator = og.Generator(model, params)  # a fresh cache: the prefill is paid, as ours pays it
     generator.append_tokens([list(prompt_ids)])
-    while not generator.is_done() and len(tokens) < config.max_new_tokens:
+    while not generator.is_done() and len(tokens) < max_new_tokens:
         generator.generate_next_token()
         tokens.extend(int(t) for t in generator.get_next_tokens())
-        first = clock(target.device) - started if first is None else first
+        first = now() - started if first is None else first
         if eos & set(tokens):
             tokens = tokens[: min(i for i, t in enumerate(tokens) if t in eos) + 1]
             break
-    seconds = clock(target.device) - started
-    return tokens[: config.max_new_tokens], seconds, first, stats_of(generator) if draft is not None else {}
+    seconds = now() - started
+    return tokens[:max_new_tokens], seconds, first, stats_of(generator) if speculative else {}
 
 
 STATS = ("rounds", "draft_tokens_proposed", "draft_tokens_accepted", "target_forward_passes", "acceptance_rate",

@@ -1,0 +1,141 @@
+"""Timing a model's decoding step on each candidate runner, for auto (runners/auto.py): the same fixed
+tokens fed to each, a step of each in turn, so a drift of the machine hits every candidate alike.
+
+The tokens fed are a fixed sequence, the same for every candidate: a twin's argmax means nothing, and
+a step's cost does not hang on which token it reads. Where a handle's PyTorch model is not made, eager
+runs on its random-weight twin (see runners/auto.py's docstring); every other candidate on the model.
+
+A candidate that raises (when it is made, reads the prompt, or takes its first step, where a compile
+runs) is dropped with its reason; so is one computing eager's math another way (SAME_MATH) whose first
+step's logits are not eager's on the same tokens (first_step_differs). Eager's own failure raises.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from statistics import median
+
+from playground.engine.clock import clock
+from playground.engine.runners import EAGER, is_handle
+
+CONTEXT = 64  # tokens the cache holds when the steps are timed: a short prompt's
+WARM, TIMED = 2, 9  # steps of each candidate left out, then timed (alternating, so drifts hit each)
+SAME_MATH = ("static", "compiled")  # eager's computation run another way: its first step must equal eager's
+EXACT, ROUNDED = 1e-4, 0.05  # a first step's tolerance against eager's: float32, and bf16 / float16 (plus ulps)
+TWIN, ITSELF = "random-weight twin", "the model"  # what eager's step ran on (a choice's "eager_timed_on")
+
+
+@dataclass(frozen=True)
+class Timed:
+    """Median milliseconds by candidate: a plain step, and (where asked) a verification; the dropped."""
+
+    step_ms: dict[str, float]
+    dropped: dict[str, str] = field(default_factory=dict)
+    verify_ms: dict[str, float] = field(default_factory=dict)
+
+
+def on_twin(model) -> bool:
+    """Is eager's step timed on a random-weight twin? For a handle whose PyTorch model is not made."""
+    return is_handle(model) and not model.loaded
+
+
+def time_steps(model, candidates: dict[str, tuple[str, int | None]], verify_rows: int = 0) -> Timed:
+    """Median milliseconds of one plain decoding step of each candidate (name -> runner and head rows,
+    None for the whole head), after a CONTEXT-token prompt, and the candidates dropped, with why; with
+    `verify_rows`, also of one forward over that many new tokens after the prompt (a verification).
+    The twin, where one is made, is let go before this returns."""
+    cuts = [rows for _, rows in candidates.values() if rows]
+    vocab = min(cuts or [model.config.get_text_config().vocab_size])  # a prompt every head can have drafted
+    tokens = [(7 * i + 3) % vocab for i in range(CONTEXT + WARM + TIMED)]
+    twin = model.twin() if on_twin(model) and any(r == EAGER for r, _ in candidates.values()) else None
+    models, dropped = started(model, twin, candidates, tokens[:CONTEXT])
+    times: dict[str, list[float]] = {name: [] for name in models}
+    for n in range(CONTEXT + 1, len(tokens) + 1):  # one new token a step
+        firsts = {}
+        for name, lm in list(models.items()):
+            start = clock(lm.device)
+            try:
+                logits = lm.logits_for(tokens[:n], 1)
+            except Exception as e:  # a compile or a graph's recording fails at the step's first call
+                if candidates[name][0] == EAGER:
+                    raise
+                dropped[name] = f"its first step raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+                del models[name], times[name]
+                continue
+            times[name].append(clock(lm.device) - start)
+            firsts[name] = logits
+        if n == CONTEXT + 1:
+            for name, why in differing(firsts, candidates).items():
+                dropped[name] = why
+                del models[name], times[name]
+    verify_ms = verifications(models, tokens, verify_rows) if verify_rows else {}
+    if twin is not None:
+        del models, twin
+        if not model.loaded:  # nothing made the real model meanwhile: this only hands the twin's memory back
+            model.release()
+    return Timed({name: median(t[WARM:]) * 1000 for name, t in times.items()}, dropped, verify_ms)
+
+
+def verifications(models: dict, tokens: list[int], rows: int) -> dict[str, float]:
+    """Median milliseconds of a forward over `rows` new tokens after the CONTEXT-token prompt, each
+    candidate in turn (the cache rolled back to the prompt before each), the first of each left out."""
+    times: dict[str, list[float]] = {name: [] for name in models}
+    for _ in range(1 + TIMED):
+        for name, lm in models.items():
+            start = clock(lm.device)
+            lm.logits_for(tokens[: CONTEXT + rows], rows)
+            times[name].append(clock(lm.device) - start)
+    return {name: median(t[1:]) * 1000 for name, t in times.items()}
+
+
+def started(model, twin, candidates: dict, prompt: list[int]) -> tuple[dict, dict[str, str]]:
+    """Each candidate's cache model with the prompt read (untimed), and those that could not be made
+    or read it, with why. Eager's failure is not a candidate's: it raises."""
+    from playground.engine.kvcache import CachedModel
+
+    models, dropped = {}, {}
+    for name, (runner, rows) in candidates.items():
+        try:
+            lm = CachedModel(twin if twin is not None and runner == EAGER else model, head_rows=rows, runner=runner)
+            lm.logits_for(prompt, 1)
+            models[name] = lm
+        except Exception as e:
+            if runner == EAGER:
+                raise
+            dropped[name] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    return models, dropped
+
+
+def differing(firsts: dict, candidates: dict) -> dict[str, str]:
+    """The candidates computing eager's math another way (SAME_MATH) whose first step's logits are not
+    eager's on the same tokens, each with what differed; nothing when eager's step is not among them."""
+    reference = next((firsts[name] for name, (runner, _) in candidates.items() if runner == EAGER
+                      and name in firsts), None)
+    if reference is None:
+        return {}
+    return {name: why for name, (runner, _) in candidates.items()
+            if runner in SAME_MATH and name in firsts
+            for why in [first_step_differs(reference, firsts[name])] if why}
+
+
+def first_step_differs(eager, other) -> str | None:
+    """Why `other`'s logits [1, V] are not eager's within the tolerance of their dtype, or None: a
+    different argmax where eager's top two are further apart than the tolerance, or any logit further."""
+    import torch
+
+    dtype, eager, other = eager.dtype, eager.float()[-1], other.float()[-1]
+    shown = torch.isfinite(eager)  # a cut head's rows past its cut are -inf in both
+    if not torch.equal(shown, torch.isfinite(other)):
+        return "its first step's logits are not finite where eager's are (or the other way)"
+    eager, other = eager[shown], other[shown]
+    tolerance = EXACT if dtype == torch.float32 else ROUNDED + 2 * torch.finfo(dtype).eps * float(eager.abs().max())
+    delta = float((eager - other).abs().max())
+    top = eager.topk(2).values
+    if int(other.argmax()) != int(eager.argmax()) and float(top[0] - top[1]) > tolerance:
+        return (f"its first step's argmax is token {int(other.argmax())}, eager's {int(eager.argmax())} "
+                f"(eager's top two {float(top[0] - top[1]):.3g} apart)")
+    if delta > tolerance:
+        return f"its first step's logits differ from eager's by up to {delta:.3g} (tolerance {tolerance:.3g})"
+    return None
+
+

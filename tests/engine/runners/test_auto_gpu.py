@@ -1,0 +1,178 @@
+"""auto on a GPU (runners/auto.py, choice.py, warmup.choose_on_gpu), driven on the CPU with stand-ins for
+the card (its name, the device kind of the models) and for the clock (each runner's forward advances a
+fake clock by a planted step time): the faster of eager and compiled is kept and recorded under a key
+naming the card; a candidate that raises, or whose first step differs from eager's, is dropped with its
+reason and nothing half compiled is kept; another card or another library version measures again; the
+warm-up measures, then compiles only what runs compiled, and a race after it compiles nothing. The
+compiled runner itself runs for real (inductor on the CPU), on tiny float32 models."""
+
+from __future__ import annotations
+
+import json
+import weakref
+from dataclasses import replace
+
+import pytest
+import torch
+
+from playground.config import RunConfig
+from playground.engine import factory
+from playground.engine.events import output_tokens
+from playground.engine.generate import generate
+from playground.engine.kvcache import CachedModel
+from playground.engine.runners import auto, choice, compiled, resolve, timing
+from playground.engine.runners.compiled import CompiledRunner, steps_of
+from playground.engine.runners.eager import EagerRunner
+from playground.engine.runners.warmup import Choosing, Compiling, warm_up
+from playground.models.tiny import tiny_pair
+
+CARD = "NVIDIA Stand-in (compute capability 9.0, 140 GiB)"
+STEP_MS = {"eager": 19.0, "compiled": 4.0}  # planted: a launch-bound eager step, a replayed graph
+RUN = RunConfig(pair="tiny", runner="auto", gamma=3, max_new_tokens=12)
+PROMPT = [5, 9, 2, 7, 11, 3]
+
+
+@pytest.fixture
+def gpu(tmp_path, monkeypatch):
+    """Every model counts as on a card named CARD; choices in a file of the test's own; each forward of
+    a runner advances the fake clock by its planted time (timed() reads the calls made)."""
+    monkeypatch.setattr(choice, "choice_file", lambda: tmp_path / "runner-choice.json")
+    monkeypatch.setattr(choice, "SEEN", weakref.WeakKeyDictionary())
+    monkeypatch.setattr(choice, "device_kind", lambda model: "cuda")
+    monkeypatch.setattr(auto, "device_kind", lambda model: "cuda")
+    card = {"name": CARD}
+    monkeypatch.setattr(choice, "card_name", lambda device: card["name"])
+    now = [0.0]
+    monkeypatch.setattr(timing, "clock", lambda device: now[0])
+    for runner in (EagerRunner, CompiledRunner):
+        monkeypatch.setattr(runner, "forward", advancing(runner.forward, runner.name, now))
+    return card
+
+
+def advancing(forward, name: str, now: list[float]):
+    def timed(self, *args, **kwargs):
+        now[0] += STEP_MS[name] / 1000
+        return forward(self, *args, **kwargs)
+    return timed
+
+
+def fresh():
+    """A tiny pair of its own: no compiled step, no cache pool from another test."""
+    target, draft, _ = tiny_pair(seed=21)
+    return target, draft
+
+
+def test_the_faster_runner_is_kept_and_recorded_under_a_key_naming_the_card(gpu):
+    target, _ = fresh()
+    assert resolve("auto", "cuda", model=target) == "eager"  # nothing measured: the table's guess
+    made = choice.choice_file
+    picked = auto.record(target)
+    assert picked["runner"] == "compiled" and picked["step_ms"] == pytest.approx(STEP_MS)
+    assert picked["compile_s"] > 0 and "dropped" not in picked
+    (key,) = json.loads(made().read_text())
+    assert key.startswith(CARD) and "float32" in key and "torch " in key and "transformers " in key
+    assert resolve("auto", "cuda", model=target) == "compiled"
+    assert CachedModel(target).runner.name == "compiled"  # a run under auto now steps compiled
+    assert "compiled: a plain step 4.0 ms against 19.0 ms on eager; compiling took" in auto.choice_text(picked)
+
+
+def test_a_candidate_that_raises_falls_back_on_eager_with_its_reason_and_keeps_nothing(gpu, monkeypatch):
+    def unsupported(name, mode, own_buffer):
+        def step(*args):  # torch.compile traces at the first call: that is where it fails
+            raise RuntimeError("planted: an op the compiler cannot trace")
+        return step
+
+    monkeypatch.setattr(compiled, "compile_step", unsupported)
+    target, _ = fresh()
+    lm = CachedModel(target, runner="compiled")
+    lm.logits_for(PROMPT, 1)  # a prompt runs uncompiled
+    with pytest.raises(RuntimeError, match="planted"):
+        lm.logits_for(PROMPT + [1], 1)
+    assert not steps_of(target)  # the step that failed to compile is not kept half made
+    picked = auto.record(target)
+    assert picked["runner"] == "eager" and set(picked["step_ms"]) == {"eager"}
+    assert "RuntimeError: planted: an op the compiler cannot trace" in picked["dropped"]["compiled"]
+    assert not steps_of(target)  # no half-made step kept
+    assert resolve("auto", "cuda", model=target) == "eager"
+    assert "compiled dropped: its first step raised RuntimeError: planted" in auto.choice_text(picked)
+
+
+def test_a_model_the_compiled_runner_refuses_is_dropped_by_name(gpu):
+    target, _ = fresh()
+    target.quantization_method = "bitsandbytes"  # what a bitsandbytes model says of itself
+    picked = auto.record(target)
+    assert picked["runner"] == "eager"
+    assert "cannot run a bitsandbytes model" in picked["dropped"]["compiled"]
+
+
+@pytest.mark.parametrize("perturb, said", [
+    (lambda out: out + 1e-3, "differ from eager's by up to 0.001"),  # float32: past 1e-4
+    (lambda out: out.index_fill(-1, torch.tensor([0]), 1e4), "argmax is token 0"),
+])
+def test_a_candidate_whose_first_step_differs_from_eagers_is_dropped(gpu, monkeypatch, perturb, said):
+    real = compiled.compile_step
+
+    def wrong(name, mode, own_buffer):
+        step = real(name, mode, own_buffer)
+        return lambda *args: perturb(step(*args))
+
+    monkeypatch.setattr(compiled, "compile_step", wrong)
+    target, _ = fresh()
+    picked = auto.record(target)
+    assert picked["runner"] == "eager" and said in picked["dropped"]["compiled"]
+    assert steps_of(target) is not None and auto.record(target) is picked  # recorded: not measured again
+
+
+def test_the_tolerance_in_bf16_allows_rounding_not_a_wrong_step():
+    eager = torch.tensor([[20.0, 3.0, -1.0]], dtype=torch.bfloat16)
+    assert auto.first_step_differs(eager, eager + 0.125) is None  # one bf16 step at 20: rounding
+    assert "differ" in auto.first_step_differs(eager, eager + torch.tensor([[0.0, 1.0, 0.0]]))
+    assert auto.first_step_differs(eager.float(), eager.float() + 5e-5) is None
+    assert "differ" in auto.first_step_differs(eager.float(), eager.float() + 2e-4)
+
+
+def test_another_card_or_library_version_measures_again(gpu, monkeypatch):
+    target, _ = fresh()
+    first = auto.record(target)
+    assert auto.record(target) is first
+    gpu["name"] = "NVIDIA Other (compute capability 8.9, 24 GiB)"
+    monkeypatch.setattr(choice, "SEEN", weakref.WeakKeyDictionary())  # a new process on the other card
+    assert choice.recorded(target) is None
+    again = auto.record(target)
+    assert again is not first and again["runner"] == "compiled"
+    real = choice.library_version
+    monkeypatch.setattr(choice, "library_version", lambda name: "9.9.9" if name == "torch" else real(name))
+    monkeypatch.setattr(choice, "SEEN", weakref.WeakKeyDictionary())
+    assert choice.recorded(target) is None
+    assert len(json.loads(choice.choice_file().read_text())) == 2  # one a card so far
+
+
+def test_the_warm_up_measures_then_compiles_the_races_shapes_and_the_race_compiles_nothing(gpu):
+    target, draft = fresh()
+    events = list(warm_up(target, draft, RUN, len(PROMPT)))
+    chosen = [e for e in events if isinstance(e, Choosing) and e.done]
+    assert [(e.model, e.choice["runner"]) for e in chosen] == [("target", "compiled"), ("draft", "compiled")]
+    assert all(e.candidates == ("eager", "compiled") for e in events if isinstance(e, Choosing))
+    compiles = [(e.model, e.rows) for e in events if isinstance(e, Compiling) and e.done]
+    assert compiles == [("draft", 2)]  # the one-row steps and the target's 4-row verification: while timing
+    assert set(chosen[0].choice["verify_ms"]) == {"eager", "compiled"} and "verify_ms" not in chosen[1].choice
+    keys = {m: set(steps_of(m).seconds) for m in (target, draft)}
+    frames = dict(torch._dynamo.utils.counters["frames"])
+    assert list(warm_up(target, draft, RUN, len(PROMPT))) == []  # measured and compiled once
+    config = factory.spec_config(RUN)
+    plain = output_tokens(list(generate(target, PROMPT, config)))
+    speculative = output_tokens(list(generate(target, PROMPT, config,
+                                              factory.make_drafter(RUN, factory.Models(target, draft)))))
+    eager = output_tokens(list(generate(target, PROMPT, factory.spec_config(replace(RUN, runner="eager")))))
+    assert plain == speculative == eager  # greedy identity on the runner auto picked, float32
+    assert {m: set(steps_of(m).seconds) for m in (target, draft)} == keys
+    assert dict(torch._dynamo.utils.counters["frames"]) == frames  # no compile, not even a recompile
+
+
+def test_when_eager_wins_the_compiled_steps_are_let_go(gpu, monkeypatch):
+    monkeypatch.setitem(STEP_MS, "compiled", 25.0)
+    target, draft = fresh()
+    events = list(warm_up(target, draft, RUN, len(PROMPT)))
+    assert [e.choice["runner"] for e in events if isinstance(e, Choosing) and e.done] == ["eager", "eager"]
+    assert not any(isinstance(e, Compiling) for e in events)
+    assert not steps_of(target) and CachedModel(target).runner.name == "eager"
