@@ -24,11 +24,18 @@ def main(argv: list[str] | None = None) -> None:
         "--config", help="models.yaml to read (default: $PLAYGROUND_CONFIG, else the repository's)"
     )
     parser.add_argument(
-        "--pair", help="pair selected when the page opens (e.g. tiny: random weights, no download)"
+        "--pair", help="pair selected when the page opens (e.g. tiny: random weights, no download; or a pair "
+                       "kept from the Your models tab or `python -m playground.models pair`)"
+    )
+    parser.add_argument(
+        "--models-dir", action="append", default=[], metavar="DIR",
+        help="a folder of models (GGUF files, checkpoint folders) the Your models tab scans beside Ollama's, "
+             "LM Studio's, llama.cpp's and the Hugging Face cache; repeatable"
     )
     args = parser.parse_args(argv)
     try:
-        app = demo if not (args.config or args.pair) else build_demo(args.config, default_pair=args.pair)
+        changed = args.config or args.pair or args.models_dir
+        app = demo if not changed else build_demo(args.config, default_pair=args.pair, models_dirs=args.models_dir)
     except ValueError as e:  # a bad models.yaml or an unknown pair: a message, not a traceback
         parser.error(str(e))
     app.launch(server_name=args.host, server_port=args.port, share=args.share)

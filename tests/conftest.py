@@ -1,8 +1,17 @@
+import os
 import socket
+import tempfile
 
 import pytest
 
 from playground.models.tiny import tiny_model, tiny_pair
+
+
+def pytest_configure(config):
+    """No test reads the pairs this machine's user kept (user-pairs.yaml in their cache): the registry's
+    contents are what models.yaml says, wherever the suite runs. A test that keeps pairs points the file
+    at a machine of its own (tests/stores.py)."""
+    os.environ.setdefault("PLAYGROUND_USER_PAIRS", os.path.join(tempfile.mkdtemp(prefix="user-pairs-"), "user-pairs.yaml"))
 
 
 @pytest.fixture(scope="session")

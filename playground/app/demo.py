@@ -25,10 +25,11 @@ from playground.app.sweep import tab as tab_sweep
 from playground.app.theory import tab as tab_theory
 from playground.app.explorer import tab as tab_explorer
 from playground.app.lesson import tab as tab_lesson
+from playground.app.yours import tab as tab_yours
 from playground.app.shared.context import build_context
 
 TABS = [tab_race, tab_lesson, tab_stepthrough, tab_explorer, tab_theory, tab_lab, tab_sweep, tab_board, tab_export,
-        tab_served]
+        tab_served, tab_yours]
 
 HEADER = """# Speculative Sampling Playground
 A small **draft** model proposes γ tokens, the big **target** model checks them all in one forward pass
@@ -36,14 +37,15 @@ and keeps those it agrees with (Leviathan et al. 2023): the output follows the t
 with fewer target calls."""
 
 
-def build_demo(config: str | None = None, *, default_pair: str | None = None, cache=None) -> gr.Blocks:
+def build_demo(config: str | None = None, *, default_pair: str | None = None, cache=None, models_dirs=()) -> gr.Blocks:
     """The whole app, queued: one model job at a time across all sessions and tabs.
 
-    config: a models.yaml path (default: $PLAYGROUND_CONFIG, else the repository's);
-    default_pair: the pair selected when the page opens (default: the registry's);
-    cache: a loading.PairCache to share (default: a new one owned by this app).
+    config: a models.yaml path (default: $PLAYGROUND_CONFIG, else the repository's), the user's kept pairs
+    merged in; default_pair: the pair selected when the page opens (default: the registry's);
+    cache: a loading.PairCache to share (default: a new one owned by this app);
+    models_dirs: folders the Your models tab scans beside the usual stores (--models-dir).
     """
-    ctx = build_context(config, cache)
+    ctx = build_context(config, cache, models_dirs)
     ctx.default_pair = ctx.registry.pair(default_pair).name  # raises, naming the pairs, if unknown
     with gr.Blocks(title="Speculative Sampling Playground") as demo:
         gr.Markdown(HEADER)
@@ -58,8 +60,28 @@ def build_demo(config: str | None = None, *, default_pair: str | None = None, ca
         for knobs_of in (handles[tab_export]["knobs"], handles[tab_race]["knobs"]):  # one click: the winner to both
             hand.click(tab_export.take, winner, list(knobs_of.values()), queue=False, api_visibility="private")
         demo.unload(handles[tab_served]["unload"])  # a closed page's vLLM servers are stopped
+        offer_pairs(ctx, demo, handles[tab_yours])
     demo.queue(default_concurrency_limit=1)
     return demo
+
+
+def offer_pairs(ctx, demo: gr.Blocks, yours: dict) -> None:
+    """A pair raced or kept in the Your models tab shows in every tab's pair list at once, selected (and its
+    models in every draft list); a page opened later reads the kept pairs again (another process may
+    have kept one), so its lists hold them too."""
+    lists = ctx.pair_controls + ctx.draft_controls
+
+    def offered(name: str | None = None) -> list:
+        pairs = gr.update(choices=ctx.pair_choices(), **({"value": name} if name else {}))
+        return [pairs] * len(ctx.pair_controls) + [gr.update(choices=ctx.draft_choices())] * len(ctx.draft_controls)
+
+    def opened() -> list:
+        ctx.refresh()
+        return offered()
+
+    for event in yours["events"]:
+        event.success(offered, yours["picked"], lists, queue=False, api_visibility="private")
+    demo.load(opened, None, lists, queue=False, api_visibility="private")
 
 
 __all__ = ["TABS", "build_demo"]

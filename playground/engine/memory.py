@@ -55,3 +55,18 @@ def drafter_bytes(drafter) -> int:
     """What a drafter adds to the target's memory: its own weights, cache and tables."""
     own = getattr(drafter, "resident_bytes", None)
     return int(own()) if own is not None else 0
+
+
+def build_peak(path, architecture: str) -> int | None:
+    """Bytes the int4 ONNX build of a GGUF peaks at (runners/gguf_builder.peak_bytes), where the onnxruntime
+    runner would build one on a CPU: an architecture its builder exports here, onnxruntime-genai installed.
+    None where no build is made. For the fit of a pair not loaded yet (models/scan/pairing.Memory)."""
+    import importlib.util
+    from pathlib import Path
+
+    from playground.engine.runners.gguf_builder import peak_bytes
+    from playground.engine.runners.onnx_build import BUILT
+
+    if architecture not in BUILT or importlib.util.find_spec("onnxruntime_genai") is None:
+        return None
+    return peak_bytes(Path(path))

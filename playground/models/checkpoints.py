@@ -21,7 +21,9 @@ from pathlib import Path
 from playground.config import cache_dir  # declared in the leaf: the compiled runner keeps its caches there too
 from playground.models.cachefiles import (discard, exclusive, folder_problems, record, remove_stale, replace_folder, unchanged,
                          write_manifest, write_text_atomic)
+from playground.models.gguf_file import is_gguf, named
 from playground.models.registry import ModelSpec, Source
+from playground.models.scan.stores import blob_digest
 
 HUB_TIMEOUT_S = 5  # a reachability probe: offline machines fail here in seconds instead of hanging
 # What a checkpoint needs from a hub repo; skips the .bin / .gguf / onnx copies many repos also hold.
@@ -42,8 +44,9 @@ def local_checkpoint(path: Path, report) -> Path:
         if not (path / "config.json").is_file():
             raise SourceError(f"{path} has no config.json (expected a transformers checkpoint directory)")
         return path
-    if path.suffix != ".gguf":
-        raise SourceError(f"{path} is neither a checkpoint directory nor a .gguf file")
+    if not is_gguf(path):  # known by its magic bytes: an Ollama blob has no suffix
+        raise SourceError(f"{path} is neither a checkpoint directory nor a GGUF file")
+    path = named(path)  # a name ending in .gguf, which transformers' GGUF reader looks for
     return gguf_checkpoint(path, gguf_key(path), report)
 
 
@@ -57,8 +60,11 @@ HASHES = ".gguf-hashes.json"  # in checkpoints_dir(): {resolved path: record}, s
 
 
 def content_hash(path: Path) -> str:
-    """SHA-256 of a file, remembered by path, size and mtime; re-hashed only when those change."""
+    """SHA-256 of a file, remembered by path, size and mtime; re-hashed only when those change. A blob of
+    a content-addressed store (Ollama's, the hub's) is named by it already."""
     real = path.resolve()
+    if known := blob_digest(real):  # a content-addressed store's own name for it: nothing to hash
+        return known
     index = checkpoints_dir() / HASHES
     try:
         known = json.loads(index.read_text())

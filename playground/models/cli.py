@@ -4,6 +4,8 @@
     python -m playground.models fetch [PAIR]         # download + convert a pair once, print footprints
     python -m playground.models generate [PAIR] -p "Write a haiku about caches."
     python -m playground.models cache list|verify|clear [NAME]   # sizes, re-hash every byte, free space
+    python -m playground.models scan [--models-dir DIR]... [--json FILE]   # the models already on this machine
+    python -m playground.models pair TARGET DRAFT --name NAME   # keep two of them as a pair (user-pairs.yaml)
 
 `fetch` is what to run on a fresh machine before going offline: afterwards the pair loads from
 the cache (PLAYGROUND_CACHE, default ~/.cache/speculative-playground) with no network at all.
@@ -20,8 +22,8 @@ from playground.models.registry import QUANTIZATIONS, Registry, load_registry
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        if args.run is run_cache:  # the cache needs no models.yaml (and works when it is broken)
-            return run_cache(None, args)
+        if args.run in (run_cache, run_scan):  # neither needs models.yaml (and both work when it is broken)
+            return args.run(None, args)
         registry = load_registry(args.config)
         return args.run(registry, args)
     except (ValueError, RuntimeError) as e:  # configuration and download problems: the message is the help
@@ -46,6 +48,23 @@ def parser() -> argparse.ArgumentParser:
     cache.add_argument("action", choices=("list", "verify", "clear"))
     cache.add_argument("name", nargs="?", help="one entry (as `cache list` names it); default: all")
     cache.set_defaults(run=run_cache)
+    scan = sub.add_parser("scan", help="find the models already on this machine (Hugging Face cache, Ollama, "
+                                       "LM Studio, llama.cpp, --models-dir) and say which load here")
+    scan.add_argument("--json", help="also write the table as JSON, one object per model")
+    scan.set_defaults(run=run_scan)
+    pair = sub.add_parser("pair", help="keep two scanned models as a pair (in user-pairs.yaml beside the cache)")
+    pair.add_argument("target", help="the target's name as `scan` shows it")
+    pair.add_argument("draft", help="the draft's name as `scan` shows it")
+    pair.add_argument("--name", required=True, help="the pair's name (not one of models.yaml's)")
+    pair.add_argument("--description", help="one line shown with the pair (default: its models and class)")
+    pair.add_argument("--quantization", choices=QUANTIZATIONS,
+                      help="both models' (default: auto; a model published in float32: none)")
+    pair.add_argument("--dtype", choices=("auto", "float32", "bfloat16", "float16"),
+                      help="both models' (default: auto; a model published in float32: float32)")
+    pair.set_defaults(run=run_pair)
+    for command in (scan, pair):
+        command.add_argument("--models-dir", action="append", metavar="DIR",
+                             help="a folder of models to scan too (GGUF files, checkpoint folders); repeatable")
     for command in (fetch, gen):
         command.add_argument("--target-quantization", choices=QUANTIZATIONS)
         command.add_argument("--draft-quantization", choices=QUANTIZATIONS)
@@ -58,7 +77,7 @@ def list_pairs(registry: Registry, args) -> int:
     print(f"pairs in {registry.path}:")
     for name, pair in registry.pairs.items():
         labels = (("default", name == registry.default_pair), ("needs hub", pair.needs_hub),
-                  ("random weights", pair.random_weights))
+                  ("random weights", pair.random_weights), ("yours: user-pairs.yaml", pair.kept))
         flags = ", ".join(label for label, on in labels if on)
         knobs = ", ".join(f"{knob} {value}" for knob, value in pair.suggested().items())
         print(f"  {name:<14} {pair.target} <- {pair.draft}  ({knobs}){f'  [{flags}]' if flags else ''}")
@@ -80,6 +99,18 @@ def run_cache(registry, args) -> int:
     if args.action == "verify":
         return cachetool.cache_verify(root, args.name, sys.stdout)
     return cachetool.cache_clear(root, args.name, sys.stdout)
+
+
+def run_scan(registry, args) -> int:
+    from playground.models.scan.cli import run_scan as scan
+
+    return scan(args)
+
+
+def run_pair(registry: Registry, args) -> int:
+    from playground.models.scan.cli import run_pair as pair
+
+    return pair(registry, args)
 
 
 def say(message: str, fraction: float | None) -> None:

@@ -136,3 +136,35 @@ def instead(path: Path, dtype: str, quantization: str, context: int, free: int, 
 
 def gb(n: float) -> str:
     return f"{n / GB:.1f} GB"
+
+
+# ---- a pair found by the scan, before it loads: its files' bytes against this machine's memory ----
+
+# cpu_quant's int4: half a byte a weight, with a bfloat16 scale and zero for each group of 128
+INT4_CPU_BYTES = 0.5 + 2 * 2 / 128
+
+
+def held_bytes(fmt: str, file_bytes: int, parameters: int | None, device: str = "cpu") -> int:
+    """What a model holds once loaded as quantization auto loads it: on a CPU, a GGUF about its file's
+    bytes (ONNX Runtime's int4 build of it, llama.cpp's mapping of it) and a checkpoint its parameters
+    in int4; on CUDA its parameters in bfloat16. Without a parameter count, the bytes on disk."""
+    if device == "cuda" and parameters:
+        return parameters * DTYPE_BYTES["bfloat16"]
+    if fmt == "gguf" or not parameters:
+        return file_bytes
+    return int(parameters * INT4_CPU_BYTES)
+
+
+def pair_need(held: list[int], peaks: list[int | None]) -> int:
+    """Memory a pair takes at its highest: a build's peak (the builds run before the models are held,
+    side by side only where that fits) or both models held, with ACTIVATIONS_BYTES beside."""
+    return max([sum(held), *(p for p in peaks if p)]) + ACTIVATIONS_BYTES
+
+
+def available_bytes(device: str = "cpu") -> int:
+    """Memory a load can take now: the system's available memory, or the card's free memory on CUDA."""
+    if device == "cuda":
+        return free_bytes()[0]
+    import psutil
+
+    return int(psutil.virtual_memory().available)

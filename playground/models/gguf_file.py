@@ -27,8 +27,8 @@ def locator(source, report):
         from playground.models.modelpack import fetch_pack, load_catalog
 
         return lambda: fetch_pack(load_catalog()[source.ref], cache_dir() / "packs", progress=report)
-    if source.kind == "local" and Path(source.ref).suffix == ".gguf":
-        return lambda: Path(source.ref)
+    if source.kind == "local" and is_gguf(Path(source.ref)):
+        return lambda: named(Path(source.ref))
     if source.kind == "hub" and source.gguf_file:
         def hub() -> Path:
             from huggingface_hub import hf_hub_download
@@ -37,6 +37,35 @@ def locator(source, report):
                                         local_files_only=True))  # loading fetched it already
         return hub
     return None
+
+
+def is_gguf(path: Path) -> bool:
+    """A GGUF is known by its magic bytes, not its name: an Ollama blob (blobs/sha256-<digest>) has no suffix."""
+    from playground.models.scan.gguf_header import is_gguf as begins_with_magic
+
+    return path.is_file() and begins_with_magic(path)
+
+
+def named(path: Path) -> Path:
+    """The GGUF under a name ending in .gguf, which transformers' and ONNX Runtime's builders look for: the
+    file itself, or for a file named otherwise (an Ollama blob) a link to it in the cache (gguf-names/),
+    made once. The store is only read: the link lives in the playground's cache."""
+    import hashlib
+    import os
+
+    from playground.config import cache_dir
+
+    if path.suffix == ".gguf":
+        return path
+    real = path.resolve()
+    link = cache_dir() / "gguf-names" / hashlib.sha1(str(real).encode()).hexdigest()[:12] / f"{path.name}.gguf"
+    if not (link.is_symlink() and link.resolve() == real):
+        link.parent.mkdir(parents=True, exist_ok=True)
+        tmp = link.with_name(f".{link.name}.tmp-{os.getpid()}")
+        tmp.unlink(missing_ok=True)
+        os.symlink(real, tmp)
+        os.replace(tmp, link)  # atomic: a reader sees the old link or the new one
+    return link
 
 
 def written_locator(model, tokenizer):

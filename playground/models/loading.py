@@ -219,7 +219,7 @@ def reads_its_file(source: Source, device: str, quantization: str) -> bool:
     int4 from a GGUF of a pack or a local file: ONNX Runtime (auto's usual choice there) builds from
     that file and never computes with PyTorch. A hub GGUF keeps the checkpoint path (its file is
     fetched with the checkpoint), and so does every other case, whose runners compute with PyTorch."""
-    gguf = source.kind == "pack" or (source.kind == "local" and Path(source.ref).suffix == ".gguf")
+    gguf = source.kind == "pack" or (source.kind == "local" and gguf_file.is_gguf(Path(source.ref)))
     return gguf and device == "cpu" and quantization == "int4-cpu"
 
 
@@ -415,6 +415,21 @@ class PairCache:
             self.pairs[key] = pair
             return pair
 
+    def use(self, registry: Registry) -> None:
+        """Load from `registry` from now on (the same one read again, with pairs kept or picked since): a
+        kept pair whose name now means other models, or whose models now load otherwise, is let go."""
+        with self.lock:
+            old, self.registry = self.registry, registry
+            stale = [key for key in self.pairs if changed(old, registry, key)]
+            for key in stale:
+                pair = self.pairs.pop(key)
+                for ref in self.holders.pop(id(pair), []):
+                    if (release := ref()) is not None:
+                        release()
+                del pair
+            if stale:
+                free_memory()
+
     def hold(self, pair: LoadedPair, release: Callable[[], None]) -> None:
         """Call `release` when `pair` is evicted, so a user that keeps it between jobs (a paused
         run) drops its references and the memory really comes back. Held weakly: an abandoned
@@ -446,6 +461,15 @@ class PairCache:
                     release()
             del pair
         free_memory()
+
+
+def changed(old: Registry, new: Registry, key: tuple) -> bool:
+    """Does the loaded pair under `key` (name, draft, ...) mean something else in `new`?"""
+    name, draft = key[0], key[1]
+    if old.pairs.get(name) != new.pairs.get(name):
+        return True
+    spec = new.pairs.get(name)
+    return any(old.models.get(m) != new.models.get(m) for m in (spec.target, draft))
 
 
 def run_use(with_draft: bool = True, runner: str | None = None) -> tuple[bool, str | None]:

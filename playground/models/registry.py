@@ -1,4 +1,5 @@
-"""models.yaml -> dataclasses: which models exist, where their weights come from, which pairs run.
+"""models.yaml (and the user's kept pairs) -> dataclasses: which models exist, where their weights come
+from, which pairs run.
 
 Pure configuration: no torch, nothing loaded. Every check names the file, the field path
 (e.g. `pairs.default.target`) and what was expected, because a typo in YAML should read like a
@@ -8,12 +9,13 @@ form error, not a stack trace from deep inside a loader.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import yaml
 
-from playground.config import KNOBS, MODEL_QUANTIZATIONS as QUANTIZATIONS, check_value
+from playground.config import KNOBS, MODEL_QUANTIZATIONS as QUANTIZATIONS
+from playground.models.checker import Checker
 
 SOURCE_KINDS = ("hub", "local", "pack", "tiny")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
@@ -21,6 +23,21 @@ DEVICES = ("auto", "cpu", "cuda")
 TINY_ROLES = ("target", "draft")
 
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "models.yaml"
+USER_FILE = "user-pairs.yaml"  # beside the cache (config.cache_dir()): pairs kept from the scan of your models
+KEPT_FIELDS = ("path", "bytes", "mtime_ns", "sha256", "found", "architecture")
+
+
+@dataclass(frozen=True)
+class Kept:
+    """A model kept from the scan (models/userpairs.py): its file as it was when kept, so a model that went
+    away or changed in its store is said to have, and the scan's name and architecture."""
+
+    path: str  # the GGUF file or checkpoint folder
+    bytes: int
+    mtime_ns: int
+    sha256: str  # of the file's content (a folder's: of its files' digests)
+    found: str  # where the scan found it: "<store> <name>"
+    architecture: str = ""
 
 
 @dataclass(frozen=True)
@@ -49,6 +66,7 @@ class ModelSpec:
     device: str = "auto"  # auto | cpu | cuda
     trust_remote_code: bool = False  # run the repo's own modelling code (hub/local only)
     description: str = ""
+    kept: Kept | None = None  # set for a model the user kept from the scan (user-pairs.yaml)
 
     @property
     def needs_hub(self) -> bool:
@@ -78,6 +96,7 @@ class PairSpec:
     alpha: float | None = None
     needs_hub: bool = False  # derived: either model can only come from the hub
     random_weights: bool = False  # derived: either model has random weights (tiny)
+    kept: bool = False  # derived: a pair of the user's own models, kept from the scan
 
     def suggested(self, draft: str | None = None) -> dict:
         """The knobs this pair suggests values for, in place of the run configuration's defaults. Its
@@ -100,6 +119,12 @@ class Registry:
     default_pair: str
     path: str  # the file this was read from
     shown: str = ""  # the file as the user named it (models.yaml by default), for error messages
+    user_file: str = ""  # the kept pairs' file merged in, if any
+    user_problems: tuple[str, ...] = ()  # what of it was not merged, and why
+
+    def with_models(self, models: dict[str, ModelSpec], pairs: dict[str, PairSpec]) -> Registry:
+        """This registry with more models and pairs (the user's), under names it does not hold yet."""
+        return replace(self, models={**self.models, **models}, pairs={**self.pairs, **pairs})
 
     @property
     def where(self) -> str:
@@ -119,8 +144,9 @@ class Registry:
         return self.models[name]
 
 
-def load_registry(path: str | os.PathLike | None = None) -> Registry:
-    """Read and check models.yaml. None: $PLAYGROUND_CONFIG, else the repository's models.yaml."""
+def load_registry(path: str | os.PathLike | None = None, user: bool = True) -> Registry:
+    """Read and check models.yaml. None: $PLAYGROUND_CONFIG, else the repository's models.yaml. `user`:
+    with the pairs kept from the scan merged in (user_file(); a broken entry is left out and said)."""
     given = path or os.environ.get("PLAYGROUND_CONFIG")
     path = Path(given or DEFAULT_CONFIG)
     shown = str(given) if given else path.name  # the shipped file is "models.yaml", not where it lies
@@ -132,7 +158,8 @@ def load_registry(path: str | os.PathLike | None = None) -> Registry:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise ValueError(f"{shown}: not valid YAML: {e}") from e
-    return parse_registry(data, path, shown)
+    registry = parse_registry(data, path, shown)
+    return with_user_pairs(registry, user_file()) if user else registry
 
 
 def parse_registry(data, path: Path, shown: str | None = None) -> Registry:
@@ -218,6 +245,7 @@ def parse_pair(check: Checker, name, entry, models: dict[str, ModelSpec]) -> Pai
         alpha=check.fraction(f"{where}.alpha", entry["alpha"]) if "alpha" in entry else None,
         needs_hub=models[target].needs_hub or models[draft].needs_hub,
         random_weights=models[target].random_weights or models[draft].random_weights,
+        kept=models[target].kept is not None and models[draft].kept is not None,
     )
     for flag in ("needs_hub", "random_weights"):  # optional in YAML as a label; must agree with the models
         if flag in entry and check.boolean(f"{where}.{flag}", entry[flag]) != getattr(pair, flag):
@@ -226,69 +254,62 @@ def parse_pair(check: Checker, name, entry, models: dict[str, ModelSpec]) -> Pai
     return pair
 
 
-class Checker:
-    """Type checks that raise ValueError('<file>: <field path>: expected <what>, got <value>')."""
+# ---- the user's kept pairs: user-pairs.yaml beside the cache, merged under names models.yaml leaves free ----
 
-    def __init__(self, file: str):
-        self.file = file
 
-    def fail(self, where: str, expected: str, got) -> None:
-        shown = repr(got) if len(repr(got)) <= 80 else repr(got)[:77] + "..."
-        raise ValueError(f"{self.file}: {where or '(top level)'}: expected {expected}, got {shown}")
+def user_file() -> Path:
+    """$PLAYGROUND_USER_PAIRS, else user-pairs.yaml in the playground's cache."""
+    from playground.config import cache_dir
 
-    def mapping(self, where, value, required=(), optional=None, nonempty=False) -> None:
-        """A mapping with string keys; with `optional` given, no keys beyond required + optional."""
-        if not isinstance(value, dict) or (nonempty and not value):
-            self.fail(where, "a non-empty mapping" if nonempty else "a mapping", value)
-        for key in value:
-            if not isinstance(key, str):
-                self.fail(where, "string keys", key)
-        for key in required:
-            if key not in value:
-                self.fail(f"{where}.{key}".lstrip("."), "a value (the field is required)", None)
-        if optional is not None:
-            allowed = tuple(required) + tuple(optional)
-            for key in value:
-                if key not in allowed:
-                    expected = f"no such field (allowed: {', '.join(allowed)})"
-                    self.fail(f"{where}.{key}".lstrip("."), expected, key)
+    return Path(os.environ["PLAYGROUND_USER_PAIRS"]).expanduser() if os.environ.get("PLAYGROUND_USER_PAIRS") \
+        else cache_dir() / USER_FILE
 
-    def string(self, where, value, empty_ok=False) -> str:
-        if not isinstance(value, str) or (not empty_ok and not value.strip()):
-            self.fail(where, "a string" if empty_ok else "a non-empty string", value)
-        return value
 
-    def choice(self, where, value, allowed) -> str:
-        if value not in allowed or not isinstance(value, str):
-            self.fail(where, f"one of {', '.join(allowed)}", value)
-        return value
+def with_user_pairs(base: Registry, path: Path) -> Registry:
+    """`base` with the models and pairs of the kept-pairs file at `path`. A file that cannot be read or
+    checked, or an entry whose name `base` holds already, is left out and said in `user_problems`:
+    a broken file of the user's never stops models.yaml's pairs from loading."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        return base
+    except OSError as e:
+        return replace(base, user_problems=(f"{path.name}: cannot be read ({e.strerror or e})",))
+    try:
+        models, pairs = parse_user(yaml.safe_load(text) or {}, Path(path))
+    except (ValueError, yaml.YAMLError) as e:
+        return replace(base, user_file=str(path), user_problems=(f"{path.name}: not merged: {e}",))
+    problems = [f"{path.name}: {kind} {name!r} is a name {base.where} holds; it is left out (rename it there)"
+                for kind, names, held in (("model", models, base.models), ("pair", pairs, base.pairs))
+                for name in names if name in held]
+    models = {n: m for n, m in models.items() if n not in base.models}
+    pairs = {n: p for n, p in pairs.items() if n not in base.pairs and {p.target, p.draft} <= set(models)}
+    return replace(base.with_models(models, pairs), user_file=str(path), user_problems=tuple(problems))
 
-    def boolean(self, where, value) -> bool:
-        if not isinstance(value, bool):
-            self.fail(where, "true or false", value)
-        return value
 
-    def integer(self, where, value, low, high) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            self.fail(where, f"an integer from {low} to {high}", value)
-        return value
+def parse_user(data, path: Path) -> tuple[dict[str, ModelSpec], dict[str, PairSpec]]:
+    """The kept-pairs file: models.yaml's schema, each model with the record of its file (`kept`; a pair
+    picked from the scan and not kept has none)."""
+    check = Checker(path.name)
+    check.mapping("", data, optional=("models", "pairs"))
+    entries = data.get("models") or {}
+    check.mapping("models", entries)
+    models = {}
+    for name, entry in entries.items():
+        check.mapping(f"models.{name}", entry)
+        rest = {k: v for k, v in entry.items() if k != "kept"}
+        kept = parse_kept(check, f"models.{name}.kept", entry["kept"]) if "kept" in entry else None
+        models[name] = replace(parse_model(check, name, rest, path.parent), kept=kept)
+    check.mapping("pairs", data.get("pairs") or {})
+    pairs = {name: parse_pair(check, name, entry, models) for name, entry in (data.get("pairs") or {}).items()}
+    return models, pairs
 
-    def knob(self, where, k, value):
-        """A suggested knob value, held to the run configuration's own range for that knob."""
-        try:
-            check_value(k, value)
-        except ValueError:
-            kind = "an integer" if k.kind is int else "a number"
-            self.fail(where, f"{kind} in [{k.low}, {k.high}]" if not k.choices else f"one of {k.choices}", value)
-        return value
 
-    def fraction(self, where, value) -> float:
-        """A rate strictly between 0 and 1 (an acceptance rate of 0 or 1 leaves no γ to choose)."""
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
-            self.fail(where, "a number between 0 and 1 (both excluded)", value)
-        return float(value)
-
-    def number(self, where, value, low, high) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-            self.fail(where, f"a number from {low} to {high}", value)
-        return float(value)
+def parse_kept(check: Checker, where: str, entry) -> Kept:
+    check.mapping(where, entry, required=KEPT_FIELDS[:5], optional=KEPT_FIELDS[5:])
+    return Kept(path=check.string(f"{where}.path", entry["path"]),
+                bytes=check.integer(f"{where}.bytes", entry["bytes"], 0, 2**63),
+                mtime_ns=check.integer(f"{where}.mtime_ns", entry["mtime_ns"], 0, 2**63),
+                sha256=check.string(f"{where}.sha256", entry["sha256"]),
+                found=check.string(f"{where}.found", entry["found"], empty_ok=True),
+                architecture=check.string(f"{where}.architecture", entry.get("architecture", ""), empty_ok=True))

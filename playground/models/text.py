@@ -34,13 +34,26 @@ def check_same_tokenizer(target_tokenizer, draft_tokenizer, names=("target", "dr
         )
 
 
+def is_padding(token: str, token_id: int) -> bool:
+    """A row a converter added to fill the embedding, not a token: llama.cpp's converter names the ids
+    past the tokenizer's own size `[PAD<id>]` (Qwen2.5-7B's 152,064 rows hold 151,665 tokens)."""
+    return token == f"[PAD{token_id}]"
+
+
+def real_vocab(tokenizer) -> dict[str, int]:
+    """The tokenizer's vocabulary without padding rows: two models padded to different widths mean the
+    same by every real id."""
+    return {token: i for token, i in tokenizer.get_vocab().items() if not is_padding(token, i)}
+
+
 def tokenizer_differences(a, b) -> list[str]:
     """How two tokenizers differ in what their ids mean: vocabularies and special tokens (not
-    embedding sizes, which some families pad). Empty when the same."""
+    embedding sizes, which some families pad, nor the padding rows a GGUF's vocabulary carries for
+    them). Empty when the same."""
     if a is b:
         return []
     problems = []
-    vocab_a, vocab_b = a.get_vocab(), b.get_vocab()
+    vocab_a, vocab_b = real_vocab(a), real_vocab(b)
     if vocab_a != vocab_b:
         differ = sum(vocab_b.get(tok) != i for tok, i in vocab_a.items()) + len(set(vocab_b) - set(vocab_a))
         problems.append(f"vocabularies differ ({len(vocab_a)} vs {len(vocab_b)} tokens, {differ} ids disagree)")

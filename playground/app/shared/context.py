@@ -5,6 +5,7 @@ One AppContext is built per demo (never a module global), so tests can build app
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Iterator
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field
 
 from playground.app.shared.sessions import BoardRuns, LearningDrafters, Measurements
 from playground.measure.teach.theory import RunnerCosts
+
+log = logging.getLogger(__name__)
 
 # Every event that runs a model takes this: one shared queue for all tabs, one job at a time,
 # because the models and the CPU are shared and timings are only honest when nothing else runs.
@@ -93,10 +96,37 @@ class AppContext:
     loader: Loader | None = None  # the latest pair load; still running after a Stop until finished
     stops: StopFlags = field(default_factory=StopFlags)  # Stop pressed, per session
     wait_report_s: float = 1.0  # how often a job waiting for an earlier load says so
+    config: str | None = None  # the models.yaml read (None: the default), read again with the user's pairs
+    models_dirs: tuple[str, ...] = ()  # folders the scan of your models walks beside the stores (--models-dir)
+    picks: dict = field(default_factory=dict)  # pairs picked from the scan and raced, not kept: name -> (models, pair)
+    found: object = None  # the latest scan of your models (models/scan/listing.Scan), this machine's
+    # every pair and draft dropdown of the page (controls.py registers them), so a pair kept or raced from
+    # the scan shows in all of them at once (app/demo.py wires it)
+    pair_controls: list = field(default_factory=list)
+    draft_controls: list = field(default_factory=list)
 
     def pair_choices(self) -> list[tuple[str, str]]:
-        """(label, name) for the pair dropdown; random-weight and hub-only pairs say so."""
-        return [(pair_label(p), name) for name, p in self.registry.pairs.items()]
+        """(label, name) for the pair dropdown; random-weight and hub-only pairs say so, and yours whether
+        its models are still where they were kept."""
+        return [(pair_label(p, self.registry), name) for name, p in self.registry.pairs.items()]
+
+    def refresh(self) -> None:
+        """Read models.yaml and the user's kept pairs again (another process may have kept one), with this
+        app's picks from the scan; the pair cache follows (models/loading.PairCache.use). A models.yaml
+        edited into an error since the app started leaves the registry as it was (the page keeps serving;
+        the next start says what is wrong)."""
+        from playground.models.registry import load_registry
+
+        try:
+            registry = load_registry(self.config)
+        except ValueError:
+            log.exception("reading the model registry again failed; keeping the one read before")
+            return
+        for models, pair in self.picks.values():
+            registry = registry.with_models({n: m for n, m in models.items() if n not in registry.models},
+                                            {pair.name: pair} if pair.name not in registry.pairs else {})
+        self.registry = registry
+        self.cache.use(registry)
 
     def drafter_for(self, session: str | None, pair, settings):
         """The run's drafter: the session's own for a drafter that learns across runs, else a fresh one."""
@@ -176,24 +206,32 @@ class AppContext:
         return loader.result.pop("pair")  # the loader keeps no reference: eviction must free it
 
 
-def pair_label(pair) -> str:
+def pair_label(pair, registry=None) -> str:
+    from playground.models.userpairs import status
+
+    models = [registry.models.get(pair.target), registry.models.get(pair.draft)] if registry else []
+    changed = [said.split(":")[0] for m in models if m is not None and (said := status(m))]
     notes = [
         note
         for flag, note in (
             (pair.random_weights, "random weights: gibberish output, instant"),
             (pair.needs_hub, "needs the hub"),
+            (pair.kept, "yours"),
+            (bool(changed), f"a model {' and '.join(dict.fromkeys(changed))} since kept"),
         )
         if flag
     ]
     return f"{pair.name} ({'; '.join(notes)})" if notes else pair.name
 
 
-def build_context(config: str | None = None, cache=None) -> AppContext:
-    """Read models.yaml (or `config`); the cache loads nothing until a run asks for a pair."""
+def build_context(config: str | None = None, cache=None, models_dirs=()) -> AppContext:
+    """Read models.yaml (or `config`) and the user's kept pairs; the cache loads nothing until a run asks
+    for a pair. `models_dirs`: folders the Your models tab scans beside the usual stores."""
     from playground.models.loading import PairCache
     from playground.models.registry import load_registry
 
     registry = load_registry(config)
-    return AppContext(
-        registry, cache if cache is not None else PairCache(registry, keep=1), registry.default_pair
-    )
+    if cache is not None:
+        cache.use(registry)
+    return AppContext(registry, cache if cache is not None else PairCache(registry, keep=1), registry.default_pair,
+                      config=config, models_dirs=tuple(str(d) for d in models_dirs))

@@ -48,6 +48,7 @@ def settings_controls(ctx: AppContext) -> tuple[dict[str, gr.components.Componen
     c["drafter"] = control("drafter")
     c["draft"] = gr.Dropdown(ctx.draft_choices(), value="", label=KNOBS["draft"].label, info=KNOBS["draft"].help,
                              elem_id="draft")
+    ctx.draft_controls.append(c["draft"])  # offered the models of pairs kept later (app/demo.py)
     c["gamma"] = control("gamma", spec.gamma)
     tree_controls(c)
     with gr.Row():
@@ -83,8 +84,10 @@ def pair_control(ctx: AppContext, elem_id: str = "pair") -> gr.Dropdown:
     """The model pair: the registry's pairs, the page's default selected, its description below.
     Every tab that picks a pair uses this one control."""
     spec = ctx.registry.pair(ctx.default_pair)
-    return gr.Dropdown(ctx.pair_choices(), value=spec.name, label=KNOBS["pair"].label, info=spec.description,
-                       elem_id=elem_id)
+    dropdown = gr.Dropdown(ctx.pair_choices(), value=spec.name, label=KNOBS["pair"].label, info=spec.description,
+                           elem_id=elem_id)
+    ctx.pair_controls.append(dropdown)  # offered the pairs kept or raced later (app/demo.py)
+    return dropdown
 
 
 def describe_pair(ctx: AppContext, pair: gr.Dropdown) -> None:

@@ -26,6 +26,7 @@ from playground.measure.bench.sweep import Grid, Plan, SettingError, parse_axes
 def make_plan(args) -> Plan:
     """Check prompts, pair name and every setting of the grid; raise SettingError naming the flag."""
     from playground.models.registry import load_registry
+    from playground.models.userpairs import found_again
 
     try:
         prompts = read_jsonl(Path(args.prompts))
@@ -36,7 +37,7 @@ def make_plan(args) -> Plan:
     except ValueError as error:
         raise SettingError("--categories", str(error)) from None
     try:
-        registry = load_registry()
+        registry = args.registry = found_again(load_registry(), args.models_dir)
         spec = registry.pair(args.pair)
     except ValueError as error:
         raise SettingError("--pair", str(error)) from None
@@ -193,9 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.target_quantizations:
         return compare_targets(parser, args, plan)
     from playground.models.loading import PairCache
-    from playground.models.registry import load_registry
 
-    cache = PairCache(load_registry())
+    cache = PairCache(args.registry)  # make_plan's: the user's kept pairs merged, a moved model found again
     try:
         check_drafters(parser, plan, load_pair(args, plan, cache))
         check_gguf(parser, plan, load_pair(args, plan, cache))
@@ -298,12 +298,11 @@ def compare_targets(parser, args, plan: Plan) -> int:
     from argparse import Namespace
 
     from playground.models.loading import PairCache
-    from playground.models.registry import load_registry
     from playground.measure.bench.compare import comparison, format_comparison
     from playground.measure.bench.report import SCHEMA, write_json
     from playground.measure.bench.verify_cost import MAX_K, measure_curve
 
-    cache, reports, curves = PairCache(load_registry()), {}, {}
+    cache, reports, curves = PairCache(args.registry), {}, {}
     for q in args.target_quantizations:
         one = Namespace(**{**vars(args), "target_quantization": q})
         try:

@@ -89,7 +89,11 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--limit", type=int_in(1, 10**6),
                       help="at most N prompts per category (a balanced subset)")
     models = p.add_argument_group("models")
-    models.add_argument("--pair", help="pair name from models.yaml (default: the registry's default pair)")
+    models.add_argument("--pair", help="pair name from models.yaml, or one kept from the scan of your models "
+                                       "(user-pairs.yaml; default: the registry's default pair)")
+    models.add_argument("--models-dir", action="append", default=[], metavar="DIR",
+                        help="a folder of models to scan beside the usual stores, where a kept pair's model that is "
+                             "gone from its path is looked for by its digest; repeatable")
     add_knob_flags(models, ("drafter", "ngram_min", "ngram_max", "draft_vocab", "target_quantization",
                             "draft_quantization", "runner"))
     models.add_argument("--target-quantizations", type=comma_list, metavar="Q1,Q2,...",

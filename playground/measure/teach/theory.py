@@ -23,6 +23,14 @@ def measure_point(
     """Warm up, then time baseline and speculative runs alternated (bench.measure), as one point.
 
     report(done, total, what) is called after each run (the lockstep worker's callback)."""
+    return measured(pair, ids, settings, repeats, report, source, prompt)[0]
+
+
+def measured(
+    pair, ids: list[int], settings: RunConfig, repeats: int, report, source: str, prompt: str
+) -> tuple[Point, dict]:
+    """measure_point's point, and the bench record it was made of (greedy: `identical`, whether the
+    speculative run reproduced the plain one token for token)."""
     from playground.engine import factory
     from playground.measure.bench.machine import spare_a_core
     from playground.measure.bench.runs import Setup, measure_prompt, warm_up
@@ -39,7 +47,7 @@ def measure_point(
     setting = Setting(settings.pair, settings.drafter, settings.temperature, settings.gamma, source, prompt,
                       settings.draft)
     shape = (settings.tree_budget, settings.tree_depth, settings.tree_branching, settings.tree_width)
-    return point_from_record(record, setting, shape)
+    return point_from_record(record, setting, shape), record
 
 
 def matching(points: list[Point], pair: str, drafter: str, temperature: float, draft: str = "") -> list[Point]:

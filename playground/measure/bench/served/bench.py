@@ -264,7 +264,7 @@ def served_main(parser, args, plan) -> int:
     if len(plan.cells) > 1:
         parser.error("argument --served: a served run measures one setting; drop --sweep")
     say = lambda text: print(text, file=sys.stderr, flush=True)
-    run, registry = plan.cells[0], load_registry()
+    run, registry = plan.cells[0], getattr(args, "registry", None) or load_registry()
     tiny = registry.pair(run.pair).random_weights  # the tiny pair: saved once, float32
     try:
         settings = (gguf_settings if engine == "llamacpp" else local_settings)(registry, run)
