@@ -144,8 +144,8 @@ def pair_run(registry, name: str, new_tokens: int, gamma: int | None = None):
     from playground.config import RunConfig
 
     knobs = registry.pair(name).suggested()
-    return RunConfig(pair=name, **{**knobs, **({"gamma": gamma} if gamma else {})}, max_new_tokens=new_tokens,
-                     temperature=0.0)
+    return RunConfig(pair=name, **{**knobs, **({"gamma": gamma} if gamma else {}), "max_new_tokens": new_tokens,
+                                    "temperature": 0.0})
 
 
 # -- the children ------------------------------------------------------------------------------------
