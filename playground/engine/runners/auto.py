@@ -97,8 +97,8 @@ def let_go(model, rows: int | None, kept: str) -> None:
         from playground.engine.runners.onnx_build import release
 
         release(model)
-    elif is_handle(model):  # a PyTorch model made before the timing
-        model.release()
+    if kept in ("onnxruntime", "llamacpp") and is_handle(model):  # a PyTorch model made before the timing:
+        model.release()  # the kept runner computes on its own files
     if kept != "compiled" and not is_handle(model):
         from playground.engine.runners.static import state_of
 

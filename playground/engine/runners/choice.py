@@ -51,6 +51,11 @@ def device_kind(model) -> str:
     return model.device.type
 
 
+# Bumped when the timing changes what it measures, so every recorded choice is measured again: 2, torch
+# held to one thread around a forward on ONNX Runtime's or llama.cpp's pool, as a run holds it (timing.py)
+TIMING = 2
+
+
 def key_of(model, rows: int | None, threads: int) -> str:
     """What a measured choice holds for: this CPU and thread count, this model's build, the libraries;
     on a GPU, this card, this model, the libraries (gpu_key)."""
@@ -60,7 +65,8 @@ def key_of(model, rows: int | None, threads: int) -> str:
 
     name, precision, build = build_identity(model, rows)
     return " | ".join([cpu_name(), f"{threads} threads", f"{name} {precision} {build[:16]}",
-                       *(f"{name} {library_version(name)}" for name in ("onnxruntime", "torch", "llama-cpp-python"))])
+                       *(f"{name} {library_version(name)}" for name in ("onnxruntime", "torch", "llama-cpp-python")),
+                       f"timing {TIMING}"])
 
 
 def library_version(name: str) -> str:
@@ -76,7 +82,8 @@ def gpu_key(model, rows: int | None) -> str:
     """A GPU choice's key: the card, the model (model_identity, `rows` of its head) and what compiles it."""
     head = f" head {rows}" if rows else ""
     return " | ".join([card_name(model.device), model_identity(model) + head,
-                       *(f"{name} {library_version(name)}" for name in ("torch", "transformers", "triton"))])
+                       *(f"{name} {library_version(name)}" for name in ("torch", "transformers", "triton")),
+                       f"timing {TIMING}"])
 
 
 def card_name(device) -> str:

@@ -5,6 +5,9 @@ The tokens fed are a fixed sequence, the same for every candidate: a twin's argm
 a step's cost does not hang on which token it reads. Where a handle's PyTorch model is not made, eager
 runs on its random-weight twin (see runners/auto.py's docstring); every other candidate on the model.
 
+Each candidate's forwards are timed as a run makes them: torch held to one thread where the runner
+computes on its own pool (as_in_a_run).
+
 A candidate that raises (when it is made, reads the prompt, or takes its first step, where a compile
 runs) is dropped with its reason; so is one computing eager's math another way (SAME_MATH) whose first
 step's logits are not eager's on the same tokens (first_step_differs). Eager's own failure raises.
@@ -55,7 +58,8 @@ def time_steps(model, candidates: dict[str, tuple[str, int | None]], verify_rows
         for name, lm in list(models.items()):
             start = clock(lm.device)
             try:
-                logits = lm.logits_for(tokens[:n], 1)
+                with as_in_a_run(lm):
+                    logits = lm.logits_for(tokens[:n], 1)
             except Exception as e:  # a compile or a graph's recording fails at the step's first call
                 if candidates[name][0] == EAGER:
                     raise
@@ -83,9 +87,20 @@ def verifications(models: dict, tokens: list[int], rows: int) -> dict[str, float
     for _ in range(1 + TIMED):
         for name, lm in models.items():
             start = clock(lm.device)
-            lm.logits_for(tokens[: CONTEXT + rows], rows)
+            with as_in_a_run(lm):
+                lm.logits_for(tokens[: CONTEXT + rows], rows)
             times[name].append(clock(lm.device) - start)
     return {name: median(t[1:]) * 1000 for name, t in times.items()}
+
+
+def as_in_a_run(lm):
+    """Torch's threads as a run of this runner holds them (generate.outside_torch): one, where the
+    forward runs on its own pool (ONNX Runtime's, llama.cpp's). Timed at torch's two, a cut head's pad
+    after ONNX Runtime's run woke torch's OpenMP workers against ORT's spinning ones: the default draft's
+    cut step measured 23 ms against 15 whole, and 14-16 ms against 16-19 at one thread, as runs take it."""
+    from playground.engine.generate import OWN_POOLS, torch_threads
+
+    return torch_threads(1 if lm.runner.name in OWN_POOLS else None)
 
 
 def started(model, twin, candidates: dict, prompt: list[int]) -> tuple[dict, dict[str, str]]:

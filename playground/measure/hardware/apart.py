@@ -10,7 +10,11 @@ what it needs, reads the prompt once untimed (a warm-up), then decodes it timed:
   pair's γ;
 - `genai`, `genai-spec`: onnxruntime-genai's own loop (measure/bench/references/onnxruntime_genai.own_loop)
   on the same builds and threads, plain or with the draft's build at the same γ, in a process that
-  imports onnxruntime_genai and nothing of ours.
+  imports onnxruntime_genai and nothing of ours;
+- `draft-cut`, `draft-full`: the draft's plain step on onnxruntime with its head cut to the pair's
+  draft vocabulary, or whole, timed as auto times it (runners/timing.py), each build alone in its
+  process (auto times the two side by side, beside the target's session: issue 48 asked whether that
+  is why the cut measured slower).
 
 Each child reports its resident memory at each stage (after its imports, after loading, after the run;
 and its peak, the kernel's VmHWM) and its decode rate (tokens after the first over the time after it)
@@ -33,7 +37,7 @@ from pathlib import Path
 
 from playground.measure.hardware.common import command
 
-ENGINES = ("ours", "ours-spec", "genai", "genai-spec")
+ENGINES = ("ours", "ours-spec", "genai", "genai-spec", "draft-cut", "draft-full")
 STAGES = ("imported", "loaded", "ran", "peak")  # resident MB after each stage, and the peak
 
 
@@ -122,6 +126,7 @@ def prepare(args) -> dict:
     run = pair_run(registry, name, args.new_tokens, args.gamma)
     pair = PairCache(registry).get(name, **run.loading())
     list(warm_up(pair.target.model, pair.draft.model, run, head=True))
+    cut_rows = run.draft_vocab
     run = chosen_head(pair.draft.model, run)
     runners = {role: resolve(run.runner, m.device, False, m, rows) for role, m, rows in
                (("target", pair.target.model, None), ("draft", pair.draft.model, run.draft_vocab or None))}
@@ -129,7 +134,7 @@ def prepare(args) -> dict:
         raise SystemExit(f"apart: auto runs this pair on {runners}; the comparison is with onnxruntime-genai "
                          "on the same builds, so both models must run on onnxruntime")
     job = {"pair": name, "gamma": run.gamma, "draft_vocab": run.draft_vocab, "threads": torch.get_num_threads(),
-           "new_tokens": args.new_tokens, "eos": list(pair.eos),
+           "new_tokens": args.new_tokens, "eos": list(pair.eos), "cut_rows": cut_rows,
            "ids": prompt_ids(pair.tokenizer, args.prompt_tokens),
            "target_folder": str(built_model(pair.target.model).folder),
            "draft_folder": str(built_model(pair.draft.model, run.draft_vocab or None).folder)}
@@ -212,6 +217,25 @@ def genai(job: dict, speculative: bool) -> dict:
     return fields(tokens, seconds, first, 1, memory)
 
 
+def draft_step(job: dict, cut: bool) -> dict:
+    """The draft's plain step on onnxruntime, its head cut or whole, alone in this process."""
+    from playground.engine.runners.timing import time_steps
+    from playground.measure.bench.cli import quiet_transformers
+    from playground.models.loading import PairCache
+    from playground.models.registry import load_registry
+
+    quiet_transformers()
+    memory = {"imported": resident_mb()}
+    registry = load_registry()
+    run = pair_run(registry, job["pair"], job["new_tokens"], job["gamma"])
+    draft = PairCache(registry).get(job["pair"], **run.loading()).draft.model
+    rows = job["cut_rows"] if cut else None
+    timed = time_steps(draft, {"step": ("onnxruntime", rows)})
+    memory["loaded"] = memory["ran"] = resident_mb()
+    memory["peak"] = peak_mb()
+    return {"step_ms": timed.step_ms["step"], "rows": rows, **{f"{k}_mb": round(v, 1) for k, v in memory.items()}}
+
+
 def fields(tokens, seconds: float, first: float, first_tokens: int, memory: dict) -> dict:
     decoded = len(tokens) - first_tokens
     return {"tokens": list(tokens), "seconds": seconds, "prefill_s": first,
@@ -220,14 +244,15 @@ def fields(tokens, seconds: float, first: float, first_tokens: int, memory: dict
 
 
 CHILDREN = {"ours": lambda job: ours(job, False), "ours-spec": lambda job: ours(job, True),
-            "genai": lambda job: genai(job, False), "genai-spec": lambda job: genai(job, True)}
+            "genai": lambda job: genai(job, False), "genai-spec": lambda job: genai(job, True),
+            "draft-cut": lambda job: draft_step(job, True), "draft-full": lambda job: draft_step(job, False)}
 
 
 # -- the report ---------------------------------------------------------------------------------------
 
 
 def medians(runs: dict[str, list[dict]]) -> dict:
-    keys = ("tok_s", "decode_tok_s", "prefill_s", *(f"{s}_mb" for s in STAGES))
+    keys = ("tok_s", "decode_tok_s", "prefill_s", "step_ms", *(f"{s}_mb" for s in STAGES))
     out = {engine: {k: statistics.median(r[k] for r in rs) for k in keys if all(r.get(k) is not None for r in rs)}
            for engine, rs in runs.items() if rs}
     for mine, theirs in (("ours", "genai"), ("ours-spec", "genai-spec")):
@@ -238,8 +263,10 @@ def medians(runs: dict[str, list[dict]]) -> dict:
                 "prefill time": out[mine]["prefill_s"] / out[theirs]["prefill_s"],
                 "peak memory": out[mine]["peak_mb"] / out[theirs]["peak_mb"],
                 "resident after the run": out[mine]["ran_mb"] / out[theirs]["ran_mb"]}
+    if "draft-cut" in out and "draft-full" in out:
+        out["draft-cut over draft-full"] = {"step": out["draft-cut"]["step_ms"] / out["draft-full"]["step_ms"]}
     for engine, rs in runs.items():
-        if engine in out:
+        if engine in out and "tokens" in rs[0]:
             out[engine]["same_tokens_every_round"] = all(r["tokens"] == rs[0]["tokens"] for r in rs)
     return out
 
@@ -249,12 +276,13 @@ def table(report: dict) -> str:
     lines = [f"# each engine in a process of its own: {report['job']['pair']}, a {report['prompt_tokens']}-token "
              f"prompt, {report['job']['new_tokens']} new tokens at most, γ {report['job']['gamma']}, "
              f"{report['job']['threads']} threads; medians of {len(next(iter(report['runs'].values())))} rounds",
-             "| engine | tok/s | decode tok/s | prefill s | imported MB | loaded MB | after run MB | peak MB |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| engine | tok/s | decode tok/s | prefill s | step ms | imported MB | loaded MB | after run MB | peak MB |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for engine in report["runs"]:
         r = m.get(engine, {})
         lines.append(f"| {engine} | " + " | ".join(f"{r[k]:.2f}" if k in r else "–" for k in
-                     ("tok_s", "decode_tok_s", "prefill_s", "imported_mb", "loaded_mb", "ran_mb", "peak_mb")) + " |")
+                     ("tok_s", "decode_tok_s", "prefill_s", "step_ms", "imported_mb", "loaded_mb", "ran_mb", "peak_mb"))
+                     + " |")
     for key, ratios in m.items():
         if " over " in key:
             lines.append(f"{key}: " + ", ".join(f"{k} {v:.3f}×" for k, v in ratios.items()))

@@ -118,3 +118,25 @@ def test_a_handles_draft_head_is_timed_without_making_it(gguf, cache, choices, c
     recorded = auto.record_head(handle, 64, {"cut": cut_on, "full": "onnxruntime"})
     assert set(recorded["step_ms"]) == {"cut", "full"} and min(recorded["step_ms"].values()) > 0
     assert not handle.loaded and len(made) == (cut_on == "eager") and all(ref() is None for ref in made)
+
+
+def test_forwards_on_their_own_pool_are_timed_with_torch_at_one_thread_as_runs_take_them(gguf, cache, choices,
+                                                                                          monkeypatch):
+    """A run whose forwards all run on ONNX Runtime's pool holds torch to one thread (generate.outside_torch);
+    auto's timing does the same for such a candidate, else torch's OpenMP workers, woken by the cut
+    head's pad, fought ONNX Runtime's spinning ones and the cut measured slower than it runs. Eager's
+    forwards keep torch's threads."""
+    from playground.engine.runners.eager import EagerRunner
+    from playground.engine.runners.onnxruntime import OnnxRuntimeRunner
+
+    seen: dict[str, set] = {"eager": set(), "onnxruntime": set()}
+    for runner in (EagerRunner, OnnxRuntimeRunner):
+        def forward(self, *args, _real=runner.forward, **kwargs):
+            seen[self.name].add(torch.get_num_threads())
+            return _real(self, *args, **kwargs)
+        monkeypatch.setattr(runner, "forward", forward)
+    handle = load(gguf[0]).model
+    threads = torch.get_num_threads()
+    auto.time_steps(handle, {"eager": ("eager", None), "onnxruntime": ("onnxruntime", 64)}, verify_rows=2)
+    assert seen["onnxruntime"] == {1} or threads == 1  # its prompt read too: only timed calls are at issue
+    assert threads in seen["eager"] and torch.get_num_threads() == threads
