@@ -35,9 +35,12 @@ class VerifyCurve:
 
 def forward_seconds(k: int, prefix: list[int], lm, clock) -> float:
     """Seconds of one forward over k new tokens after `prefix` (already in lm's cache)."""
+    from playground.engine.runners.timing import as_in_a_run
+
     new = [(prefix[i % len(prefix)] + 1) % 1000 for i in range(k)]  # any ids; cost does not depend on them
     started = clock(lm.device)
-    lm.feed(new, k)
+    with as_in_a_run(lm):  # torch's threads as a run holds them on this runner
+        lm.feed(new, k)
     seconds = clock(lm.device) - started
     lm.rollback(len(prefix))
     return seconds
