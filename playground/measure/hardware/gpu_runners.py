@@ -39,6 +39,7 @@ import argparse
 import tempfile
 import time
 
+from playground.measure.hardware import gpu_auto
 from playground.measure.hardware.common import (free, gpu_command, pair_models, parse, pooled_row, prompts,
                                                 random_model, run_checks, save_for_loader)
 from playground.measure.hardware.syncs import counting, per_step, summary
@@ -54,7 +55,6 @@ SMOKE = dict(device="cpu", shapes=("tiny", "tiny-draft"), pair_shape="tiny", dra
              quantizations=(("nf4", "float32"), ("int8", "float32")))
 SKIPPED = "skipped: over the call's budget"
 PAIRS = {"1.5b": "0.5b", "7b": "0.5b", "tiny": "tiny-draft"}  # target shape -> draft shape for c
-DRAFT_ROWS = 65536  # the planted failures run on the draft's head cut to this: choices and steps of their own
 
 
 def options(argv=None) -> argparse.Namespace:
@@ -178,105 +178,7 @@ def predictions(rows: dict, args) -> dict:
     return out
 
 
-# ---- 2. auto: its choice on this card, and its fallback on planted failures ----------------------
-
-
-def auto(args) -> dict:
-    """auto's choice (runners/auto.record: eager against compiled, timed) for the pair's target and
-    draft, then two planted failures on the draft's head cut to DRAFT_ROWS (a key of its own, so
-    the real choices and steps stay as they are): eager kept, the reason recorded, nothing half
-    compiled left. Choices are recorded in a folder of this call's own; under --cpu-smoke the models
-    count as on a card named "CPU stand-in", so the GPU's candidates run here."""
-    target, draft = shared_pair(args, "auto")
-    rows = min(DRAFT_ROWS, draft.config.vocab_size // 2)
-    out = {}
-    with own_choices(args):
-        for name, model in (("target", target), ("draft", draft)):
-            out[name] = SKIPPED if over_budget(args) else timed_choice(model, None)
-    for name, plant in PLANTS.items():
-        with own_choices(args):  # each plant measured afresh, not read back from the one before
-            out[f"planted: {name}"] = SKIPPED if over_budget(args) else planted_choice(draft, rows, plant)
-    del target, draft
-    return out
-
-
-def timed_choice(model, rows) -> dict:
-    from playground.engine.runners.auto import choice_text, record
-
-    started = time.monotonic()
-    choice = record(model, rows)
-    return {**choice, "seconds": round(time.monotonic() - started, 2), "said": choice_text(choice)}
-
-
-def raising(real):
-    def compile_step(name, mode, own_buffer):
-        def step(*args):  # torch.compile traces at the first call: where a real failure shows
-            raise RuntimeError("planted: an op the compiler cannot trace")
-        return step
-    return compile_step
-
-
-def argmax_moved(real):
-    def compile_step(name, mode, own_buffer):
-        import torch
-
-        from playground.engine.runners.static import step as static_step
-
-        def step(*args):  # eager's step, uncompiled, with token 0 pushed over every other logit
-            out = static_step(*args)
-            return out.index_fill(-1, torch.tensor([0], device=out.device), float(out.max()) + 10)
-        return step
-    return compile_step
-
-
-PLANTS = {"a compile that raises": raising, "a compiled step whose argmax is not eager's": argmax_moved}
-
-
-def planted_choice(draft, rows: int, plant) -> dict:
-    """auto's choice for the draft's cut head with compiled's step replaced by a planted failure; the
-    steps the model keeps for that head afterwards (none: nothing half compiled is left)."""
-    from playground.engine.runners import compiled
-    from playground.engine.runners.compiled import steps_of
-
-    real = compiled.compile_step
-    compiled.compile_step = plant(real)
-    try:
-        row = timed_choice(draft, rows)
-    finally:
-        compiled.compile_step = real
-    row["steps_left_for_this_head"] = len([key for key in steps_of(draft) if key[2] == rows])
-    return row
-
-
-class own_choices:
-    """auto's records in a temporary folder for the check's length (the call's choices are its own);
-    under --cpu-smoke every model counts as on a card named "CPU stand-in"."""
-
-    def __init__(self, args):
-        self.smoke = args.cpu_smoke
-
-    def __enter__(self):
-        import weakref
-
-        from playground.engine.runners import auto, choice
-
-        self.folder = tempfile.TemporaryDirectory(prefix="gpu-runners-choices-")
-        self.saved = {(module, name): getattr(module, name) for module in (auto, choice)
-                      for name in ("device_kind", "choice_file", "card_name", "SEEN") if hasattr(module, name)}
-        choice.choice_file = lambda: __import__("pathlib").Path(self.folder.name) / "runner-choice.json"
-        choice.SEEN = weakref.WeakKeyDictionary()
-        if self.smoke:
-            auto.device_kind = choice.device_kind = lambda model: "cuda"
-            choice.card_name = lambda device: "CPU stand-in"
-        return self
-
-    def __exit__(self, *exc):
-        for (module, name), value in self.saved.items():
-            setattr(module, name, value)
-        self.folder.cleanup()
-
-
-# ---- 3. syncs: the host's waits on the GPU per step --------------------------------------------
+# ---- 2. syncs: the host's waits on the GPU per step --------------------------------------------
 
 
 def syncs(args) -> dict:
@@ -311,7 +213,7 @@ def sync_row(target, draft, ids, runner: str, knobs: dict, args) -> dict:
             "counts": "CUDA syncs" if target.device.type == "cuda" else "host reads (CPU stand-in)"}
 
 
-# ---- 4. engine: AR and chain per runner, alternated --------------------------------------------
+# ---- 3. engine: AR and chain per runner, alternated --------------------------------------------
 
 
 def engine(args) -> dict:
@@ -390,7 +292,7 @@ def oracle_fields(target, ids, config, args) -> dict:
             "oracle_tokens_per_call": len(recording) / oracle[-1][1]}
 
 
-# ---- 5. identity: float32, greedy, every runner against eager AR ------------------------------
+# ---- 4. identity: float32, greedy, every runner against eager AR ------------------------------
 
 
 def identity(args) -> dict:
@@ -419,7 +321,7 @@ def identity(args) -> dict:
     return out
 
 
-# ---- 6. quantized: nf4 and int8 through the app's loader -----------------------------------------
+# ---- 5. quantized: nf4 and int8 through the app's loader -----------------------------------------
 
 
 def quantized(args) -> dict:
@@ -474,7 +376,7 @@ def compiled_says(model) -> str:
     return "accepted"
 
 
-CHECKS = (("steps", steps), ("auto", auto), ("syncs", syncs), ("engine", engine), ("identity", identity),
+CHECKS = (("steps", steps), ("auto", gpu_auto.auto), ("syncs", syncs), ("engine", engine), ("identity", identity),
           ("quantized", quantized))
 
 
