@@ -52,15 +52,18 @@ def rows(seed: int, vocab: int = 5000, n: int = 3) -> torch.Tensor:
 
 @pytest.mark.parametrize("top_p", [0.5, 0.9, 0.95, 0.999])
 def test_the_nucleus_found_among_candidates_is_the_rule_as_it_was(top_p):
-    """The same kept tokens as the rule before, and as transformers' sorted rule up to rounding
-    (the two sum the ascending mass in another order: one row of 96 here differs by one token
-    at top-p 0.999, whose mass is under 1e-5)."""
+    """The same kept tokens as the rule before, and as transformers' sorted rule, up to rounding: each
+    sums the ascending mass in its own order, so a token at the boundary whose mass is within float32's
+    rounding of the sum can fall either side (at top-p 0.999, one row of 96 differs from transformers'
+    by one token under 1e-5; on a 2-core AVX2 EPYC one row from the rule before by one of 3.4e-7, where a
+    Xeon's kernels summed it the same way)."""
     for seed in range(24):
         logits = rows(seed)
         mine, before, theirs = (sampling.apply_top_p(logits, top_p), floor_top_p(logits, top_p),
                                 sorted_top_p(logits, top_p))
-        assert torch.equal(torch.isinf(mine), torch.isinf(before)), (seed, top_p)
-        assert torch.allclose(mine.softmax(-1), before.softmax(-1), atol=1e-7)
+        differ = torch.isinf(mine) != torch.isinf(before)
+        assert float(logits.softmax(-1)[differ].sum()) < 1e-6 and int(differ.sum(-1).max()) <= 1, (seed, top_p)
+        assert torch.allclose(mine.softmax(-1), before.softmax(-1), atol=1e-6)
         assert (mine.softmax(-1) - theirs.softmax(-1)).abs().sum(-1).max() < 1e-5
 
 

@@ -48,7 +48,8 @@ def choice_file():
 
 def device_kind(model) -> str:
     """"cuda" or "cpu": which device's candidates auto times for the model, and how its choice is keyed."""
-    return model.device.type
+    device = getattr(model, "device", None)  # a model's files alone (onnx_build's) are a CPU's
+    return device.type if device is not None else "cpu"
 
 
 # Bumped when the timing changes what it measures, so every recorded choice is measured again: 2, torch

@@ -13,23 +13,21 @@ import time
 DRAFT_ROWS = 65536  # the planted failures run on the draft's head cut to this: choices and steps of their own
 
 
-def auto(args) -> dict:
+def auto(args, pair, over_budget, skipped: str) -> dict:
     """auto's choice (runners/auto.record: eager against compiled, timed) for the pair's target and
     draft, then two planted failures on the draft's head cut to DRAFT_ROWS (a key of its own, so
     the real choices and steps stay as they are): eager kept, the reason recorded, nothing half
     compiled left. Choices are recorded in a folder of this call's own; under --cpu-smoke the models
     count as on a card named "CPU stand-in", so the GPU's candidates run here."""
-    from playground.measure.hardware.gpu_runners import SKIPPED, over_budget, shared_pair
-
-    target, draft = shared_pair(args, "auto")
+    target, draft = pair
     rows = min(DRAFT_ROWS, draft.config.vocab_size // 2)
     out = {}
     with own_choices(args):
         for name, model in (("target", target), ("draft", draft)):
-            out[name] = SKIPPED if over_budget(args) else timed_choice(model, None)
+            out[name] = skipped if over_budget() else timed_choice(model, None)
     for name, plant in PLANTS.items():
         with own_choices(args):  # each plant measured afresh, not read back from the one before
-            out[f"planted: {name}"] = SKIPPED if over_budget(args) else planted_choice(draft, rows, plant)
+            out[f"planted: {name}"] = skipped if over_budget() else planted_choice(draft, rows, plant)
     del target, draft
     return out
 

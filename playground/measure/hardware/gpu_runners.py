@@ -178,7 +178,14 @@ def predictions(rows: dict, args) -> dict:
     return out
 
 
-# ---- 2. syncs: the host's waits on the GPU per step --------------------------------------------
+# ---- 2. auto: its choice on this card and its fallback (gpu_auto.py) -----------------------------
+
+
+def auto(args) -> dict:
+    return gpu_auto.auto(args, shared_pair(args, "auto"), lambda: over_budget(args), SKIPPED)
+
+
+# ---- 3. syncs: the host's waits on the GPU per step --------------------------------------------
 
 
 def syncs(args) -> dict:
@@ -213,7 +220,7 @@ def sync_row(target, draft, ids, runner: str, knobs: dict, args) -> dict:
             "counts": "CUDA syncs" if target.device.type == "cuda" else "host reads (CPU stand-in)"}
 
 
-# ---- 3. engine: AR and chain per runner, alternated --------------------------------------------
+# ---- 4. engine: AR and chain per runner, alternated --------------------------------------------
 
 
 def engine(args) -> dict:
@@ -292,7 +299,7 @@ def oracle_fields(target, ids, config, args) -> dict:
             "oracle_tokens_per_call": len(recording) / oracle[-1][1]}
 
 
-# ---- 4. identity: float32, greedy, every runner against eager AR ------------------------------
+# ---- 5. identity: float32, greedy, every runner against eager AR ------------------------------
 
 
 def identity(args) -> dict:
@@ -321,7 +328,7 @@ def identity(args) -> dict:
     return out
 
 
-# ---- 5. quantized: nf4 and int8 through the app's loader -----------------------------------------
+# ---- 6. quantized: nf4 and int8 through the app's loader -----------------------------------------
 
 
 def quantized(args) -> dict:
@@ -376,7 +383,7 @@ def compiled_says(model) -> str:
     return "accepted"
 
 
-CHECKS = (("steps", steps), ("auto", gpu_auto.auto), ("syncs", syncs), ("engine", engine), ("identity", identity),
+CHECKS = (("steps", steps), ("auto", auto), ("syncs", syncs), ("engine", engine), ("identity", identity),
           ("quantized", quantized))
 
 

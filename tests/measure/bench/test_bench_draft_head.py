@@ -34,8 +34,8 @@ def suggested(tmp_path, monkeypatch):
     monkeypatch.setattr(choice, "SEEN", weakref.WeakKeyDictionary())
     monkeypatch.setattr(auto, "CUT_NOT_FREE", ("eager",))
     calls = []
-    monkeypatch.setattr(auto, "time_steps", lambda model, candidates: calls.append(candidates) or
-                        {"cut": 13.9, "full": 9.8})
+    monkeypatch.setattr(auto, "time_steps", lambda model, candidates, verify_rows=0: calls.append(candidates) or
+                        auto.Timed({"cut": 13.9, "full": 9.8}))
     return calls
 
 
