@@ -9,8 +9,9 @@ what it needs, reads the prompt once untimed (a warm-up), then decodes it timed:
   runner auto chose, the warm-up's builds and choices read from the cache), plain or speculative at the
   pair's γ;
 - `genai`, `genai-spec`: onnxruntime-genai's own loop (measure/bench/references/onnxruntime_genai.own_loop)
-  on the same builds and threads, plain or with the draft's build at the same γ, in a process that
-  imports onnxruntime_genai and nothing of ours;
+  on the same builds and threads, plain or with the draft's build at the same γ (its whole head:
+  it refuses a draft whose logits are narrower than the target's), in a process that imports
+  onnxruntime_genai and nothing of ours;
 - `draft-cut`, `draft-full`: the draft's plain step on onnxruntime with its head cut to the pair's
   draft vocabulary, or whole, timed as auto times it (runners/timing.py), each build alone in its
   process (auto times the two side by side, beside the target's session: issue 48 asked whether that
@@ -137,7 +138,8 @@ def prepare(args) -> dict:
            "new_tokens": args.new_tokens, "eos": list(pair.eos), "cut_rows": cut_rows,
            "ids": prompt_ids(pair.tokenizer, args.prompt_tokens),
            "target_folder": str(built_model(pair.target.model).folder),
-           "draft_folder": str(built_model(pair.draft.model, run.draft_vocab or None).folder)}
+           # onnxruntime-genai drafts with the whole head: it refuses a draft whose logits are narrower
+           "draft_folder": str(built_model(pair.draft.model).folder)}
     del pair
     gc.collect()
     return job
