@@ -11,7 +11,7 @@ user-pairs.yaml beside the cache, where the registry, the benchmark and the next
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import gradio as gr
@@ -164,6 +164,8 @@ def handle_race(ctx: AppContext, view: YoursView, form: PickForm) -> Iterator[di
     yield from parsed(view.status, lambda: pick(ctx, name, chosen, target, draft))
     settings = read_settings({"pair": name, **ctx.suggested(name), "max_new_tokens": tokens})
     loaded = yield from load_pair(ctx, settings, view.status)
+    # the load measured c and v(k) here, so the pair's γ follows this machine (as a race's first run does)
+    settings = replace(settings, gamma=ctx.suggested(name).get("gamma", settings.gamma))
     point, record = yield from guarded(view.status, measuring(ctx, view, loaded, settings, prompt), "The race failed")
     ctx.measurements.add(form.session, point)
     same = {True: " Greedy: the same tokens as the plain run.", False: " Greedy: NOT the same tokens as the plain run "

@@ -100,6 +100,28 @@ def test_a_race_from_the_tab_measures_the_pick_in_place_of_its_estimate(tab):
     assert tree(Path(os.environ["HOME"])) == before
 
 
+def test_a_race_from_the_tab_runs_at_the_gamma_followed_on_this_machine(tab, monkeypatch):
+    """The load measures c and v(k) and follows the pair's γ (app/shared/flow.following); the race then runs
+    at that γ, not the family's knob read before the load (which raced the real Qwen pick at γ 3 where
+    the load had said γ 1 suits it)."""
+    from playground.app.shared import flow
+    from playground.measure.bench import follow
+
+    ctx, view = tab
+    last(tab_yours.handle_scan(ctx, view, ScanForm()))
+    name = f"{TARGET} <- {DRAFT}"
+    steep = (1.0, 1.5, 2.2, 2.9, 3.6, 4.3, 5.0)  # each row most of a step: α 0.8 at c 0.1 calls for γ 1
+
+    def following(ctx, pair, settings, status):  # the load's measurement (the tiny pick states no α to follow)
+        ctx.followed[settings.pair] = follow.chosen(0.8, 0.1, steep, settings.gamma, "eager")
+        yield from ()
+
+    monkeypatch.setattr(flow, "following", following)
+    shown = last(tab_yours.handle_race(ctx, view, PickForm(target=TARGET, draft=DRAFT, prompt=PROMPT, tokens=12)))
+    assert ctx.registry.pair(name).gamma != ctx.followed[name].gamma == 1
+    assert f"at γ {ctx.followed[name].gamma}, α" in shown[view.status]
+
+
 # ---- the launched app, and the benchmark, on a pair kept from the page ----------------------------
 
 
