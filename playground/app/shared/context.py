@@ -22,22 +22,31 @@ log = logging.getLogger(__name__)
 SERIAL = {"concurrency_id": "models", "concurrency_limit": 1}
 
 
+class StopFlag(threading.Event):
+    """Stop pressed for one job; `over` is set once the job has ended, however it ended."""
+
+    def __init__(self):
+        super().__init__()
+        self.over = threading.Event()
+
+
 class StopFlags:
     """Stop pressed, per browser session. Gradio cancels a streaming job only between two frames;
     a job that checks its flag after each engine step stops within one step instead."""
 
     def __init__(self):
-        self.flags: dict[str | None, threading.Event] = {}
+        self.flags: dict[str | None, StopFlag] = {}
         self.lock = threading.Lock()
 
-    def begin(self, session: str | None) -> threading.Event:
+    def begin(self, session: str | None) -> StopFlag:
         """A fresh, unset flag for the job this session starts now (replacing an older one)."""
         with self.lock:
-            flag = self.flags[session] = threading.Event()
+            flag = self.flags[session] = StopFlag()
         return flag
 
-    def end(self, session: str | None, flag: threading.Event) -> None:
-        """The job is over: forget its flag (unless a newer job of the session replaced it)."""
+    def end(self, session: str | None, flag: StopFlag) -> None:
+        """The job is over: say so, and forget its flag (unless a newer job of the session replaced it)."""
+        flag.over.set()
         with self.lock:
             if self.flags.get(session) is flag:
                 del self.flags[session]
@@ -52,11 +61,13 @@ class StopFlags:
         finally:
             self.end(session, flag)
 
-    def press(self, session: str | None) -> None:
+    def press(self, session: str | None) -> StopFlag | None:
+        """Raise the session's flag; the flag of the job it stops (None: no job was running)."""
         with self.lock:
             flag = self.flags.get(session)
         if flag is not None:
             flag.set()
+        return flag
 
 
 @dataclass

@@ -31,6 +31,9 @@ from playground.app.shared.sessions import session_of
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# how long Stop waits for a job that checks its flag to end before it answers (a job in a load, which
+# does not check it, is left to Gradio's cancel)
+STOP_WAIT_S = 2.0
 
 
 def status_html(message: str, fraction: float | None = None, error: bool = False) -> str:
@@ -58,8 +61,11 @@ class Stop:
 
     def cancels(self, job, status) -> None:
         def on_stop(request: gr.Request):
-            if self.flags is not None:
-                self.flags.press(session_of(request))
+            stopped = self.flags.press(session_of(request)) if self.flags is not None else None
+            if stopped is not None:
+                # answer once the job has ended (within an engine step where it checks its flag): a
+                # frame it had in flight then lands before this message, not over it
+                stopped.over.wait(STOP_WAIT_S)
             return status_html(self.message)
 
         self.button.click(on_stop, None, status, cancels=[job], queue=False, api_name=self.api_name)

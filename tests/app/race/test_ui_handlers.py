@@ -376,6 +376,39 @@ def test_the_stop_button_raises_its_sessions_flag_and_only_that():
     assert stops.flags == {"other": other}
 
 
+def test_stop_answers_once_the_job_it_stops_has_ended():
+    """Stop's "Stopped." comes after the job's last frame: a frame the race had in flight once landed
+    over it, and the page said "Racing…" after Stop (test_ui_browser's stop test, under load)."""
+    import threading
+
+    import gradio as gr
+
+    from playground.app.shared.context import StopFlags
+    from playground.app.shared.flow import Stop, model_job
+    from playground.app.shared.form import Form
+
+    stops = StopFlags()
+    with gr.Blocks() as demo:
+        run, stop, status = gr.Button("Run"), gr.Button("Stop"), gr.HTML()
+        model_job(run, lambda form: iter(()), Form(), [status], status, "job", Stop(stop, "job_stop", flags=stops))
+    on_stop = next(f.fn for f in demo.fns.values() if f.api_name == "job_stop")
+    began, finish, answered = threading.Event(), threading.Event(), threading.Event()
+
+    def job():  # a race: it sees the flag after its engine step, sends its last frame, ends
+        with stops.held("mine") as flag:
+            began.set()
+            assert flag.wait(timeout=60)
+            assert finish.wait(timeout=60)
+
+    threading.Thread(target=job, daemon=True).start()
+    assert began.wait(timeout=60)
+    threading.Thread(target=lambda: (on_stop(SimpleNamespace(session_hash="mine")), answered.set()),
+                     daemon=True).start()
+    assert not answered.wait(timeout=1.0), "Stop answered while the job it stopped was still sending frames"
+    finish.set()
+    assert answered.wait(timeout=60)
+
+
 def test_a_draft_with_another_tokenizer_races_and_says_how_much_it_can_reach(tmp_path, view):
     """The draft knob names a model whose tokenizer has one token the target's lacks: the race drafts
     across tokenizers, keeps the target's greedy text and says what share of the target's tokens it
