@@ -354,8 +354,8 @@ def test_finished_race_becomes_a_point_of_its_session(ctx, view):
     assert ctx.measurements.get("bob") == []
 
 
-def test_the_stop_button_raises_its_sessions_flag_and_only_that():
-    """model_job wires Stop to the session's stop flag (the race checks it after each engine step)."""
+def stop_button():
+    """(the StopFlags, the Stop button's handler) as model_job wires them for a job."""
     import gradio as gr
 
     from playground.app.shared.context import StopFlags
@@ -365,9 +365,13 @@ def test_the_stop_button_raises_its_sessions_flag_and_only_that():
     stops = StopFlags()
     with gr.Blocks() as demo:
         run, stop, status = gr.Button("Run"), gr.Button("Stop"), gr.HTML()
-        model_job(run, lambda form: iter(()), Form(), [status], status, "job",
-                  Stop(stop, "job_stop", flags=stops))
-    on_stop = next(f.fn for f in demo.fns.values() if f.api_name == "job_stop")
+        model_job(run, lambda form: iter(()), Form(), [status], status, "job", Stop(stop, "job_stop", flags=stops))
+    return stops, next(f.fn for f in demo.fns.values() if f.api_name == "job_stop")
+
+
+def test_the_stop_button_raises_its_sessions_flag_and_only_that():
+    """model_job wires Stop to the session's stop flag (the race checks it after each engine step)."""
+    stops, on_stop = stop_button()
     mine, other = stops.begin("mine"), stops.begin("other")
     assert "Stopped" in on_stop(SimpleNamespace(session_hash="mine"))
     assert mine.is_set() and not other.is_set()
@@ -381,17 +385,7 @@ def test_stop_answers_once_the_job_it_stops_has_ended():
     over it, and the page said "Racing…" after Stop (test_ui_browser's stop test, under load)."""
     import threading
 
-    import gradio as gr
-
-    from playground.app.shared.context import StopFlags
-    from playground.app.shared.flow import Stop, model_job
-    from playground.app.shared.form import Form
-
-    stops = StopFlags()
-    with gr.Blocks() as demo:
-        run, stop, status = gr.Button("Run"), gr.Button("Stop"), gr.HTML()
-        model_job(run, lambda form: iter(()), Form(), [status], status, "job", Stop(stop, "job_stop", flags=stops))
-    on_stop = next(f.fn for f in demo.fns.values() if f.api_name == "job_stop")
+    stops, on_stop = stop_button()
     began, finish, answered = threading.Event(), threading.Event(), threading.Event()
 
     def job():  # a race: it sees the flag after its engine step, sends its last frame, ends
