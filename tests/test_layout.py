@@ -90,6 +90,8 @@ def problems(root: Path = PACKAGE) -> list[str]:
             if is_command(me):
                 if theirs == "app" and mine != "app":
                     found.append(f"{me} (a command) imports the app: {other}")
+                elif mine and theirs and RANK[theirs] > RANK[mine]:
+                    found.append(f"{me} (a command of {mine}) imports upward: {other} ({theirs})")
             elif mine and theirs and RANK[theirs] > RANK[mine]:
                 found.append(f"{me} ({mine}) imports upward: {other} ({theirs})")
             elif mine and theirs and mine != theirs and RANK[theirs] == RANK[mine]:
@@ -100,7 +102,19 @@ def problems(root: Path = PACKAGE) -> list[str]:
                 found.append(f"{me} (tab {tab(me)}) imports another tab: {other}")
             if tab(other) and me.startswith("playground.app.") and not tab(me) and me != "playground.app.demo":
                 found.append(f"{me} imports a tab ({other}); only app/demo.py builds the tabs")
-    return found + cycles(graph)
+    return found + cycles(graph) + layer_cycles(graph)
+
+
+def layer_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Cycles between layers (a package, or a room of measure/), commands included: two floors that
+    reach each other, by however many imports, leave no way to tell which one is lower."""
+    floors = {}
+    for me, others in graph.items():
+        for other in others:
+            mine, theirs = layer(me), layer(other)
+            if mine and theirs and mine != theirs:
+                floors.setdefault(f"playground.{mine}", set()).add(f"playground.{theirs}")
+    return [f.replace("import cycle", "layer cycle") for f in cycles(floors)]
 
 
 def cycles(graph: dict[str, set[str]]) -> list[str]:
@@ -137,9 +151,10 @@ def test_the_walk_fails_on_an_upward_import_a_tab_import_and_a_cycle(tmp_path):
         "models/__init__.py": "", "models/load.py": "from playground.engine.a import x\n",
         "measure/__init__.py": "", "measure/bench/runs.py": "from ...app.shared import flow\n",
         "measure/bench/sweep.py": "def h():\n    from playground.measure.teach import points\n",
-        "measure/teach/__init__.py": "", "measure/teach/points.py": "",
+        "measure/teach/__init__.py": "", "measure/teach/points.py": "from playground.models.load import x\n",
         "app/__init__.py": "", "app/shared/__init__.py": "", "app/shared/flow.py": "",
         "app/race/__init__.py": "", "app/race/tab.py": "def g():\n    from playground.app.lab import tab\n",
+        "models/scan/__init__.py": "", "models/scan/cli.py": "def e():\n    from playground.measure.teach import points\n",
         "app/lab/__init__.py": "", "app/lab/tab.py": "",
     }
     for name, text in files.items():
@@ -150,9 +165,12 @@ def test_the_walk_fails_on_an_upward_import_a_tab_import_and_a_cycle(tmp_path):
     assert "playground.measure.bench.runs (measure.bench) imports upward: playground.app.shared.flow" in found
     assert ("playground.measure.bench.sweep (measure.bench) imports upward: playground.measure.teach.points "
             "(measure.teach)") in found
+    assert "layer cycle: playground.measure.teach → playground.models → playground.measure.teach" in found
     assert "playground.models.load (models) imports its sibling layer" in found
     assert "playground.app.race.tab (tab race) imports another tab: playground.app.lab.tab" in found
     assert "import cycle: playground.engine.a → playground.engine.b → playground.engine.a" in found
+    assert ("playground.models.scan.cli (a command of models) imports upward: playground.measure.teach.points "
+            "(measure.teach)") in found
 
 
 def test_the_walk_fails_on_a_cycle_within_a_package_closed_inside_functions(tmp_path):

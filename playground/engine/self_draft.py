@@ -34,7 +34,7 @@ import torch
 from playground.config import CHAIN, KNOBS, TREE, KnobError, check_int, check_value
 from playground.engine.drafters import Draft, ModelDrafter, TreeDraft
 from playground.engine.memory import cache_bytes
-from playground.engine.runners import COMPILED, EAGER, LLAMACPP, ONNXRUNTIME, STATIC, resolve
+from playground.engine.runners import COMPILED, EAGER, LLAMACPP, ONNXRUNTIME, STATIC, module_of, resolve
 
 WHOLE_GRAPH = (LLAMACPP, ONNXRUNTIME)  # run a whole GGUF / ONNX graph: no layer can be skipped there
 SEARCH_BUDGET = 8  # layer sets scored per prompt, the early-exit one included
@@ -214,10 +214,8 @@ class LayerSearch:
 
 def self_draft_runner(name: str, device) -> str:
     """The runner the view's cache lives on. llama.cpp and onnxruntime run a whole GGUF or ONNX graph
-    (no layer can be left out), so naming them is refused; auto passes over them to eager."""
-    if name in WHOLE_GRAPH:
-        raise KnobError("runner", f"runner must be one of auto, {EAGER}, {STATIC}, {COMPILED} for a self draft: "
-                                  f"{name} runs the whole model graph and cannot skip layers, got {name!r}")
+    (no layer can be left out), so where the target runs on one, named or chosen by auto, the view
+    drafts on eager: the target still verifies on its own runner, as the plain run decodes."""
     kind = resolve(name, device)  # checks the name
     return EAGER if kind in WHOLE_GRAPH else kind
 
@@ -236,6 +234,9 @@ class SelfDrafter:
         same size at each prompt's first proposal (None: keep the starting set); speculation: chain
         or tree, and tree: the TreeDrafter's shape (budget, depth, branching, width; the knobs' defaults)."""
         check_value(KNOBS["speculation"], speculation)
+        # a model kept as its files (a handle, which the target's own runner may run as an ONNX or GGUF
+        # graph) drafts through its PyTorch form: only that form has layers to leave out
+        target = module_of(target)
         total = num_layers(target)
         if layers is not None:
             layers = check_layers(layers, total)

@@ -53,7 +53,7 @@ def pairing_of(ctx: AppContext, target, draft):
 
 def estimate_of(ctx: AppContext, chosen):
     """The estimate, with the target's v(k) where this app run measured it (Theory, a race, a followed γ)."""
-    from playground.measure.teach.estimate import estimate
+    from playground.engine.estimate import estimate
 
     return estimate(chosen.alpha, chosen.alpha_said, chosen.c, ctx.costs.target_curve(chosen.target))
 

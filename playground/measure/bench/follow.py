@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from playground.config import MODEL, RunConfig
+from playground.engine.estimate import MAX_GAMMA
 
-MAX_GAMMA = 6  # the longest chain considered: v(k) measured to 7 rows (past it no CPU measured here pays)
 REPEATS = 3  # timed rounds of the curve (a few seconds on a CPU, once per pair and runner)
 
 

@@ -61,7 +61,7 @@ def run_pair(registry, args, out=None) -> int:
     """Keep TARGET drafted by DRAFT (scanned names) as NAME, with its class and estimate said."""
     out = out or sys.stdout
     from playground.engine.memory import build_peak
-    from playground.measure.teach.estimate import estimate
+    from playground.engine.estimate import estimate
     from playground.models.userpairs import keep
 
     found = listing.scan(stores.locations(args.models_dir or ()))

@@ -1,5 +1,5 @@
 """Pairing scanned models (models/scan/pairing.py): the class each draft gets and why, the α and knobs of
-its family in models.yaml, and the estimate beside it (measure/teach/estimate.py: the one formula)."""
+its family in models.yaml, and the estimate beside it (engine/estimate.py: the one formula)."""
 
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ def test_alpha_and_knobs_come_from_the_family_in_models_yaml(found):
 def test_the_estimate_is_the_formula_and_says_what_is_assumed(found):
     from playground.engine.sampling import expected_speedup
     from playground.measure.bench.verify_cost import VerifyCurve
-    from playground.measure.teach.estimate import estimate
+    from playground.engine.estimate import estimate
 
     qwen = classes(found, "qwen:7b")["qwen:0.5b"]
     assumed = estimate(qwen.alpha, qwen.alpha_said, qwen.c)

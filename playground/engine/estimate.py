@@ -8,13 +8,16 @@ measured c is often higher). v(k) is this machine's measured curve for the targe
 measured (the Theory tab, a pair's γ followed at load), else 1, the paper's, said as assumed: on such a
 CPU verification costs more, so the estimate then errs high. α is the family's in models.yaml or an
 assumed 0.7 (models/scan/pairing.py).
+
+It sits beside the formula, in the engine, so the scan (models/) and the pages and benchmark above it
+(measure/, app/) all reach it downward.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from playground.measure.bench.follow import MAX_GAMMA
+MAX_GAMMA = 6  # the longest chain the best γ is sought up to: v(k) is measured to 7 rows (past it no CPU measured here pays)
 
 
 @dataclass(frozen=True)
