@@ -228,12 +228,12 @@ def test_controls_that_do_not_apply_are_hidden_until_they_do():
     decided = {d: tuple(controls.decided_by(d)) for d in controls.DECIDERS}
     assert set(decided) == {"speculation", "drafter", "adaptive"}
     # the record's defaults: a chain, the draft model, a fixed γ; so no tree, n-gram, kept layers or
-    # adaptive bounds, only the draft model's choice
-    assert {n for names in decided.values() for n in names if made[n].visible} == {"draft"}
+    # adaptive bounds, only the draft model's choice and its draft vocabulary
+    assert {n for names in decided.values() for n in names if made[n].visible} == {"draft", "draft_vocab"}
     assert all(made[n].visible is not False for n in RunConfig.names() if n not in sum(decided.values(), ()))
     wired = {f.targets[0]: f for f in demo.fns.values()}
     for decider, (when, shown, hidden) in {"speculation": ("tree", "chain", ()),
-                                           "drafter": (PROMPT_LOOKUP, "suffix", ("kept_layers", "draft")),
+                                           "drafter": (PROMPT_LOOKUP, "suffix", ("kept_layers", "draft", "draft_vocab")),
                                            "adaptive": (True, False, ())}.items():
         change = wired[(made[decider]._id, "change")]
         assert [o._id for o in change.outputs] == [made[n]._id for n in decided[decider]]
@@ -241,7 +241,8 @@ def test_controls_that_do_not_apply_are_hidden_until_they_do():
         assert {c._id for c in on} == {made[n]._id for n in decided[decider]}
         assert {c.elem_id for c, u in on.items() if u["visible"]} == set(decided[decider]) - set(hidden)
         assert all(u["visible"] is False for u in change.fn(shown).values())
-    for drafter, shown in (("self", {"kept_layers"}), ("model", {"draft"}), ("hybrid", {"draft"})):
+    for drafter, shown in (("self", {"kept_layers"}), ("model", {"draft", "draft_vocab"}),
+                           ("hybrid", {"draft", "draft_vocab"})):
         update = wired[(made["drafter"]._id, "change")].fn(drafter)
         assert {c.elem_id for c, u in update.items() if u["visible"]} == shown
     load = wired[(demo._id, "load")]  # and on page load, from the values the page opens with

@@ -99,18 +99,27 @@ def draft_model_drafter(run: RunConfig, models: Models):
 
 
 def universal_drafter(run: RunConfig, models: Models):
-    """A draft with another tokenizer: chains only, over its whole vocabulary (draft_vocab counts ids
-    of the target's tokenizer, which mean nothing to it)."""
+    """A draft with another tokenizer: chains only, over its whole vocabulary."""
     from playground.engine.universal import UniversalDrafter
 
+    check_models(run, models)
+    return UniversalDrafter(models.draft, models.draft_tokenizer, models.target_tokenizer,
+                            models.target.config.get_text_config().vocab_size, runner=run.runner)
+
+
+def check_models(run: RunConfig, models: Models) -> None:
+    """What the run asks of its draft model that this draft cannot do, as an error naming the knob: called
+    before anything is built or compiled for the run, and again by the drafter. A draft with another
+    tokenizer drafts chains only (its tokens are re-encoded one chain at a time) over its whole vocabulary
+    (draft_vocab counts the target's token ids, which mean nothing to it)."""
+    if models.draft_tokenizer is None or run.drafter not in DRAFT_MODEL_DRAFTERS:
+        return
     if run.speculation == TREE:
         raise KnobError("speculation", "speculation must be 'chain' for a draft with another tokenizer than the "
                                        "target's (its tokens are re-encoded one chain at a time), got 'tree'")
     if run.draft_vocab:
         raise KnobError("draft_vocab", "draft_vocab must be 0 for a draft with another tokenizer than the target's "
                                        f"(it counts the target's token ids), got {run.draft_vocab}")
-    return UniversalDrafter(models.draft, models.draft_tokenizer, models.target_tokenizer,
-                            models.target.config.get_text_config().vocab_size, runner=run.runner)
 
 
 def model_drafter(run: RunConfig, models: Models):

@@ -176,6 +176,8 @@ def handle(ctx: AppContext, view: RaceView, form: RaceForm) -> Iterator[dict]:
     """Run the race: check the form, load the pair, then race both runs frame by frame; any failure
     is a message in the status box. A finished race becomes a point of the session's theory view."""
     settings = yield from parsed(view.status, form.parse)
+    if not form.vocab_set:  # the page shows a suggestion: the one for the draft chosen, never the pair's own draft's
+        settings = replace(settings, draft_vocab=ctx.suggested(settings.pair, settings.draft)["draft_vocab"])
     head = pairs_head(ctx, settings, form.vocab_set)
     pair = yield from load_pair(ctx, settings, view.status, prompt=form.prompts, head=head)  # γ followed
     settings = drafted_head(pair, settings) if head else settings

@@ -125,7 +125,7 @@ CONDITIONAL = (
     ("speculation", (TREE,), ("tree_budget", "tree_depth", "tree_branching", "tree_width")),
     ("drafter", (PROMPT_LOOKUP,), ("ngram_min", "ngram_max")),
     ("drafter", (SELF,), ("kept_layers",)),
-    ("drafter", DRAFT_MODEL_DRAFTERS, ("draft",)),
+    ("drafter", DRAFT_MODEL_DRAFTERS, ("draft", "draft_vocab")),  # the knobs of a draft model: none without one
     ("adaptive", (True,), ("gamma_min", "gamma_max")),
 )
 DECIDERS = tuple(dict.fromkeys(d for d, _, _ in CONDITIONAL))

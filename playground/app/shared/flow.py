@@ -219,6 +219,7 @@ def compiling(pair, settings: RunConfig, status, prompt: tuple[str, str] | None 
     from playground.engine.runners.warmup import warm_up
     from playground.measure.bench.machine import spare_a_core
 
+    factory.check_models(settings, factory.Models.of(pair, settings))  # before anything is built for it
     length = prompt_length(pair, settings, prompt)
     with spare_a_core():  # the threads the page's runs use: auto's runner is measured for those
         draft = factory.Models.of(pair, settings).draft  # None for a drafter that never runs the draft model

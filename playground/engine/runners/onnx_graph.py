@@ -105,6 +105,10 @@ def cut_head_from(full: Path, folder: Path, rows: int) -> None:
         raise uncuttable(head)
     weights = {init.name: init for init in model.graph.initializer}
     old = per_output(head, weights)
+    vocab = weights[old[0]].dims[0] if old else rows
+    if not 1 <= rows <= vocab:  # a cut past the head's own rows (another family's smaller vocabulary)
+        raise ValueError(f"draft_vocab must be in [1, {vocab}] for this draft (its output layer's rows; 0 "
+                         f"drafts with all of them), got {rows}")
     cuts = [first_rows(weights[name], full, rows) for name in old]
     write_external(cuts, folder, HEAD_DATA)
     model.graph.initializer.extend(cuts)
