@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     from playground.measure.bench.machine import spare_a_core
     from playground.measure.bench.resident import mark
     from playground.measure.bench.runs import Setup, engine_run, warm_up
-    from playground.models.loading import PairCache
+    from playground.models.pair_cache import PairCache
     from playground.models.registry import load_registry
     from playground.models.text import encode_prompt
 

@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     from playground.engine import generate as engine
     from playground.engine.events import tally
     from playground.measure.bench.prompts import load_prompts
-    from playground.models.loading import PairCache
+    from playground.models.pair_cache import PairCache
     from playground.models.registry import load_registry
     from playground.models.text import encode_prompt
 

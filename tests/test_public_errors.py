@@ -7,7 +7,7 @@ import textwrap
 import gradio as gr
 import pytest
 
-from playground.models.loading import PairCache
+from playground.models.pair_cache import PairCache
 from playground.models.registry import DEFAULT_CONFIG, load_registry
 from playground.app.shared.context import AppContext
 from playground.app.shared.flow import public

@@ -42,7 +42,7 @@ def build_demo(config: str | None = None, *, default_pair: str | None = None, ca
 
     config: a models.yaml path (default: $PLAYGROUND_CONFIG, else the repository's), the user's kept pairs
     merged in; default_pair: the pair selected when the page opens (default: the registry's);
-    cache: a loading.PairCache to share (default: a new one owned by this app);
+    cache: a pair_cache.PairCache to share (default: a new one owned by this app);
     models_dirs: folders the Your models tab scans beside the usual stores (--models-dir).
     """
     ctx = build_context(config, cache, models_dirs)

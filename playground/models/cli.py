@@ -120,7 +120,7 @@ def say(message: str, fraction: float | None) -> None:
 
 
 def load_chosen(registry: Registry, args):
-    from playground.models.loading import PairCache
+    from playground.models.pair_cache import PairCache
 
     return PairCache(registry).get(args.pair, target_quantization=args.target_quantization,
                                    draft_quantization=args.draft_quantization, dtype=args.dtype,

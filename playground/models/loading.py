@@ -1,5 +1,5 @@
 """Load the models a registry names: pick a source, get a local checkpoint, apply device, dtype and
-quantization, and keep the last pair warm.
+quantization, for one model or a pair. Keeping the last pair warm between jobs is pair_cache.py's.
 
 On a CPU in int4 a GGUF of a pack or a local file is kept as its files (models/handle.py): ONNX
 Runtime builds from the GGUF itself, and the PyTorch model is made from it in memory only when
@@ -15,8 +15,6 @@ torch and transformers are imported inside functions, so importing this module s
 from __future__ import annotations
 
 import threading
-import weakref
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -352,140 +350,6 @@ def draft_model_spec(registry: Registry, spec: PairSpec, draft: str | None) -> M
         raise KnobError("draft", f"draft must be a model in {registry.where} ({', '.join(registry.models)}), "
                                  f"got {draft!r}")
     return registry.model(draft)
-
-
-class Cancelled(BaseException):
-    """Raised from a progress callback to abandon a load (a BaseException, so no `except Exception`
-    on the way mistakes it for a failed source and tries the next one)."""
-
-
-class PairCache:
-    """Loads pairs on demand; keeps the last `keep` pairs warm; switching frees the previous one.
-
-    Memory is freed only when nobody else holds the pair: callers should not keep a LoadedPair
-    (or its models) beyond the run that uses it. One that must (a paused step-through run)
-    registers with `hold`, and is told to let go when the pair is evicted. So at most `keep` pairs
-    are resident, whoever uses them. Thread-safe, since UI handlers run in threads.
-    """
-
-    def __init__(self, registry: Registry, keep: int = 1):
-        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
-            raise ValueError(f"keep: expected an integer of at least 1, got {keep!r}")
-        self.registry = registry
-        self.keep = keep
-        self.pairs: OrderedDict[tuple, LoadedPair] = OrderedDict()  # least recently used first
-        self.lock = threading.RLock()
-        self.holders: dict[int, list] = {}  # id(pair) -> weak references to release callbacks
-
-    def get(self, name: str | None = None, *, draft: str | None = None, target_quantization: str | None = None,
-            draft_quantization: str | None = None, dtype: str | None = None, device: str | None = None,
-            progress: Progress | None = None, **use) -> LoadedPair:
-        """The pair, loaded or kept. `use`, how the run will use it (not part of the key): with_draft
-        (default True), its draft loaded now for a drafter that runs it, else left for its first use;
-        runner, the run's, so that one which cannot run a model as models.yaml quantizes it is refused
-        before anything loads."""
-        with_draft, runner = run_use(**use)
-        spec = self.registry.pair(name)
-        draft_spec = draft_model_spec(self.registry, spec, draft)
-        knobs = {
-            "draft": draft_spec.name,
-            "target_quantization": target_quantization or self.registry.model(spec.target).quantization,
-            "draft_quantization": draft_quantization or draft_spec.quantization,
-            "dtype": dtype,
-            "device": device,
-        }
-        refuse_pairing(runner, knobs, with_draft)
-        key = (spec.name, *knobs.values())
-        with self.lock:
-            if key in self.pairs:
-                self.pairs.move_to_end(key)
-                pair = self.pairs[key]
-                if with_draft:
-                    pair.load_draft(progress)
-                return pair
-            self.evict(self.keep - 1)  # free memory before loading the next pair, not after
-            try:
-                pair = load_pair(self.registry, spec, progress=progress, **knobs)
-                free_memory()  # what loading and quantizing the target dropped (0.3 GB of heap for the default pair)
-                if with_draft:
-                    pair.load_draft(progress)
-            except BaseException:  # failed or cancelled half-way: give back what was loaded
-                free_memory()
-                raise
-            self.pairs[key] = pair
-            return pair
-
-    def use(self, registry: Registry) -> None:
-        """Load from `registry` from now on (the same one read again, with pairs kept or picked since): a
-        kept pair whose name now means other models, or whose models now load otherwise, is let go."""
-        with self.lock:
-            old, self.registry = self.registry, registry
-            stale = [key for key in self.pairs if changed(old, registry, key)]
-            for key in stale:
-                pair = self.pairs.pop(key)
-                for ref in self.holders.pop(id(pair), []):
-                    if (release := ref()) is not None:
-                        release()
-                del pair
-            if stale:
-                free_memory()
-
-    def hold(self, pair: LoadedPair, release: Callable[[], None]) -> None:
-        """Call `release` when `pair` is evicted, so a user that keeps it between jobs (a paused
-        run) drops its references and the memory really comes back. Held weakly: an abandoned
-        holder does not stay alive for this."""
-        ref = weakref.WeakMethod(release) if hasattr(release, "__self__") else weakref.ref(release)
-        with self.lock:
-            if any(p is pair for p in self.pairs.values()):
-                self.holders.setdefault(id(pair), []).append(ref)
-            else:  # already evicted (or never cached): let go at once
-                release()
-
-    def resident(self) -> list[str]:
-        """Names of the pairs the cache holds."""
-        with self.lock:
-            return [key[0] for key in self.pairs]
-
-    def clear(self) -> None:
-        with self.lock:
-            self.evict(0)
-
-    def evict(self, leave: int) -> None:
-        """Drop least recently used pairs until `leave` remain, and give their memory back."""
-        if len(self.pairs) <= leave:
-            return
-        while len(self.pairs) > leave:
-            _, pair = self.pairs.popitem(last=False)
-            for ref in self.holders.pop(id(pair), []):
-                if (release := ref()) is not None:
-                    release()
-            del pair
-        free_memory()
-
-
-def changed(old: Registry, new: Registry, key: tuple) -> bool:
-    """Does the loaded pair under `key` (name, draft, ...) mean something else in `new`?"""
-    name, draft = key[0], key[1]
-    if old.pairs.get(name) != new.pairs.get(name):
-        return True
-    spec = new.pairs.get(name)
-    return any(old.models.get(m) != new.models.get(m) for m in (spec.target, draft))
-
-
-def run_use(with_draft: bool = True, runner: str | None = None) -> tuple[bool, str | None]:
-    """PairCache.get's `use`, its names checked."""
-    return with_draft, runner
-
-
-def refuse_pairing(runner: str | None, knobs: dict, with_draft: bool) -> None:
-    """The compiled runner cannot run a bitsandbytes model: refused by name, the knob that set it included."""
-    if runner != "compiled":
-        return
-    from playground.config import compiled_refuses
-
-    for field in ("target_quantization", "draft_quantization")[: 1 + with_draft]:
-        if knobs[field] in BITSANDBYTES:
-            raise compiled_refuses(field, knobs[field])
 
 
 def reporter(progress: Progress | None) -> Progress:

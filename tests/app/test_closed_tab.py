@@ -33,7 +33,7 @@ TIMEOUT_S = 300.0  # overall limit of each wait (a loaded CI machine is slow, ne
 def app():
     """(url, calls): the app on the tiny pair, launched on a free port, and the list of the
     times of its target's forward calls (the same PairCache, hence the same model, as the app's)."""
-    from playground.models.loading import PairCache
+    from playground.models.pair_cache import PairCache
     from playground.models.registry import load_registry
     from playground.app.demo import build_demo
 

@@ -12,7 +12,8 @@ from playground.models.cpu_quant import Int4Linear, Int8Linear, quantize_for_cpu
 from playground.engine.drafters import ModelDrafter
 from playground.engine.generate import SpecConfig, generate
 from playground.engine.events import output_tokens
-from playground.models.loading import PairCache, load_model
+from playground.models.loading import load_model
+from playground.models.pair_cache import PairCache
 from playground.models.registry import ModelSpec, Source, load_registry
 from playground.models.text import encode_prompt
 

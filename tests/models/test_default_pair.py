@@ -13,7 +13,8 @@ from playground.models import modelpack
 from playground.engine.drafters import ModelDrafter
 from playground.engine.generate import SpecConfig, generate
 from playground.engine.events import output_tokens, summarize
-from playground.models.loading import PairCache, load_model
+from playground.models.loading import load_model
+from playground.models.pair_cache import PairCache
 from playground.models.registry import load_registry
 from playground.models.text import encode_prompt
 

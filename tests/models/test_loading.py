@@ -14,11 +14,12 @@ from playground.config import KnobError, RunConfig
 import torch
 
 from playground.config import cache_dir
-from playground.models import checkpoints, loading, modelpack, precision
+from playground.models import checkpoints, loading, modelpack, pair_cache, precision
 from playground.engine.drafters import ModelDrafter
 from playground.engine.generate import SpecConfig, generate
 from playground.engine.events import output_tokens
-from playground.models.loading import LoadedModel, PairCache, load_model
+from playground.models.loading import LoadedModel, load_model
+from playground.models.pair_cache import PairCache
 from playground.models.registry import ModelSpec, Source, load_registry
 from playground.models.text import encode_prompt
 from playground.models.tiny import tiny_model, tiny_pair
@@ -211,7 +212,7 @@ def test_the_pair_cache_refuses_compiled_with_a_model_that_models_yaml_quantizes
                    "small": {"sources": [{"tiny": "draft"}], "quantization": "int8"}},
         "pairs": {"big": {"target": "big", "draft": "small", "description": "d"},
                   "plain": {"target": "small", "draft": "small", "description": "d"}}}, tmp_path / "models.yaml")
-    monkeypatch.setattr(loading, "load_pair", fail_if_called)
+    monkeypatch.setattr(pair_cache, "load_pair", fail_if_called)
     cache = PairCache(registry)
     with pytest.raises(KnobError, match=r"runner 'compiled' cannot run a bitsandbytes model \(target_quantization "
                                         r"'nf4'\).*or runner compiled with target_quantization none") as raised:
@@ -219,7 +220,7 @@ def test_the_pair_cache_refuses_compiled_with_a_model_that_models_yaml_quantizes
     assert raised.value.field == "runner"
     with pytest.raises(KnobError, match=r"\(draft_quantization 'int8'\)"):
         cache.get("big", target_quantization="none", runner="compiled")
-    monkeypatch.setattr(loading, "load_pair", lambda *args, **kwargs: "loaded")
+    monkeypatch.setattr(pair_cache, "load_pair", lambda *args, **kwargs: "loaded")
     assert cache.get("big", target_quantization="none", runner="compiled", with_draft=False) == "loaded"
     assert PairCache(registry).get("big", runner="eager", with_draft=False) == "loaded"
     assert RunConfig(runner="compiled").loading()["runner"] == "compiled"  # how a run hands it over

@@ -92,7 +92,7 @@ class Loader:
 @dataclass
 class AppContext:
     registry: object  # registry.Registry
-    cache: object  # loading.PairCache
+    cache: object  # pair_cache.PairCache
     default_pair: str | None = None  # selected when the page opens; None: the registry's default
     frame_every: float = 0.15  # least seconds of computing between two redraws of a streaming view
     # Each session's measured speedups (race, sweep, "measure now"), for the theory view; bounded.
@@ -123,7 +123,7 @@ class AppContext:
 
     def refresh(self) -> None:
         """Read models.yaml and the user's kept pairs again (another process may have kept one), with this
-        app's picks from the scan; the pair cache follows (models/loading.PairCache.use). A models.yaml
+        app's picks from the scan; the pair cache follows (models/pair_cache.PairCache.use). A models.yaml
         edited into an error since the app started leaves the registry as it was (the page keeps serving;
         the next start says what is wrong)."""
         from playground.models.registry import load_registry
@@ -192,7 +192,7 @@ class AppContext:
 
         def progress(message, fraction):
             if loader.cancel.is_set():
-                from playground.models.loading import Cancelled
+                from playground.models.pair_cache import Cancelled
 
                 raise Cancelled(f"the load of {settings.pair} was cancelled for another pair")
             loader.reports.put(Loading(message, fraction))
@@ -238,7 +238,7 @@ def pair_label(pair, registry=None) -> str:
 def build_context(config: str | None = None, cache=None, models_dirs=()) -> AppContext:
     """Read models.yaml (or `config`) and the user's kept pairs; the cache loads nothing until a run asks
     for a pair. `models_dirs`: folders the Your models tab scans beside the usual stores."""
-    from playground.models.loading import PairCache
+    from playground.models.pair_cache import PairCache
     from playground.models.registry import load_registry
 
     registry = load_registry(config)

@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         return served_main(parser, args, plan)
     if args.target_quantizations:
         return compare_targets(parser, args, plan)
-    from playground.models.loading import PairCache
+    from playground.models.pair_cache import PairCache
 
     cache = PairCache(args.registry)  # make_plan's: the user's kept pairs merged, a moved model found again
     try:
@@ -297,7 +297,7 @@ def compare_targets(parser, args, plan: Plan) -> int:
     One pair is loaded at a time (the cache frees the previous), so memory holds one target."""
     from argparse import Namespace
 
-    from playground.models.loading import PairCache
+    from playground.models.pair_cache import PairCache
     from playground.measure.bench.compare import comparison, format_comparison
     from playground.measure.bench.report import SCHEMA, write_json
     from playground.measure.bench.verify_cost import MAX_K, measure_curve

@@ -69,7 +69,7 @@ def main(argv=None) -> int:
 
     from playground.config import TREE, RunConfig
     from playground.engine.events import Tally, costs, summarize, tree_costs
-    from playground.models.loading import PairCache
+    from playground.models.pair_cache import PairCache
     from playground.models.registry import load_registry
     from playground.models.text import encode_prompt
     from playground.measure.bench.flags import take_suggestions

@@ -118,7 +118,7 @@ def prepare(args) -> dict:
     from playground.engine.runners.warmup import chosen_head, warm_up
     from playground.measure.bench.cli import quiet_transformers
     from playground.measure.hardware.step_profile import prompt_ids
-    from playground.models.loading import PairCache
+    from playground.models.pair_cache import PairCache
     from playground.models.registry import load_registry
 
     quiet_transformers()
@@ -178,7 +178,7 @@ def ours(job: dict, speculative: bool) -> dict:
     from playground.engine import factory
     from playground.measure.bench import runs
     from playground.measure.bench.cli import quiet_transformers
-    from playground.models.loading import PairCache
+    from playground.models.pair_cache import PairCache
     from playground.models.registry import load_registry
 
     quiet_transformers()
@@ -223,7 +223,7 @@ def draft_step(job: dict, cut: bool) -> dict:
     """The draft's plain step on onnxruntime, its head cut or whole, alone in this process."""
     from playground.engine.runners.timing import time_steps
     from playground.measure.bench.cli import quiet_transformers
-    from playground.models.loading import PairCache
+    from playground.models.pair_cache import PairCache
     from playground.models.registry import load_registry
 
     quiet_transformers()

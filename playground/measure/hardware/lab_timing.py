@@ -32,7 +32,7 @@ def options(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     from playground.engine import factory
     from playground.measure.teach.lab import fast_lab, losslessness_lab
-    from playground.models.loading import PairCache
+    from playground.models.pair_cache import PairCache
     from playground.models.registry import load_registry
     from playground.models.text import encode_prompt
 

@@ -86,7 +86,7 @@ def prepare(args):
     from playground.engine import factory
     from playground.engine.runners import resolve
     from playground.measure.bench import runs
-    from playground.models.loading import PairCache
+    from playground.models.pair_cache import PairCache
     from playground.models.registry import load_registry
 
     run = RunConfig(max_new_tokens=args.new_tokens, temperature=0.0, runner=args.runner)

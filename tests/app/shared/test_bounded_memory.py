@@ -16,7 +16,7 @@ import gradio as gr
 import psutil
 import pytest
 
-from playground.models.loading import Cancelled, PairCache
+from playground.models.pair_cache import Cancelled, PairCache
 from playground.models.registry import load_registry
 from playground.models.tiny import tiny_model, tiny_pair
 from playground.app.shared.context import AppContext, Loading

@@ -14,7 +14,7 @@ from playground.measure.bench.board import lineup, rounds
 from playground.measure.bench.board import table as board_table
 from playground.measure.bench.prompts import EXAMPLE, Prompt
 from playground.measure.bench.runs import Interrupted
-from playground.models.loading import PairCache
+from playground.models.pair_cache import PairCache
 from playground.models.registry import load_registry
 
 REGISTRY = load_registry()

@@ -15,7 +15,7 @@ from playground.engine.sampling import best_gamma, expected_speedup
 from playground.measure.bench import cli, follow
 from playground.measure.bench.prompts import EXAMPLE, Prompt
 from playground.measure.bench.sweep import Grid, make_plan
-from playground.models.loading import PairCache
+from playground.models.pair_cache import PairCache
 from playground.models.registry import load_registry
 
 REGISTRY = load_registry()

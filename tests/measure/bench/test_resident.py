@@ -17,7 +17,7 @@ from playground.engine.memory import drafter_bytes, model_bytes
 from playground.measure.bench import resident
 from playground.measure.bench.runs import Setup, measure_prompt
 from playground.measure.bench.summary import memory_summary
-from playground.models.loading import PairCache
+from playground.models.pair_cache import PairCache
 from playground.models.registry import load_registry
 
 MB = 2**20

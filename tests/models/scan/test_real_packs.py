@@ -97,7 +97,7 @@ def test_the_kept_qwen_pair_loads_and_drafts_losslessly(shelf):
     from playground.engine.events import output_tokens, summarize
     from playground.engine.generate import SpecConfig, generate
     from playground.models.cli import main
-    from playground.models.loading import PairCache
+    from playground.models.pair_cache import PairCache
     from playground.models.registry import load_registry
     from playground.models.text import encode_prompt
 
