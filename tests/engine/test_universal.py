@@ -242,3 +242,35 @@ def test_the_joint_check_catches_a_broken_rule(tokenizers, sampled_case, monkeyp
     counts, _ = joint_counts(tokenizers, sampled_case, BROKEN_DRAWS)
     fit = goodness_of_fit(counts, exact_joint(sampled_case[0], PROMPT, 8))
     assert fit.p_value < 1e-4, fit
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"draft_vocab": 64}, "draft_vocab must be 0 for a draft with another tokenizer"),
+    ({"speculation": "tree"}, "speculation must be 'chain' for a draft with another tokenizer"),
+])
+def test_what_a_draft_of_another_tokenizer_cannot_do_is_said_before_anything_is_built(tokenizers, monkeypatch,
+                                                                                     changes, message):
+    """factory.check_models runs in the page's warm-up before any build (issue 55: the default pair's cut
+    head reached SmolLM2's ONNX build and failed there), and again in the drafter."""
+    from types import SimpleNamespace
+
+    from playground.app.shared import flow
+    from playground.config import RunConfig
+    from playground.engine import factory
+    from playground.engine.runners import warmup
+
+    target, draft = tiny_model(259, 1, seed=1), tiny_model(259, 1, seed=2)
+    run = RunConfig(pair="tiny", **changes)
+    models = factory.Models(target, draft, byte_tokenizer(), tokenizers[0])
+    with pytest.raises(ValueError, match="^" + message):
+        factory.check_models(run, models)
+    with pytest.raises(ValueError, match="^" + message):
+        factory.make_drafter(run, models)
+    factory.check_models(RunConfig(pair="tiny"), models)  # a whole chain: fine
+    factory.check_models(run, factory.Models(target, draft, byte_tokenizer(), None))  # one tokenizer: fine
+    monkeypatch.setattr(warmup, "warm_up", lambda *a, **k: pytest.fail("built before the check"))
+    side = SimpleNamespace(model=draft, tokenizer=tokenizers[0])
+    pair = SimpleNamespace(target=SimpleNamespace(model=target), draft=side, tokenizer=byte_tokenizer(),
+                           same_tokenizer=False)
+    with pytest.raises(ValueError, match="^" + message):
+        list(flow.compiling(pair, run, status=None))

@@ -176,8 +176,7 @@ def handle(ctx: AppContext, view: RaceView, form: RaceForm) -> Iterator[dict]:
     """Run the race: check the form, load the pair, then race both runs frame by frame; any failure
     is a message in the status box. A finished race becomes a point of the session's theory view."""
     settings = yield from parsed(view.status, form.parse)
-    if not form.vocab_set:  # the page shows a suggestion: the one for the draft chosen, never the pair's own draft's
-        settings = replace(settings, draft_vocab=ctx.suggested(settings.pair, settings.draft)["draft_vocab"])
+    settings = own_head_left(ctx, settings, form.vocab_set)
     head = pairs_head(ctx, settings, form.vocab_set)
     pair = yield from load_pair(ctx, settings, view.status, prompt=form.prompts, head=head)  # γ followed
     settings = drafted_head(pair, settings) if head else settings
@@ -190,6 +189,16 @@ def handle(ctx: AppContext, view: RaceView, form: RaceForm) -> Iterator[dict]:
     if pays is not None and pays.shown:
         yield {view.stats: summary.stats_placeholder(pays)}
     yield from guarded(view.status, racing(ctx, view, pair, settings, form, pays), "Generation failed")
+
+
+def own_head_left(ctx: AppContext, settings: RunConfig, vocab_set: bool) -> RunConfig:
+    """The pair's draft vocabulary is its own draft's head: left at it on the page (`vocab_set` False)
+    with another draft chosen, the run takes that draft's suggestion (its whole head). The default
+    pair's 65,536-row cut otherwise followed the user to SmolLM2 and Gemma (issue 55)."""
+    own = ctx.suggested(settings.pair)["draft_vocab"]
+    if vocab_set or not settings.draft or settings.draft_vocab != own:
+        return settings
+    return replace(settings, draft_vocab=ctx.suggested(settings.pair, settings.draft)["draft_vocab"])
 
 
 def pairs_head(ctx: AppContext, settings: RunConfig, vocab_set: bool) -> bool:

@@ -89,3 +89,12 @@ def test_the_head_choice_is_rendered_by_the_bench_and_the_page():
         "draft head: cut 65,536 rows on onnxruntime, 13.9 ms vs full 151,936 rows on eager, 9.8 ms")
     runner = Choosing(DRAFT, {"runner": "eager", "step_ms": {"eager": 9.0, "onnxruntime": 12.0}})
     assert runner.what == RUNNER and "auto: the draft on eager" in build_text(runner, "x")
+
+
+def test_another_draft_picked_on_the_page_drafts_over_its_own_head(page):
+    """The pair's cut head is its own draft's (issue 55: the default pair's 65,536 rows followed the user to
+    SmolLM2 and Gemma): while the page shows the pair's suggestion, another draft drafts whole."""
+    said = page(vocab_set=False, draft="tiny-target")
+    assert page.ran[-1].draft == "tiny-target" and page.ran[-1].draft_vocab == 0 and "Done" in said[-1]
+    page(vocab_set=True, draft="tiny-target")  # one the user set drafts as set
+    assert page.ran[-1].draft_vocab == 64

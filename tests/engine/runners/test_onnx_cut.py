@@ -94,6 +94,15 @@ def test_the_cut_is_the_full_builds_first_rows_with_no_builder_run(checkpoints, 
     assert onnx_build.build(checkpoint, "int4", ROWS).seconds == 0.0  # cached
 
 
+def test_a_cut_past_the_drafts_own_rows_is_an_error_naming_draft_vocab(checkpoints, builds):
+    """Another family's smaller vocabulary (SmolLM2's 49,152 rows under the default pair's 65,536, issue
+    55) failed in numpy's reshape; the tiny head has 259 rows. Nothing half cut is kept."""
+    checkpoint = checkpoints["untied"]
+    with pytest.raises(ValueError, match=r"^draft_vocab must be in \[1, 259\] for this draft .*got 300"):
+        onnx_build.build(checkpoint, "int4", 300)
+    assert onnx_build.build(checkpoint, "int4", 259).seconds >= 0  # the whole head, cut to itself: fine
+
+
 def test_the_cut_holds_hard_links_of_the_full_builds_files_and_a_small_head(checkpoints, builds):
     checkpoint = checkpoints["untied"]
     full, cut = onnx_build.build(checkpoint, "int4", None), onnx_build.build(checkpoint, "int4", ROWS)
