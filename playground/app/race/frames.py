@@ -45,6 +45,7 @@ class RaceFrame:
     settings: RunConfig
     done: bool = False
     compile_s: float = 0.0  # seconds this pair's compiled step shapes took (once, before), outside every timing
+    compile_failed: tuple[str, ...] = ()  # step shapes that failed to compile, with why: they run uncompiled
     weights_mb: tuple[float, float] = (0.0, 0.0)  # counted: each run's weights, the drafter's (engine/memory.py)
     # measured: what this process's resident memory grew by since before its first model loaded
     # (measure/bench/resident.py), read with weights_mb; one figure, as one process holds both runs
@@ -107,7 +108,8 @@ def race_frames(
     from playground.measure.bench.runs import Setup, warm_up
     from playground.models.handle import trim_heap
     from playground.engine.generate import check_inputs, generate
-    from playground.engine.runners import COMPILED, compile_seconds, resolve
+    from playground.engine.runners import compile_failures
+    from playground.engine.runners.auto import compile_total
     from playground.models.text import encode_prompt
 
     tokenizer = pair.tokenizer
@@ -121,10 +123,10 @@ def race_frames(
         # each model pay one-time costs that neither timed run should carry
         warm_up(Setup.of(pair, settings), ids[-8:], replace(config, max_new_tokens=3), 1)
         tracks = {name: new_track(name, tokenizer, settings.greedy) for name in (BASELINE, SPECULATIVE)}
-        compiled = resolve(settings.runner, pair.target.model.device) == COMPILED
+        compiled = compiled_models(pair, settings)
         frame = RaceFrame(tracks[BASELINE], tracks[SPECULATIVE], settings,
-                          compile_s=compile_seconds(pair.target.model, pair.draft.model if pair.draft_loaded else None)
-                          if compiled else 0.0,
+                          compile_s=sum(compile_total(m) for m in compiled),
+                          compile_failed=tuple(compile_failures(*compiled)),
                           weights_mb=held_mb(pair.target.model, drafter), resident_mb=grown_mb(),
                           coverage=getattr(drafter, "coverage", None))
         yield frame  # clears the page before the first step
@@ -184,3 +186,15 @@ def held_mb(target, drafter) -> tuple[float, float]:
     weights = model_bytes(target)
     return weights / 2**20, (weights + drafter_bytes(drafter)) / 2**20
 
+
+
+def compiled_models(pair, settings: RunConfig) -> list:
+    """The race's models that run on the compiled runner, auto's recorded choice included: resolved
+    without the model, auto read as the table's eager and the compile seconds went unsaid (issue 52, item 8)."""
+    from playground.config import TREE
+    from playground.engine.runners import COMPILED, resolve
+
+    tree = settings.speculation == TREE
+    models = [(pair.target.model, None)] + ([(pair.draft.model, settings.draft_vocab or None)]
+                                           if pair.draft_loaded else [])
+    return [m for m, rows in models if resolve(settings.runner, m.device, tree, m, rows) == COMPILED]

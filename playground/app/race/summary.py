@@ -92,10 +92,12 @@ def reach(frame: RaceFrame) -> str:
 
 def compiled(frame: RaceFrame) -> str:
     """The compiled runner's compile seconds, beside the timings: never inside them, never out of sight."""
+    failed = "".join(f'<p class="hint">Could not compile {html.escape(why)}: that shape ran uncompiled, and auto '
+                     "runs the model on eager from the next load.</p>" for why in frame.compile_failed)
     if not frame.compile_s:
-        return ""
+        return failed
     return (f'<p class="hint">+ {frame.compile_s:.1f} s compiling this pair\'s step shapes (runner compiled), '
-            "once per pair and session before the first run: in neither run's compute seconds.</p>")
+            "once per pair and session before the first run: in neither run's compute seconds.</p>" + failed)
 
 
 def budget_line(note: str | None) -> str:

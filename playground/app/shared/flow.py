@@ -281,6 +281,9 @@ def compile_message(event) -> str:
     if not event.done:
         return (f"Compiling {event.model} step {event.index} of {event.total} ({shape}), once per pair "
                 "and session; not part of any timing…")
+    if getattr(event, "failed", None):
+        return (f"Could not compile {event.model} step {event.index} of {event.total} ({shape}): {event.failed}. "
+                "It runs uncompiled, and auto runs this model on eager from the next load.")
     return f"Compiled {event.model} step {event.index} of {event.total} ({shape}) in {event.seconds:.1f} s."
 
 

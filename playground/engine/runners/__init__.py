@@ -96,6 +96,15 @@ def compile_seconds(*models) -> float:
                for steps in [state_of(m).steps] if steps is not None)
 
 
+def compile_failures(*models) -> list[str]:
+    """Why each step shape of these models failed to compile or capture (it ran uncompiled): said beside
+    the compile seconds, on the page and in the benchmark."""
+    from playground.engine.runners.static import state_of
+
+    return [why for m in models if m is not None for steps in [state_of(m).steps] if steps is not None
+            for why in steps.failed.values()]
+
+
 def make_runner(model, name: str = "auto", head=None, tree: bool = False) -> Runner:
     """A fresh runner (its own cache) for `model`; `head` maps hidden states to logits when the
     caller trims the output layer (None: the model's own head); `tree`: the run feeds token trees."""

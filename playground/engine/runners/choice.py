@@ -154,3 +154,17 @@ def remember(model, rows: int | None, threads: int, choice: dict, kind: str = RU
     """A new choice written to the file and kept in memory for this model and thread count."""
     write_all({**read_all(), entry_key(model, rows, threads, kind): choice})
     SEEN.setdefault(model, {})[(kind, rows, threads)] = choice
+
+
+def fell_back(model, rows: int | None, why: str) -> None:
+    """A compiled shape of this model failed after auto chose compiled for it (compiled.run_step): the
+    choice turned to eager, with why among what was dropped, so the next load runs eager rather than
+    failing again at the same shape. A choice of anything else, or none, is left as it is."""
+    import torch
+
+    threads = torch.get_num_threads()
+    known = recorded(model, rows)
+    if known is None or known.get("runner") != "compiled":
+        return
+    dropped = {**known.get("dropped", {}), "compiled": why}
+    remember(model, rows, threads, {**known, "runner": "eager", "dropped": dropped})

@@ -61,7 +61,7 @@ class CompiledRunner(StaticRunner):
 
     def padded(self, new: list[int], positions, allowed, keep: int, b: int) -> torch.Tensor:
         """The step of b rows over `new` (n <= b rows) and b - n pad rows.  -> [keep, V]"""
-        n = len(new)
+        n, given = len(new), (positions, allowed)
         positions, allowed = pattern(n, self.length, positions, allowed)
         self.reserve(self.length + b)
         ids, positions, allowed = pad(new, positions, allowed, b, self.length)
@@ -72,14 +72,21 @@ class CompiledRunner(StaticRunner):
         if self.device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # no graph output is held: the rows below are copies
         out = self.run_step(key, b, args)
+        if out is None:  # this shape cannot run compiled here: the same step, uncompiled (StaticRunner's)
+            self.set_length(self.length)  # a failed call may have moved the write position in place
+            return super().forward(new, *given, keep)
         self.set_length(self.length + n)  # back over the pad rows
         return out[n - keep : n].clone()  # the next step of this shape overwrites `out`
 
-    def run_step(self, key: tuple, b: int, args: tuple) -> torch.Tensor:
+    def run_step(self, key: tuple, b: int, args: tuple) -> torch.Tensor | None:
         """The step of this shape; its first call compiles it (and captures its graph), once for
-        all runners of the model, timed: the seconds are kept beside the timings, not inside them."""
+        all runners of the model, timed: the seconds are kept beside the timings, not inside them.
+        None where compiling or capturing this shape failed (now or before, at any shape: an op it
+        cannot trace, a card running out while it records): the caller runs the step uncompiled."""
         if key not in self.steps.seconds:
             with self.steps.lock:
+                if key in self.steps.failed:
+                    return None
                 if key not in self.steps.seconds:
                     use_disk_cache()
                     started = time.perf_counter()
@@ -87,12 +94,26 @@ class CompiledRunner(StaticRunner):
                         self.steps[key] = compile_step(f"step_{b}x{self.capacity}", self.mode,
                                                        self.device.type != "cuda")
                         out = self.record(key, args)
-                    except BaseException:  # an op it cannot trace, out of memory while recording:
-                        self.steps.pop(key, None)  # nothing half-made is kept (auto falls back on eager)
+                    except Exception as e:
+                        self.steps.pop(key, None)  # nothing half-made is kept
+                        self.fell_back(key, e)
+                        return None
+                    except BaseException:  # an interrupt: nothing half-made is kept, and it goes on up
+                        self.steps.pop(key, None)
                         raise
                     self.steps.seconds[key] = time.perf_counter() - started
                     return out
         return self.steps[key](*args)
+
+    def fell_back(self, key: tuple, error: Exception) -> None:
+        """A shape that failed to compile or capture: said (Steps.failed, which the page and the benchmark
+        show), run uncompiled from now on, and auto's choice of compiled for this model turned to eager
+        with the reason, so the next load does not compile again (choice.fell_back)."""
+        from playground.engine.runners.choice import fell_back
+
+        first = str(error).splitlines()[0] if str(error) else ""
+        self.steps.failed[key] = f"the {key[0]}-row step at capacity {key[1]} raised {type(error).__name__}: {first}"
+        fell_back(self.model, key[2], self.steps.failed[key])
 
     def record(self, key: tuple, args: tuple) -> torch.Tensor:
         """A new step's first RECORD_CALLS calls, on the same inputs: on a GPU its CUDA graph is
@@ -109,8 +130,8 @@ class CompiledRunner(StaticRunner):
     def shape_for(self, n: int) -> int | None:
         """The smallest shape already compiled that holds n rows, else n's bucket: a short last
         draft (fewer tokens left to make) rides on γ + 1's shape instead of compiling its own."""
-        if bucket(n) is None:
-            return None
+        if bucket(n) is None or self.key(bucket(n)) in self.steps.failed:
+            return None  # none, or one that failed to compile: uncompiled
         ready = [b for b in BUCKETS if b >= n and self.key(b) in self.steps.seconds]
         return ready[0] if ready else bucket(n)
 
@@ -121,14 +142,15 @@ class CompiledRunner(StaticRunner):
     def warm(self, b: int) -> float | None:
         """Compile the step of b rows now, at this runner's capacity, on throwaway tokens (a
         warm-up, before anything is timed; on a GPU its CUDA graph recorded too, see `record`): the
-        seconds its first calls took, or None when this model already had it. Leaves the cache empty."""
-        if self.key(b) in self.steps.seconds:
+        seconds its first calls took, or None when this model already had it or it failed to compile
+        (then it runs uncompiled: Steps.failed). Leaves the cache empty."""
+        if self.key(b) in self.steps.seconds or self.key(b) in self.steps.failed:
             return None
         self.reset()
         super().forward([0], None, None, 1)  # one entry, as a run has before its first step (uncompiled)
         self.padded([0] * b, None, None, 1, b)
         self.reset()
-        return self.steps.seconds[self.key(b)]
+        return self.steps.seconds.get(self.key(b))  # None where it failed (Steps.failed says why)
 
 
 def step_key(b: int, capacity: int, head_rows: int | None) -> tuple:
@@ -189,6 +211,7 @@ class Steps(dict):
     def __init__(self):
         super().__init__()
         self.seconds: dict[tuple, float] = {}  # set once a shape's first call has finished
+        self.failed: dict[tuple, str] = {}  # shapes whose compile or capture raised, with why: run uncompiled
         self.lock = threading.Lock()
 
 

@@ -51,6 +51,7 @@ class Compiling:
     rows: int  # rows a step of this shape reads
     capacity: int  # the cache's capacity the step is compiled for
     seconds: float | None = None  # None: about to compile; then what its first call took
+    failed: str | None = None  # why compiling or capturing it failed: it runs uncompiled (compiled.Steps.failed)
 
     @property
     def done(self) -> bool:
@@ -128,8 +129,7 @@ def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None,
     where the run's draft vocabulary is the pair's to choose (see build_models). Nothing for the other
     runners. `prompt_tokens`: the prompt's length, if known (see run_capacities)."""
     yield from making(target, draft, run)
-    yield from build_models(target, draft, run, head)  # nothing unless a model runs on onnxruntime
-    yield from choose_on_gpu(target, draft, run)
+    yield from choose(target, draft, run, head)
     heads = {TARGET: None, DRAFT: run.draft_vocab or None}  # the drafter factory's head, as a run builds it
     models = {TARGET: target, DRAFT: draft}
     tree = run.speculation == TREE
@@ -137,6 +137,15 @@ def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None,
         model = models[name]
         if rows and model is not None and resolve(run.runner, model.device, tree, model, heads[name]) == COMPILED:
             yield from warm_model(model, rows, heads[name], run_capacities(run, prompt_tokens), name)
+
+
+def choose(target, draft, run: RunConfig, head: bool = False) -> Iterator[Building | Choosing]:
+    """auto's choice for each model of the run, measured where none is recorded: on a CPU the onnxruntime
+    builds and their choice (build_models: nothing unless a model runs on onnxruntime), on a GPU eager
+    against compiled (choose_on_gpu). One function for the page's warm-up and the benchmark, so both
+    run what the same measurement chose."""
+    yield from build_models(target, draft, run, head)
+    yield from choose_on_gpu(target, draft, run)
 
 
 def choose_on_gpu(target, draft, run: RunConfig) -> Iterator[Choosing]:
@@ -320,14 +329,15 @@ def chosen_head(draft, run: RunConfig) -> RunConfig:
 def warm_model(model, rows: tuple[int, ...], head_rows: int | None, caps: tuple[int, ...],
                name: str = TARGET) -> Iterator[Compiling]:
     """Compile the steps of `rows` at each capacity that `model` does not have yet, smallest first."""
-    have = steps_of(model).seconds
-    todo = [(c, b) for c in caps for b in rows if step_key(b, c, head_rows) not in have]
+    steps = steps_of(model)
+    have, failed = steps.seconds, steps.failed
+    todo = [(c, b) for c in caps for b in rows if step_key(b, c, head_rows) not in have | failed]
     lm = None
     for index, (capacity, b) in enumerate(todo, 1):
         yield Compiling(name, index, len(todo), b, capacity)
         if lm is None or lm.runner.capacity != capacity:
             lm = CachedModel(model, head_rows=head_rows, runner=COMPILED)  # throwaway: its cache goes back to the pool
             lm.runner.reserve(capacity)
-        seconds = lm.runner.warm(b)
-        yield Compiling(name, index, len(todo), b, capacity,
-                        seconds if seconds is not None else have[step_key(b, capacity, head_rows)])
+        seconds, key = lm.runner.warm(b), step_key(b, capacity, head_rows)
+        yield Compiling(name, index, len(todo), b, capacity, seconds if seconds is not None else have.get(key, 0.0),
+                        failed.get(key))

@@ -47,6 +47,9 @@ def format_report(report: dict) -> str:
             lines.append(f"{name:<{width}} {category[:15]:<15} {cells}")
         for skipped in run.get("skipped", []):
             lines.append(f"  skipped {skipped['id']} ({skipped['category']}): {skipped['reason']}")
+        for why in run["summary"].get("compile_failed", []):
+            lines.append(f"  could not compile ({why}): that shape ran uncompiled, and auto runs the model on eager "
+                         "from the next load")
     lines.append("speedup: median over prompts of spec tok/s / AR tok/s; tok/s include prefill; dec spd: the "
                  "same over decoding only (after each run's first token), all prompts pooled; verify: one "
                  "verification forward / one decoding step; α by position: the first three drafts' acceptance; "

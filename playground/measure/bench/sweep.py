@@ -214,8 +214,8 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report, stopped: Callable[[],
     runs, one per cell, each naming the runner its target ran on."""
     from playground.engine import factory
     from playground.engine.generate import context_problem
-    from playground.engine.runners import compile_seconds, resolve
-    from playground.engine.runners.warmup import build_models
+    from playground.engine.runners import compile_failures, compile_seconds, resolve
+    from playground.engine.runners.warmup import choose
     from playground.measure.bench.machine import peak_memory, reset_peak_memory
     from playground.measure.bench.runs import Setup, measure_prompt, warm_up
     from playground.measure.bench.summary import by_category, summarize_records
@@ -234,7 +234,9 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report, stopped: Callable[[],
         reset_peak_memory(setup.target.device)
         compiled_before = compile_seconds(setup.target, setup.draft)
         built = 0.0
-        for event in build_models(setup.target, setup.draft, cell):  # onnxruntime's, before any timing
+        # auto's choices as the page's warm-up makes them (onnxruntime's builds, eager against compiled on a
+        # GPU), before any timing: the benchmark measures what the app runs
+        for event in choose(setup.target, setup.draft, cell):
             built += getattr(event, "seconds", None) or 0.0
             progress(Progress(done, plan.total_runs, build_text(event, name), cell))
         if fitting and plan.warmup:
@@ -255,10 +257,12 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report, stopped: Callable[[],
         done = start + (index + 1) * plan.runs_per_cell  # prompts too long for the context are skipped
         # compiling (the warm-up meets each shape first) is kept out of the medians, and shown here
         compiled = compile_seconds(setup.target, setup.draft) - compiled_before
+        failed = compile_failures(setup.target, setup.draft)
         runs.append({"settings": settings_of(cell),
                      "runner": resolve(cell.runner, setup.target.device, cell.speculation == TREE, setup.target),
                      "summary": {**summarize_records(records), "peak_memory": peak_memory(setup.target.device),
                                  **({"compile_s": round(compiled, 2)} if compiled > 0 else {}),
+                                 **({"compile_failed": failed} if failed else {}),
                                  **({"build_s": round(built, 1)} if built > 0 else {})},
                      "categories": by_category(records), "prompts": records,
                      "skipped": [{"id": p.id, "category": p.category, "reason": reason}
