@@ -195,8 +195,10 @@ def own_head_left(ctx: AppContext, settings: RunConfig, vocab_set: bool) -> RunC
     """The pair's draft vocabulary is its own draft's head: left at it on the page (`vocab_set` False)
     with another draft chosen, the run takes that draft's suggestion (its whole head). The default
     pair's 65,536-row cut otherwise followed the user to SmolLM2 and Gemma (issue 55)."""
+    if vocab_set or not settings.draft or settings.pair not in (None, "", *ctx.registry.pairs):
+        return settings  # an unknown pair: the load says so, naming the field
     own = ctx.suggested(settings.pair)["draft_vocab"]
-    if vocab_set or not settings.draft or settings.draft_vocab != own:
+    if settings.draft_vocab != own:
         return settings
     return replace(settings, draft_vocab=ctx.suggested(settings.pair, settings.draft)["draft_vocab"])
 

@@ -36,7 +36,8 @@ def measured(
     from playground.measure.bench.runs import Setup, measure_prompt, warm_up
 
     config = factory.spec_config(settings)
-    setup = Setup.of(pair, settings, tree=settings.drafter == MODEL)  # a tree's length beside the chain's
+    # a tree's length beside the chain's, where the draft can grow one (one of another tokenizer drafts chains)
+    setup = Setup.of(pair, settings, tree=settings.drafter == MODEL and pair.same_tokenizer)
     total = len(setup.methods(config)) * repeats + 1  # a tree on another runner brings a plain run of its own
     with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
         warm_up(setup, ids, config, 1)
