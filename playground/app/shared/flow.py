@@ -197,8 +197,13 @@ def following(ctx, pair, settings: RunConfig, status):
     spec = ctx.registry.pair(settings.pair or ctx.default_pair)
     if spec.name in ctx.followed or not follows(spec, settings):
         return
+    from playground.engine.runners import COMPILED, resolve
+
+    compiles = resolve(settings.runner, pair.target.device, False, pair.target.model) == COMPILED
     yield {status: status_html("Measuring the draft's cost c and the target's v(k) on this machine, so the "
-                               "pair's γ follows it (once, a few seconds)…")}
+                               "pair's γ follows it (once, a few seconds" +
+                               ("; the target's 2- to 8-row steps are compiled first where not yet, tens of "
+                                "seconds on a GPU, outside the timing" if compiles else "") + ")…")}
     try:
         with spare_a_core():
             followed = ctx.followed[spec.name] = measure(pair, spec, settings)

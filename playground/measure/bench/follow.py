@@ -12,7 +12,7 @@ draft model, a drafter with no model).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from playground.config import MODEL, RunConfig
 from playground.engine.estimate import MAX_GAMMA
@@ -31,11 +31,17 @@ class Followed:
     runner: str  # the target's runner, resolved
     fixed: int  # models.yaml's γ, what runs where nothing is measured
     forecast: float  # the formula's speedup at gamma (1.0 or less: no γ pays here)
+    padded: str = ""  # the k whose forward ran a wider compiled step (VerifyCurve.padded), said as such
+    compile_s: float = 0.0  # seconds compiling the measured shapes took first (compiled runner), outside the timing
 
     def line(self) -> str:
         """One sentence: the γ, and why."""
         shown = ", ".join(f"v({k}) {x:.2f}" for k, x in enumerate(self.v[1:self.gamma + 2], 2))
         why = (f"α {self.alpha:.2f} (models.yaml), c {self.c:.2f} and {shown} through {self.runner} here")
+        if self.padded or self.compile_s:
+            why += " (" + "; ".join(filter(None, [self.padded and f"{self.padded}, padded",
+                                                  self.compile_s and f"compiling its shapes took {self.compile_s:.0f} s "
+                                                                     "first, outside the timing"])) + ")"
         if self.forecast <= 1.0:
             return (f"γ {self.gamma} suits this pair here, though the formula expects no gain at any γ: {why} "
                     f"(forecast {self.forecast:.2f}×)")
@@ -78,7 +84,8 @@ def measure(pair, spec, run: RunConfig) -> Followed:
     draft_runner = resolve(run.runner, pair.draft.device, False, pair.draft.model, rows)
     target = measure_curve(pair.target.model, MAX_GAMMA + 1, REPEATS, runner=target_runner)
     draft = measure_curve(pair.draft.model, 1, REPEATS, runner=draft_runner, head_rows=rows)
-    return chosen(spec.alpha, draft.step_s / target.step_s, target.v, spec.gamma, target_runner)
+    return replace(chosen(spec.alpha, draft.step_s / target.step_s, target.v, spec.gamma, target_runner),
+                   padded=target.padded(), compile_s=target.compile_s + draft.compile_s)
 
 
 def followed_plan(plan, pair, spec, say=print):
@@ -86,15 +93,13 @@ def followed_plan(plan, pair, spec, say=print):
     machine: the runners chosen first (builds, auto's timing: say() hears each), then c and v(k)
     measured, and every cell at the γ they call for. (plan, Followed), or (plan, None) unchanged where
     the pair's α does not speak for the run or γ is swept."""
-    from dataclasses import replace
-
-    from playground.engine.runners.warmup import build_models
+    from playground.engine.runners.warmup import choose
     from playground.measure.bench.sweep import build_text
 
     base = plan.grid.base
     if "gamma" in plan.grid.axes or not follows(spec, base):
         return plan, None
-    for event in build_models(pair.target.model, pair.draft.model, base):  # auto's choice decides the runner
+    for event in choose(pair.target.model, pair.draft.model, base):  # auto's choice decides the runner
         say(build_text(event, "the pair's γ"))
     followed = measure(pair, spec, base)
     say(followed.line())

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 PREFIX_TOKENS = 200  # about a prompt's length: attention over it costs what it will in a real run
 MAX_K = 9  # γ up to 8
@@ -26,6 +26,17 @@ class VerifyCurve:
     v: tuple[float, ...]  # v[k - 1] = cost(k) / cost(1); v[0] == 1
     step_s: float  # median seconds of one forward over 1 token (a plain step)
     key: tuple = ()  # (model, quantization, dtype, device) it was measured for
+    rows: tuple[int, ...] = ()  # rows[k - 1]: the rows k's forward ran (a compiled step pads k to its shape)
+    compile_s: float = 0.0  # seconds compiling the shapes took in the untimed first round (compiled runner)
+
+    def padded(self) -> str:
+        """The k whose forward ran a wider compiled step, as "v(5)-v(7) ran the 8-row step", or ""."""
+        wider = {}
+        for k, rows in enumerate(self.rows, 1):
+            if rows != k:
+                wider.setdefault(rows, []).append(k)
+        return "; ".join(f"v({ks[0]})" + (f"-v({ks[-1]})" if len(ks) > 1 else "") + f" ran the {rows}-row step"
+                         for rows, ks in wider.items())
 
     @property
     def max_gamma(self) -> int:
@@ -65,6 +76,7 @@ def measure_curve(model, max_k: int = MAX_K, repeats: int = REPEATS, prefix_toke
     prefix_tokens = max(1, min(prefix_tokens, limit - max_k))
     prefix = [i % 1000 + 10 for i in range(prefix_tokens)]
     lm.feed(prefix, 1)
+    compiled_before = compile_total(model)
     times: dict[int, list[float]] = {k: [] for k in range(1, max_k + 1)}
     for round_ in range(repeats + 1):
         order = list(range(1, max_k + 1))
@@ -75,7 +87,15 @@ def measure_curve(model, max_k: int = MAX_K, repeats: int = REPEATS, prefix_toke
             if round_:
                 times[k].append(seconds)
     medians = [statistics.median(times[k]) for k in range(1, max_k + 1)]
-    return curve_from_costs(medians, key)
+    shape = getattr(lm.runner, "shape_for", None)  # the compiled runner pads k to a compiled shape
+    rows = tuple((shape(k) or k) if shape else k for k in range(1, max_k + 1))
+    return replace(curve_from_costs(medians, key), rows=rows, compile_s=compile_total(model) - compiled_before)
+
+
+def compile_total(model) -> float:
+    from playground.engine.runners.auto import compile_total as total
+
+    return total(model)
 
 
 def curve_from_costs(costs: list[float], key: tuple = ()) -> VerifyCurve:

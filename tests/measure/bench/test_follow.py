@@ -97,3 +97,15 @@ def test_no_advice_forecasts_less_than_the_run_measured():
     followed = follow.chosen(0.81, 0.36, ISSUE_V, 3, "onnxruntime")
     assert follow.advised(followed, 0.96, 4, 1.2) is None  # the γ just run is the γ advised
     assert follow.advised(follow.chosen(0.3, 0.9, STEEP, 3, "eager"), 0.3, 3, 0.5) is None  # nothing pays
+
+
+def test_through_the_compiled_runner_padded_shapes_and_compile_seconds_are_said(loaded):
+    """Issue 52, item 7: on the compiled runner, k 5 to 7 run the 8-row step (and 3 the 4-row one): v(k)
+    there is the padded step's, and compiling the shapes first takes seconds the message said nothing of.
+    The γ line says both (a fresh tiny pair: no shape compiled before)."""
+    fresh = PairCache(REGISTRY).get("tiny")
+    followed = follow.measure(fresh, TINY, RunConfig(pair="tiny", runner="compiled"))
+    assert "v(3) ran the 4-row step; v(5)-v(7) ran the 8-row step, padded" in followed.line()
+    assert followed.compile_s > 0 and "compiling its shapes took" in followed.line()
+    plain = follow.measure(loaded, TINY, RunConfig(pair="tiny", runner="eager"))
+    assert not plain.padded and plain.compile_s == 0 and "padded" not in plain.line()
