@@ -212,7 +212,7 @@ def measuring(ctx, view: BoardView, form: BoardForm, plan: sweep.Plan, names: li
                              report, runs_of=partial(rounds, names=names, curve_of=curve_of, stopped=stopped))
 
     try:
-        return (yield from streamed(work, show))
+        return (yield from streamed(work, show, start=ctx.on_models(loaded)))
     except Interrupted:
         yield {view.status: status_html("Stopped. Nothing of an unfinished board is kept.")}
         return None

@@ -25,7 +25,7 @@ from playground.app.shared.layout import opening
 from playground.app.shared.flow import (Stop, check_prompt, guarded, load_pair, model_job, outputs, parsed,
                                         random_weights_note, read_settings, status_html, whole)
 from playground.app.shared.form import Form
-from playground.app.shared.lockstep import streamed
+from playground.app.shared.lockstep import new_thread, streamed
 from playground.app.shared.plots import BASELINE_COLOR, SPEC_COLOR, THEORY_COLOR
 from playground.app.shared.render import visible
 
@@ -173,14 +173,14 @@ def handle(ctx: AppContext, view: LabView, form: LabForm) -> Iterator[dict]:
     n, settings = yield from parsed(view.status, form.parse)
     loaded = yield from load_pair(ctx, settings, view.status)
     drawn = fast_drawing if form.fast else drawing
-    yield from guarded(view.status, drawn(view, loaded, form, settings, n), "The lab failed")
+    yield from guarded(view.status, drawn(view, loaded, form, settings, n, ctx.on_models(loaded)), "The lab failed")
 
 
 def token_label(loaded):
     return lambda t: visible(loaded.tokenizer.decode([t], skip_special_tokens=False))
 
 
-def drawing(view: LabView, loaded, form: LabForm, settings: RunConfig, n: int):
+def drawing(view: LabView, loaded, form: LabForm, settings: RunConfig, n: int, start=new_thread):
     """Run lab.losslessness_lab in lockstep, streaming progress, then draw its LabResult."""
     from playground.engine import factory
     from playground.measure.teach.lab import losslessness_lab
@@ -201,7 +201,7 @@ def drawing(view: LabView, loaded, form: LabForm, settings: RunConfig, n: int):
         form.progress((done, total), desc="drawing")
         return {view.status: status_html(f"Drawing: {done} of {total}", done / total)}
 
-    result = yield from streamed(work, show, every=0.25)
+    result = yield from streamed(work, show, every=0.25, start=start)
     note = random_weights_note(loaded, "the statistics are real")
     yield {
         view.figure: lab_plots.lab_figure(result, token_label(loaded)),
@@ -260,7 +260,7 @@ def intro_html() -> str:
 
 # -- fast mode ---------------------------------------------------------------------------------------
 
-def fast_drawing(view: LabView, loaded, form: LabForm, settings: RunConfig, n: int):
+def fast_drawing(view: LabView, loaded, form: LabForm, settings: RunConfig, n: int, start=new_thread):
     """Run lab.fast_lab in lockstep; every checkpoint redraws all four outputs."""
     from playground.engine import factory
     from playground.measure.teach.lab import fast_lab
@@ -286,7 +286,7 @@ def fast_drawing(view: LabView, loaded, form: LabForm, settings: RunConfig, n: i
             view.status: status_html(message, None if finished else result.draws / n),
         }
 
-    yield from streamed(work, show)
+    yield from streamed(work, show, start=start)
 
 
 def convergence_figure(history: list[tuple[int, float, float]]) -> go.Figure:

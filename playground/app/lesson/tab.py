@@ -27,7 +27,7 @@ from playground.app.shared.flow import (Stop, check_prompt, guarded, load_pair, 
                                         read_settings, status_html)
 from playground.app.shared.form import Form
 from playground.app.lesson.steps import CHOICE, STEPS, Progress
-from playground.app.shared.lockstep import streamed
+from playground.app.shared.lockstep import new_thread, streamed
 from playground.measure.teach.theory import measure_point
 
 TITLE = "Lesson"
@@ -179,7 +179,8 @@ def handle(ctx: AppContext, page: LessonPage, form: LessonForm) -> Iterator[dict
     predicted, settings = yield from parsed(page.status, form.parse)
     loaded = yield from load_pair(ctx, settings, page.status)
     i = form.lesson.step
-    outcome = yield from guarded(page.status, experiment(page, i, loaded, form.prompt, settings, ctx.costs),
+    outcome = yield from guarded(page.status, experiment(page, i, loaded, form.prompt, settings, ctx.costs,
+                                                                 ctx.on_models(loaded)),
                                  "The measurement failed")
     for point in outcome.get("points", ()):
         ctx.measurements.add(form.session, point)  # the Theory tab shows them too
@@ -190,14 +191,14 @@ def handle(ctx: AppContext, page: LessonPage, form: LessonForm) -> Iterator[dict
            page.state: progress, page.status: status_html(f"Measured.{nxt}")}
 
 
-def experiment(page: LessonPage, i: int, loaded, prompt: str, settings, costs):
+def experiment(page: LessonPage, i: int, loaded, prompt: str, settings, costs, start=new_thread):
     """Step i's experiment in lockstep, its progress in the status box; returns its outcome.
     costs: the app's RunnerCosts (measure/teach/theory.py), which step 6 measures into."""
     from playground.models.text import encode_prompt
 
     ids = encode_prompt(loaded.tokenizer, prompt)
     return (yield from streamed(lambda report: EXPERIMENTS[i](loaded, ids, settings, prompt, report, costs),
-                                lambda message, fraction: {page.status: status_html(message, fraction)}))
+                                lambda message, fraction: {page.status: status_html(message, fraction)}, start=start))
 
 
 def generation(loaded, ids, settings, prompt, report, costs=None) -> dict:

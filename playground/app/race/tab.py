@@ -21,9 +21,10 @@ from playground.app.race import payoff, plots
 from playground.app.race import summary
 from playground.app.shared.context import AppContext
 from playground.app.shared.examples import RACE as EXAMPLES
-from playground.app.shared.flow import (Stop, check_prompt, compiling, drafted_head, guarded, load_pair, model_job,
-                                        outputs, parsed, random_weights_note, read_settings, status_html)
+from playground.app.shared.flow import (Stop, check_prompt, drafted_head, guarded, load_pair, model_job, outputs,
+                                        parsed, random_weights_note, read_settings, status_html, warmed)
 from playground.app.shared.form import Form
+from playground.app.shared.model_thread import device_of
 from playground.measure.teach.points import point_from_race
 from playground.app.race.frames import BASELINE, SPECULATIVE, TIMING_NOTE, RaceFrame, race_frames
 
@@ -183,8 +184,7 @@ def handle(ctx: AppContext, view: RaceView, form: RaceForm) -> Iterator[dict]:
     followed = at_followed_gamma(ctx, settings, form.gamma_set)
     if followed != settings:  # its step shapes too, so nothing compiles in mid-race
         settings = followed
-        yield from guarded(view.status, compiling(pair, settings, view.status, form.prompts),
-                           f"Could not compile the steps of {settings.pair or 'the default pair'}")
+        yield from warmed(ctx, pair, settings, view.status, form.prompts)
     pays = payoff.before_race(ctx, pair, settings, form.session)  # before the race: whether the draft can pay here
     if pays is not None and pays.shown:
         yield {view.stats: summary.stats_placeholder(pays)}
@@ -232,8 +232,9 @@ def racing(ctx: AppContext, view: RaceView, pair, settings: RunConfig, form: Rac
     with ctx.stops.held(form.session) as flag:
         settings, tree = yield from tree_check(ctx, pair, settings, view.status, prompt=form.prompts)
         drafter, frame = ctx.drafter_for(form.session, pair, settings), None
-        for frame in race_frames(pair, form.prompt, form.system, settings, every=ctx.frame_every,
-                                 stopped=flag.is_set, drafter=drafter):
+        frames = race_frames(pair, form.prompt, form.system, settings, every=ctx.frame_every,
+                             stopped=flag.is_set, drafter=drafter)
+        for frame in ctx.model_thread.iterate(device_of(pair), frames):  # a GPU's forwards on its one thread
             if flag.is_set():  # stopped: a cut-short race is neither shown as finished nor measured,
                 # and its last output says so (Gradio re-sends a finished job's last output)
                 yield {view.status: status_html("Stopped.")}
@@ -286,12 +287,11 @@ def tree_check(ctx: AppContext, pair, settings: RunConfig, status, prompt: tuple
     if settings.speculation != TREE:
         return settings, (None, None, None)
     yield {status: status_html("Measuring v(k) of the target for the tree's forecast (a few forwards)…")}
-    curve, chain_c = ctx.costs.tree_check(pair, settings)
+    curve, chain_c = ctx.model_thread.run(device_of(pair), ctx.costs.tree_check, pair, settings)
     settings, note = at_cheap_budget(ctx, settings, curve)
     if note is not None:  # the smaller tree's step shapes too, so nothing compiles in mid-race
         yield {status: status_html(note[0].upper() + note[1:] + ".")}
-        yield from guarded(status, compiling(pair, settings, status, prompt),
-                           f"Could not compile the steps of {settings.pair or 'the default pair'}")
+        yield from warmed(ctx, pair, settings, status, prompt)
     return settings, (curve, chain_c, note)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from playground.app.shared.model_thread import ModelThread, device_of
 from playground.app.shared.sessions import BoardRuns, LearningDrafters, Measurements
 from playground.measure.teach.theory import RunnerCosts
 
@@ -115,6 +116,13 @@ class AppContext:
     # the scan shows in all of them at once (app/demo.py wires it)
     pair_controls: list = field(default_factory=list)
     draft_controls: list = field(default_factory=list)
+    # every forward of a GPU's models on one long-lived thread (compiled steps keep their graphs per thread)
+    model_thread: ModelThread = field(default_factory=ModelThread)
+
+    def on_models(self, pair):
+        """Where a lockstep job on this loaded pair's models runs (lockstep's `start`): its device's model
+        thread on a GPU, a thread of its own on a CPU (model_thread.py)."""
+        return self.model_thread.start(device_of(pair))
 
     def pair_choices(self) -> list[tuple[str, str]]:
         """(label, name) for the pair dropdown; random-weight and hub-only pairs say so, and yours whether

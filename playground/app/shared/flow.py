@@ -27,6 +27,7 @@ import gradio as gr
 from playground.config import RunConfig
 from playground.app.shared.context import SERIAL, Loading, StopFlags
 from playground.app.shared.form import Form
+from playground.app.shared.model_thread import device_of
 from playground.app.shared.sessions import session_of
 
 log = logging.getLogger(__name__)
@@ -169,10 +170,17 @@ def load_pair(ctx, settings: RunConfig, status, prompt: tuple[str, str] | None =
     except Exception as e:  # offline, disk full, no source: say so, keep serving
         log.exception("loading pair %s failed", settings.pair)
         yield from fail(status, f"Could not load pair {settings.pair!r}: {e}")
-    yield from guarded(status, compiling(pair, settings, status, prompt, head),
-                       f"Could not compile the steps of {settings.pair or 'the default pair'}")
+    yield from warmed(ctx, pair, settings, status, prompt, head)
     yield from following(ctx, pair, drafted_head(pair, settings) if head else settings, status)
     return pair
+
+
+def warmed(ctx, pair, settings: RunConfig, status, prompt: tuple[str, str] | None = None, head: bool = False):
+    """`yield from warmed(...)`: compiling(...) on the pair's model thread, where every later forward of the
+    pair runs (a GPU's compiled graphs are kept per thread: model_thread.py); a failure is a message."""
+    yield from guarded(status, ctx.model_thread.iterate(device_of(pair), compiling(pair, settings, status, prompt,
+                                                                                      head)),
+                       f"Could not compile the steps of {settings.pair or 'the default pair'}")
 
 
 def drafted_head(pair, settings: RunConfig) -> RunConfig:
@@ -206,7 +214,7 @@ def following(ctx, pair, settings: RunConfig, status):
                                 "seconds on a GPU, outside the timing" if compiles else "") + ")…")}
     try:
         with spare_a_core():
-            followed = ctx.followed[spec.name] = measure(pair, spec, settings)
+            followed = ctx.followed[spec.name] = ctx.model_thread.run(device_of(pair), measure, pair, spec, settings)
     except Exception:  # the run does not need it: say nothing more than the log does
         log.exception("following the γ of %s failed", spec.name)
         return

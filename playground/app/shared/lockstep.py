@@ -26,12 +26,18 @@ class Stopped(Exception):
 _DONE = object()
 
 
-def lockstep(work: Callable[[Report], T], every: float = 0.0, clock=None) -> Generator[tuple, None, T]:
+def new_thread(work: Callable[[], None]) -> None:
+    threading.Thread(target=work, name="lockstep-worker", daemon=True).start()
+
+
+def lockstep(work: Callable[[Report], T], every: float = 0.0, clock=None,
+             start: Callable[[Callable[[], None]], None] = new_thread) -> Generator[tuple, None, T]:
     """Run `work(report)` in a thread; yield each report's arguments as a tuple; return its result.
 
     Use as `result = yield from lockstep(work)`. Exceptions from the work are re-raised here.
     every: least seconds between two reports handed on (the rest are dropped, keeping the page
     from redrawing per draw of a 10,000-draw lab); the first and last reports always pass.
+    start: where the work runs (a new thread; a GPU's model thread, model_thread.ModelThread.start).
     """
     import time
 
@@ -60,7 +66,7 @@ def lockstep(work: Callable[[Report], T], every: float = 0.0, clock=None) -> Gen
             outcome["error"] = e
         reports.put(_DONE)
 
-    threading.Thread(target=run, name="lockstep-worker", daemon=True).start()
+    start(run)
     try:
         while (item := reports.get()) is not _DONE:
             yield item
@@ -74,11 +80,13 @@ def lockstep(work: Callable[[Report], T], every: float = 0.0, clock=None) -> Gen
 
 
 def streamed(
-    work: Callable[[Report], T], show: Callable[..., tuple], every: float = 0.0
+    work: Callable[[Report], T], show: Callable[..., tuple], every: float = 0.0,
+    start: Callable[[Callable[[], None]], None] = new_thread,
 ) -> Generator[tuple, None, T]:
     """`result = yield from streamed(work, show)`: run work in lockstep, yield show(*report) for each
-    report (a handler's outputs), and return the work's result. Closing it stops the work."""
-    runs = lockstep(work, every)
+    report (a handler's outputs), and return the work's result. Closing it stops the work. `start`:
+    see lockstep (a model's work passes its device's: `ctx.on_models(pair)`)."""
+    runs = lockstep(work, every, start=start)
     try:
         while True:
             try:

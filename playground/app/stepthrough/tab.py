@@ -25,6 +25,7 @@ from playground.app.shared.examples import STEP_THROUGH as EXAMPLES
 from playground.app.shared.flow import (at_once, check_prompt, guarded, load_pair, model_job, outputs, parsed,
                                         random_weights_note, read_settings, status_html)
 from playground.app.shared.form import Form
+from playground.app.shared.model_thread import device_of
 from playground.app.stepthrough.run import Stepper, close_stepper, start, stepper_key
 
 TITLE = "Step-through"
@@ -132,7 +133,8 @@ def handle(ctx: AppContext, view: StepView, form: StepForm) -> Iterator[dict]:
     pair = yield from load_pair(ctx, settings, view.status)
     stepper, note = yield from guarded(view.status, at_once(lambda: paused_run(ctx, pair, form, settings)),
                                        "Could not start or resume the run")
-    event = yield from guarded(view.status, at_once(stepper.step), "Generation failed")
+    event = yield from guarded(view.status, at_once(lambda: ctx.model_thread.run(device_of(pair), stepper.step)),
+                               "Generation failed")
     if event is None:
         done = "The run has finished. Press Back to start (or change the prompt) to go again."
         yield {view.stepper: stepper, view.status: status_html(done)}

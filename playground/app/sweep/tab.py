@@ -174,7 +174,7 @@ def sweeping(ctx: AppContext, view: SweepView, form: SweepForm, plan: sweep.Plan
         with spare_a_core():  # as in the race: the page keeps a core, so drawing never stalls the models
             return sweep.run(plan, pair_of, config_of(plan), report)
 
-    return (yield from streamed(work, show))
+    return (yield from streamed(work, show, start=ctx.on_models(loaded)))
 
 
 def config_of(plan: sweep.Plan) -> dict:

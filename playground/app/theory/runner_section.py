@@ -157,4 +157,4 @@ def measuring(ctx: AppContext, view: RunnerView, loaded, chosen: list[str]):
         what = "all measured" if done == total else f"measuring {runner}"
         return {view.status: status_html(f"c and v(k) per runner: {what} ({done}/{total})", done / total)}
 
-    return (yield from streamed(work, show))
+    return (yield from streamed(work, show, start=ctx.on_models(loaded)))

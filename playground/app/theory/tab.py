@@ -207,7 +207,7 @@ def measuring(ctx: AppContext, view: TheoryView, loaded, form: MeasureForm, sett
         form.progress((done, total), desc=f"ran {what}")
         return {view.status: status_html(f"Measuring: ran {what} ({done}/{total})", done / total)}
 
-    return (yield from streamed(work, show))
+    return (yield from streamed(work, show, start=ctx.on_models(loaded)))
 
 
 def short(prompt: str, n: int = 40) -> str:

@@ -257,4 +257,4 @@ def measuring(ctx: AppContext, view: YoursView, loaded, settings, prompt: str):
     def show(done: int, total: int, what: str) -> dict:
         return {view.status: status_html(f"Racing: ran {what} ({done}/{total})", done / total)}
 
-    return (yield from streamed(work, show))
+    return (yield from streamed(work, show, start=ctx.on_models(loaded)))
