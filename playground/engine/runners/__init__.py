@@ -88,11 +88,12 @@ def resolve(name: str, device, tree: bool = False, model=None, rows: int | None 
 
 
 def compile_seconds(*models) -> float:
-    """Seconds the first call of each compiled shape took on these models (compile, and capture on
-    a GPU): what per-token timings leave out, to be reported beside them. 0 for eager and static."""
+    """Seconds the first calls of each compiled shape took on these models (compile, and capture on
+    a GPU), and its recording on every further cache: what per-token timings leave out, to be reported
+    beside them. 0 for eager and static."""
     from playground.engine.runners.static import state_of
 
-    return sum(sum(steps.seconds.values()) for m in models if m is not None
+    return sum(sum(steps.seconds.values()) + sum(steps.again.values()) for m in models if m is not None
                for steps in [state_of(m).steps] if steps is not None)
 
 

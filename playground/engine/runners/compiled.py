@@ -83,6 +83,7 @@ class CompiledRunner(StaticRunner):
         all runners of the model, timed: the seconds are kept beside the timings, not inside them.
         None where compiling or capturing this shape failed (now or before, at any shape: an op it
         cannot trace, a card running out while it records): the caller runs the step uncompiled."""
+        on = (key, self.address)
         if key not in self.steps.seconds:
             with self.steps.lock:
                 if key in self.steps.failed:
@@ -102,8 +103,29 @@ class CompiledRunner(StaticRunner):
                         self.steps.pop(key, None)
                         raise
                     self.steps.seconds[key] = time.perf_counter() - started
+                    self.recorded(on)
                     return out
+        if on not in self.steps.recorded:  # compiled, but not on this cache: cudagraph trees record the
+            # graph again for a static input at a new address (not a recompile, and not counted as one)
+            with self.steps.lock:
+                started = time.perf_counter()
+                out = self.record(key, args) if self.device.type == "cuda" else self.steps[key](*args)
+                self.steps.again[on] = time.perf_counter() - started
+                self.recorded(on)
+                return out
         return self.steps[key](*args)
+
+    @property
+    def address(self) -> int:
+        """The cache's address, which a CUDA graph records with its static inputs (its first layer's keys)."""
+        return self.cache.layers[0].keys.data_ptr()
+
+    def recorded(self, on: tuple) -> None:
+        """A shape recorded on a cache (its first calls: compile and capture, or capture again): counted
+        where no warm-up asked for it, as a recording inside whatever runs, a timed step perhaps."""
+        self.steps.recorded.add(on)
+        if not self.steps.warming:
+            self.steps.while_running += 1
 
     def fell_back(self, key: tuple, error: Exception) -> None:
         """A shape that failed to compile or capture: said (Steps.failed, which the page and the benchmark
@@ -140,17 +162,30 @@ class CompiledRunner(StaticRunner):
 
     @torch.inference_mode()  # as runs call it (CachedModel): with autograd on, tracing needs derivatives quantized kernels lack
     def warm(self, b: int) -> float | None:
-        """Compile the step of b rows now, at this runner's capacity, on throwaway tokens (a
-        warm-up, before anything is timed; on a GPU its CUDA graph recorded too, see `record`): the
-        seconds its first calls took, or None when this model already had it or it failed to compile
-        (then it runs uncompiled: Steps.failed). Leaves the cache empty."""
-        if self.key(b) in self.steps.seconds or self.key(b) in self.steps.failed:
+        """Compile the step of b rows now, at this runner's capacity, on throwaway tokens, and record it on
+        this runner's cache (a warm-up, before anything is timed; on a GPU its CUDA graph, see `record`;
+        a shape compiled on another cache is recorded on this one): the seconds its first calls took, or
+        None when this cache had it or it failed to compile (then it runs uncompiled: Steps.failed).
+        Leaves the cache empty."""
+        if self.is_warm(b):
             return None
-        self.reset()
-        super().forward([0], None, None, 1)  # one entry, as a run has before its first step (uncompiled)
-        self.padded([0] * b, None, None, 1, b)
-        self.reset()
-        return self.steps.seconds.get(self.key(b))  # None where it failed (Steps.failed says why)
+        compiled_before = self.key(b) in self.steps.seconds
+        self.steps.warming = True
+        try:
+            self.reset()
+            super().forward([0], None, None, 1)  # one entry, as a run has before its first step (uncompiled)
+            self.padded([0] * b, None, None, 1, b)
+            self.reset()
+        finally:
+            self.steps.warming = False
+        if self.key(b) in self.steps.failed:
+            return None
+        return self.steps.again[(self.key(b), self.address)] if compiled_before else self.steps.seconds[self.key(b)]
+
+    def is_warm(self, b: int) -> bool:
+        """Whether the step of b rows needs nothing more on this cache: compiled and recorded on it, or
+        failed (it runs uncompiled)."""
+        return (self.key(b), self.address) in self.steps.recorded or self.key(b) in self.steps.failed
 
 
 def step_key(b: int, capacity: int, head_rows: int | None) -> tuple:
@@ -212,6 +247,10 @@ class Steps(dict):
         super().__init__()
         self.seconds: dict[tuple, float] = {}  # set once a shape's first call has finished
         self.failed: dict[tuple, str] = {}  # shapes whose compile or capture raised, with why: run uncompiled
+        self.recorded: set[tuple] = set()  # (shape key, cache address): each shape recorded on each cache once
+        self.again: dict[tuple, float] = {}  # (shape key, cache address) -> seconds recording it on another cache took
+        self.warming = False  # a warm-up is recording (runs on the model's one thread: model_thread.py)
+        self.while_running = 0  # recordings no warm-up asked for: inside a run, perhaps inside its timer
         self.lock = threading.Lock()
 
 

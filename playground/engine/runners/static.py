@@ -141,6 +141,7 @@ class CachePool:
         self.config, self.dtype, self.device = model.config, model.dtype, model.device
         self.free: list[StaticCache] = []
         self.lock = threading.Lock()  # two sessions' runs on one loaded pair must never share a cache
+        self.held = 0  # the capacity a warm-up prepared the next runs at: its caches stay past a shorter run
 
     def take(self, capacity: int) -> StaticCache:
         with self.lock:
@@ -159,7 +160,8 @@ class CachePool:
         run's) go, so the pool holds what the last run stepped in rather than every capacity since the
         pair loaded. Those it stepped in stay: the next run meets them again, and a CUDA graph recorded
         on a cache replays only on that cache."""
-        capacity = cache.layers[0].max_cache_len
+        capacity = max(cache.layers[0].max_cache_len, self.held)  # a race's own short warm-up run, ending
+        # before the race, must not take the caches the page's warm-up recorded the race's graphs on
         with self.lock:
             self.free = [c for c in self.free if c.layers[0].max_cache_len <= capacity]
             self.free.append(cache)

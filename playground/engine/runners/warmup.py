@@ -36,7 +36,7 @@ from playground.config import DRAFT_MODEL_DRAFTERS, SELF, TREE, RunConfig
 from playground.engine.kvcache import CachedModel
 from playground.engine.runners import COMPILED, EAGER, ONNXRUNTIME, STATIC, is_handle, module_of, resolve
 from playground.engine.runners.compiled import bucket, step_key, steps_of
-from playground.engine.runners.static import MIN_CAPACITY, run_capacity
+from playground.engine.runners.static import MIN_CAPACITY, pool_of, run_capacity
 
 TARGET, DRAFT = "target", "draft"
 
@@ -136,7 +136,9 @@ def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None,
     for name, rows in run_shapes(run).items():
         model = models[name]
         if rows and model is not None and resolve(run.runner, model.device, tree, model, heads[name]) == COMPILED:
-            yield from warm_model(model, rows, heads[name], run_capacities(run, prompt_tokens), name)
+            # a race holds two caches of each model at once: the target's plain and speculative runs, the
+            # drafter made for the race and the one of its short warm-up run (race/frames.py)
+            yield from warm_model(model, rows, heads[name], run_capacities(run, prompt_tokens), name, copies=2)
 
 
 def choose(target, draft, run: RunConfig, head: bool = False) -> Iterator[Building | Choosing]:
@@ -327,17 +329,24 @@ def chosen_head(draft, run: RunConfig) -> RunConfig:
 
 
 def warm_model(model, rows: tuple[int, ...], head_rows: int | None, caps: tuple[int, ...],
-               name: str = TARGET) -> Iterator[Compiling]:
-    """Compile the steps of `rows` at each capacity that `model` does not have yet, smallest first."""
+               name: str = TARGET, copies: int = 1) -> Iterator[Compiling]:
+    """Compile the steps of `rows` at each capacity and record them on each of `copies` caches of that
+    capacity held at once (the caches the runs that follow take from the pool: a CUDA graph replays only
+    on the cache it was recorded with), smallest first; nothing for a shape a cache already has."""
     steps = steps_of(model)
-    have, failed = steps.seconds, steps.failed
-    todo = [(c, b) for c in caps for b in rows if step_key(b, c, head_rows) not in have | failed]
-    lm = None
-    for index, (capacity, b) in enumerate(todo, 1):
+    pool_of(model).held = max(caps)  # the runs that follow step in these caches: none is let go before them
+    runners = [(capacity, taken(model, head_rows, capacity)) for capacity in caps for _ in range(copies)]
+    todo = [(capacity, b, runner) for capacity, runner in runners for b in rows if not runner.is_warm(b)]
+    for index, (capacity, b, runner) in enumerate(todo, 1):
         yield Compiling(name, index, len(todo), b, capacity)
-        if lm is None or lm.runner.capacity != capacity:
-            lm = CachedModel(model, head_rows=head_rows, runner=COMPILED)  # throwaway: its cache goes back to the pool
-            lm.runner.reserve(capacity)
-        seconds, key = lm.runner.warm(b), step_key(b, capacity, head_rows)
-        yield Compiling(name, index, len(todo), b, capacity, seconds if seconds is not None else have.get(key, 0.0),
-                        failed.get(key))
+        seconds, key = runner.warm(b), step_key(b, capacity, head_rows)
+        yield Compiling(name, index, len(todo), b, capacity, seconds if seconds is not None else 0.0,
+                        steps.failed.get(key))
+
+
+def taken(model, head_rows: int | None, capacity: int):
+    """A compiled runner holding a cache of `capacity` from the model's pool (throwaway: the cache goes
+    back to the pool when it ends, for the next run to take)."""
+    runner = CachedModel(model, head_rows=head_rows, runner=COMPILED).runner
+    runner.reserve(capacity)
+    return runner

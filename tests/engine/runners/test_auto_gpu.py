@@ -176,7 +176,9 @@ def test_the_warm_up_measures_then_compiles_the_races_shapes_and_the_race_compil
     assert [(e.model, e.choice["runner"]) for e in chosen] == [("target", "compiled"), ("draft", "compiled")]
     assert all(e.candidates == ("eager", "compiled") for e in events if isinstance(e, Choosing))
     compiles = [(e.model, e.rows) for e in events if isinstance(e, Compiling) and e.done]
-    assert compiles == [("draft", 2)]  # the one-row steps and the target's 4-row verification: while timing
+    # the one-row steps and the target's 4-row verification were compiled while timing, on one cache; the
+    # target's are recorded on the second cache a race steps in too (its plain and speculative runs at once)
+    assert compiles == [("target", 1), ("target", 4), ("draft", 2), ("draft", 1), ("draft", 2)]
     assert set(chosen[0].choice["verify_ms"]) == {"eager", "compiled"} and "verify_ms" not in chosen[1].choice
     keys = {m: set(steps_of(m).seconds) for m in (target, draft)}
     frames = dict(torch._dynamo.utils.counters["frames"])
@@ -280,3 +282,36 @@ def test_the_race_shows_the_compile_seconds_of_what_auto_compiled(gpu, race_tab)
     *_, last = tab_race.handle(ctx, view, tab_race.RaceForm("def add(a, b):", "", values))
     stats = html.unescape(last[view.stats])
     assert "Done" in last[view.status] and "s compiling this pair's step shapes" in stats, stats
+
+
+def test_no_graph_is_recorded_inside_a_race_after_its_warm_up_whatever_ran_before(gpu, monkeypatch):
+    """Issue 52, item 1: a race steps the target in two caches at once, and cudagraph trees record a graph
+    again for a static input at a new address; a shorter race lets the longer caches go, so the next longer
+    race meets new ones. The warm-up records each shape on each cache the race will take, so nothing is
+    recorded inside a race, long, short, then long again: no compiled shape meets a cache in the race that
+    it had not met in the warm-up (watched here), and the page's own count (Steps.while_running) agrees."""
+    from playground.app.race.frames import interleave
+
+    seen: set = set()  # (compiled shape, model, cache address): what a CUDA graph is recorded for
+    real = compiled.compile_step
+
+    def watched(name, mode, own_buffer):
+        step = real(name, mode, own_buffer)
+
+        def run(model, head, cache, *rest):
+            seen.add((name, id(model), cache.layers[0].keys.data_ptr()))
+            return step(model, head, cache, *rest)
+        return run
+
+    monkeypatch.setattr(compiled, "compile_step", watched)
+    target, draft = fresh()
+    long_prompt = [(7 * i + 3) % 250 for i in range(240)]  # with 12 new tokens: a 512-entry cache
+    for prompt in (long_prompt, PROMPT, long_prompt):
+        list(warm_up(target, draft, RUN, len(prompt)))
+        warmed, counted = set(seen), {m: steps_of(m).while_running for m in (target, draft)}
+        config = factory.spec_config(RUN)
+        streams = {"plain": generate(target, prompt, config),
+                   "speculative": generate(target, prompt, config, factory.make_drafter(RUN, factory.Models(target, draft)))}
+        ran = list(interleave(streams))  # both runs at once, as the race steps them
+        assert ran and seen == warmed, (len(prompt), seen - warmed)  # no shape met a cache the warm-up had not
+        assert {m: steps_of(m).while_running for m in (target, draft)} == counted  # and the page's count agrees

@@ -66,8 +66,11 @@ def test_warm_up_compiles_each_shape_once_in_order_then_nothing(models):
     target, draft = models
     events = list(warm_up(target, draft, CHAIN))
     assert [(e.model, e.index, e.total, e.rows, e.done) for e in events] == [
-        (TARGET, 1, 2, 1, False), (TARGET, 1, 2, 1, True), (TARGET, 2, 2, 8, False), (TARGET, 2, 2, 8, True),
-        (DRAFT, 1, 2, 1, False), (DRAFT, 1, 2, 1, True), (DRAFT, 2, 2, 2, False), (DRAFT, 2, 2, 2, True)]
+        (TARGET, 1, 4, 1, False), (TARGET, 1, 4, 1, True), (TARGET, 2, 4, 8, False), (TARGET, 2, 4, 8, True),
+        (TARGET, 3, 4, 1, False), (TARGET, 3, 4, 1, True), (TARGET, 4, 4, 8, False), (TARGET, 4, 4, 8, True),
+        (DRAFT, 1, 4, 1, False), (DRAFT, 1, 4, 1, True), (DRAFT, 2, 4, 2, False), (DRAFT, 2, 4, 2, True),
+        (DRAFT, 3, 4, 1, False), (DRAFT, 3, 4, 1, True), (DRAFT, 4, 4, 2, False), (DRAFT, 4, 4, 2, True)]
+    # each shape on a second cache too: a race holds two of each model at once
     assert all(e.capacity == 256 for e in events)
     assert compiled_rows(target) == [1, 8] and compiled_rows(draft) == [1, 2]
     seconds = compile_seconds(target, draft)
@@ -80,7 +83,7 @@ def test_runs_after_the_warm_up_compile_nothing(models):
     target, draft = models
     list(warm_up(target, draft, CHAIN))
     tree_events = list(warm_up(target, draft, TREE))  # only what the tree adds: its draft's 4-row shape
-    assert [(e.model, e.rows) for e in tree_events if e.done] == [(DRAFT, 4)]
+    assert [(e.model, e.rows) for e in tree_events if e.done] == [(DRAFT, 4), (DRAFT, 4)]  # on both its caches
     keys = {m: set(steps_of(m).seconds) for m in models}
     seconds, frames = compile_seconds(target, draft), dict(torch._dynamo.utils.counters["frames"])
     expected = output_tokens(list(generate(target, SHORT_PROMPT, factory.spec_config(replace(CHAIN, runner="eager")))))
@@ -219,8 +222,8 @@ def test_a_compiled_race_shows_compile_progress_then_its_seconds_beside_the_timi
     loading = [i for i, s in enumerate(statuses) if "Loading" in s]
     assert loading and compiling and max(loading) < min(compiling) and max(compiling) < first_frame
     said = [statuses[i] for i in compiling]
-    assert said[0].startswith("Compiling target step 1 of 2 (shape 1") and "<progress" in outputs[compiling[0]][view.status]
-    assert any(s.startswith("Compiled draft step 2 of 2 (shape 2") for s in said)
+    assert said[0].startswith("Compiling target step 1 of 4 (shape 1") and "<progress" in outputs[compiling[0]][view.status]
+    assert any(s.startswith("Compiled draft step 2 of 4 (shape 2") for s in said)
     last = outputs[-1]
     assert "Done" in last[view.status] and "identical to the baseline" in last[view.stats]
     assert "s compiling this pair" in html.unescape(last[view.stats])
