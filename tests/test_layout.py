@@ -232,3 +232,22 @@ def test_ui_modules_do_not_measure_or_time_on_their_own():
         text = path.read_text()
         assert "set_num_threads" not in text, path.name
         assert "def expected_speedup" not in text and "def sloped_speedup" not in text, path.name
+
+
+MAX_LINES = 400  # a file a reader finishes in one sitting (issue 54)
+
+
+def long_files(root: Path = PACKAGE, most: int = MAX_LINES) -> list[str]:
+    """Every module under root longer than `most` lines."""
+    return [f"{path.relative_to(root)}: {n} lines" for path in sorted(root.rglob("*.py"))
+            for n in [len(path.read_text().splitlines())] if n > most]
+
+
+def test_no_file_in_playground_is_over_400_lines():
+    assert long_files() == []
+
+
+def test_the_line_count_can_fail(tmp_path):
+    (tmp_path / "long.py").write_text("x = 1\n" * 401)
+    (tmp_path / "short.py").write_text("x = 1\n" * 400)
+    assert long_files(tmp_path) == ["long.py: 401 lines"]
