@@ -160,3 +160,17 @@ def test_every_drafter_the_page_offers_is_raced_here():
     """The lists above are the page's: a drafter added to the page is raced here without an edit."""
     assert {c["drafter"] for c in CHOICES} == set(DRAFTER_LABELS)
     assert len(DRAFTS) >= 2  # the two other families' packs at least
+
+
+def test_the_benchmark_sweeps_the_packed_drafts_over_their_own_heads(tmp_path, capsys):
+    """`--sweep draft=...` without --draft-vocab: each draft over its own head, not the pair's cut (issue 55:
+    refused for another tokenizer before the first run)."""
+    from playground.measure.bench import cli
+
+    code = cli.main(["--sweep", "draft=" + ",".join(DRAFTS), "--categories", "coding", "--limit", "1",
+                     "--max-new-tokens", str(NEW_TOKENS), "--repeats", "1", "--warmup", "0", "--gamma", "2",
+                     "--temperature", "0", "--json", str(tmp_path / "report.json")])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    for draft in DRAFTS:
+        assert draft in out, (draft, out)

@@ -55,6 +55,7 @@ def make_plan(args) -> Plan:
                            llamacpp="llama.cpp" in args.reference, ortgenai="onnxruntime-genai" in args.reference,
                            openvino="openvino" in args.reference,
                            command=args.command)
+    plan = own_heads(args, spec, plan)
     if args.png and len({c.gamma for c in plan.cells}) < 2:
         raise SettingError("--png", "the speedup-vs-gamma plot needs a gamma sweep, "
                                     "e.g. --sweep gamma=1,2,4,8")
@@ -219,6 +220,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def own_heads(args, spec, plan: Plan) -> Plan:
+    """The pair's draft vocabulary is its own draft's head: swept to other drafts (`--sweep draft=...`)
+    without --draft-vocab, each cell drafts over its draft's suggestion (0, its whole head, for another
+    model) instead of the pair's cut, which broke SmolLM2's build and was refused for Gemma (issue 55)."""
+    from dataclasses import replace
+
+    if "draft_vocab" not in args.suggested or "draft" not in plan.grid.axes:
+        return plan
+    cells = [replace(c, draft_vocab=spec.suggested(c.draft)["draft_vocab"]) for c in plan.cells]
+    return replace(plan, cells=cells)
+
+
 def choose_head(args, plan: Plan, cache) -> Plan:
     """Without --draft-vocab, the pair's draft vocabulary is the machine's to choose: where the draft's
     runner does not make a cut head cheaper (runners/auto.py), the draft's plain step is timed cut and
@@ -231,7 +244,8 @@ def choose_head(args, plan: Plan, cache) -> Plan:
     from playground.engine.runners.warmup import build_models, chosen_head, head_choice
 
     args.head = None
-    if "draft_vocab" not in args.suggested or "draft_vocab" in plan.grid.axes or args.drafters is not None:
+    if "draft_vocab" not in args.suggested or "draft_vocab" in plan.grid.axes or args.drafters is not None \
+            or not any(cell.draft_vocab for cell in plan.cells):  # no cut to choose (other drafts: own_heads)
         return plan
     pair, first = load_pair(args, plan, cache), plan.cells[0]  # the pair as the first cell loads it
 

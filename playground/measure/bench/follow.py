@@ -96,12 +96,12 @@ def followed_plan(plan, pair, spec, say=print):
     from playground.engine.runners.warmup import choose
     from playground.measure.bench.sweep import build_text
 
-    base = plan.grid.base
-    if "gamma" in plan.grid.axes or not follows(spec, base):
-        return plan, None
-    for event in choose(pair.target.model, pair.draft.model, base):  # auto's choice decides the runner
+    base, first = plan.grid.base, plan.cells[0]  # `pair` is loaded as the first cell runs it
+    if "gamma" in plan.grid.axes or not follows(spec, base) or not follows(spec, first):
+        return plan, None  # a sweep over other drafts: the pair's α speaks for none of them
+    for event in choose(pair.target.model, pair.draft.model, first):  # auto's choice decides the runner
         say(build_text(event, "the pair's γ"))
-    followed = measure(pair, spec, base)
+    followed = measure(pair, spec, first)
     say(followed.line())
     grid = replace(plan.grid, base=replace(base, gamma=followed.gamma))
     return replace(plan, grid=grid, cells=[replace(c, gamma=followed.gamma) for c in plan.cells]), followed
