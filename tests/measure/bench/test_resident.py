@@ -4,6 +4,7 @@ out; a peer's process is read from its pid; a benchmark record carries it beside
 
 from __future__ import annotations
 
+import mmap
 import subprocess
 import sys
 import weakref
@@ -26,8 +27,14 @@ SHARE = 0.8  # the part of it that must show (pages a collector frees meanwhile 
 
 
 def touched(size: int) -> np.ndarray:
-    """`size` bytes written, so every page is resident (np.empty's pages would not be)."""
-    return np.ones(size // 8, dtype=np.float64)
+    """`size` bytes written, so every page is resident (np.empty's pages would not be), in pages mapped
+    for it alone: from the allocator, a buffer freed before (an earlier test's) came back already
+    resident once a library loaded earlier in the process (ONNX Runtime's) had it keep freed memory,
+    and the process did not grow. Unmapped when the array is let go."""
+    pages = mmap.mmap(-1, size)
+    array = np.frombuffer(pages, dtype=np.float64)
+    array.fill(1.0)
+    return array
 
 
 @pytest.fixture
