@@ -160,16 +160,22 @@ def test_every_option_is_measured_in_the_theory_tab(app, choice):
     assert text_of(last[view.status]).startswith("Measured at γ"), (choice, last[view.status])
 
 
-def test_the_benchmarks_sweep_runs_every_drafter(tmp_path, capsys):
+def swept(axis: str, values: list[str], tmp_path, capsys) -> None:
+    """The benchmark's sweep over `values` of `axis` on the default pair, briefly: it must end well and
+    name every value."""
     from playground.measure.bench import cli
 
-    code = cli.main(["--sweep", "drafter=" + ",".join(DRAFTERS), "--categories", "coding", "--limit", "1",
+    code = cli.main(["--sweep", f"{axis}=" + ",".join(values), "--categories", "coding", "--limit", "1",
                      "--max-new-tokens", str(NEW_TOKENS), "--repeats", "1", "--warmup", "0", "--gamma", "2",
                      "--temperature", "0", "--json", str(tmp_path / "report.json")])
     out = capsys.readouterr().out
     assert code == 0, out
-    for drafter in DRAFTERS:
-        assert drafter in out, (drafter, out)
+    for value in values:
+        assert value in out, (value, out)
+
+
+def test_the_benchmarks_sweep_runs_every_drafter(tmp_path, capsys):
+    swept("drafter", list(DRAFTERS), tmp_path, capsys)
 
 
 def test_every_drafter_the_page_offers_is_raced_here():
@@ -181,12 +187,4 @@ def test_every_drafter_the_page_offers_is_raced_here():
 def test_the_benchmark_sweeps_the_packed_drafts_over_their_own_heads(tmp_path, capsys):
     """`--sweep draft=...` without --draft-vocab: each draft over its own head, not the pair's cut (issue 55:
     refused for another tokenizer before the first run)."""
-    from playground.measure.bench import cli
-
-    code = cli.main(["--sweep", "draft=" + ",".join(DRAFTS), "--categories", "coding", "--limit", "1",
-                     "--max-new-tokens", str(NEW_TOKENS), "--repeats", "1", "--warmup", "0", "--gamma", "2",
-                     "--temperature", "0", "--json", str(tmp_path / "report.json")])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    for draft in DRAFTS:
-        assert draft in out, (draft, out)
+    swept("draft", DRAFTS, tmp_path, capsys)
