@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from playground.config import RunConfig
-from playground.engine.events import StepEvent
 from playground.measure.bench.divergence import Divergence, found
+from playground.measure.bench.race import BASELINE, SPECULATIVE
 from playground.app.shared import identity
 from playground.app.shared.render import Span, visible
 from playground.app.shared.track import RunTrack, new_track
 
-BASELINE, SPECULATIVE = "autoregressive", "speculative"
 TIMING_NOTE = (
     "Fair timing on a shared CPU: the two runs take turns in one thread (each step goes to the run whose "
     "own compute clock is behind; a clock only runs while its model computes), and one core is left to this "
@@ -63,26 +62,6 @@ class RaceFrame:
         return self.baseline.spans.spans, self.speculative.spans.spans
 
 
-def interleave(streams: dict[str, Iterator[StepEvent]]) -> Iterator[tuple[str, StepEvent]]:
-    """Yield (name, event) from several event streams, always advancing the one whose clock is
-    behind (ties: the first listed). Closing this closes every stream, so a Stop stops work."""
-    clocks = {name: 0.0 for name in streams}
-    live = dict(streams)
-    try:
-        while live:
-            name = min(live, key=clocks.__getitem__)
-            try:
-                event = next(live[name])
-            except StopIteration:
-                del live[name]
-                continue
-            clocks[name] += event.seconds
-            yield name, event
-    finally:
-        for stream in streams.values():
-            stream.close()
-
-
 def race_frames(
     pair,
     prompt: str,
@@ -105,9 +84,10 @@ def race_frames(
     from playground.engine import factory
     from playground.measure.bench.machine import spare_a_core
     from playground.measure.bench.resident import grown_mb
-    from playground.measure.bench.runs import Setup, warm_up
+    from playground.measure.bench.race import both_runs, short_warm_up
+    from playground.measure.bench.runs import Setup
     from playground.models.handle import trim_heap
-    from playground.engine.generate import check_inputs, generate
+    from playground.engine.generate import check_inputs
     from playground.engine.runners import compile_failures
     from playground.engine.runners.auto import compile_total
     from playground.models.text import encode_prompt
@@ -119,9 +99,7 @@ def race_frames(
     drafter = drafter or factory.make_drafter(settings, factory.Models.of(pair, settings))
     check_inputs(pair.target.model, ids, config, drafter, tokenizer)  # fail before the page is cleared
     with spare_a_core():
-        # the benchmark's warm-up, kept short (the last 8 prompt tokens, 3 new): the first calls of
-        # each model pay one-time costs that neither timed run should carry
-        warm_up(Setup.of(pair, settings), ids[-8:], replace(config, max_new_tokens=3), 1)
+        short_warm_up(Setup.of(pair, settings), ids, config)  # one-time costs neither timed run should carry
         tracks = {name: new_track(name, tokenizer, settings.greedy) for name in (BASELINE, SPECULATIVE)}
         compiled = compiled_models(pair, settings)
         frame = RaceFrame(tracks[BASELINE], tracks[SPECULATIVE], settings,
@@ -130,11 +108,7 @@ def race_frames(
                           weights_mb=held_mb(pair.target.model, drafter), resident_mb=grown_mb(),
                           coverage=getattr(drafter, "coverage", None))
         yield frame  # clears the page before the first step
-        streams = {
-            BASELINE: generate(pair.target.model, ids, config, None, eos_token_ids=eos),
-            SPECULATIVE: generate(pair.target.model, ids, config, drafter, eos_token_ids=eos),
-        }
-        race = interleave(streams)
+        race = both_runs(pair.target.model, ids, config, drafter, eos)  # the GPU script times this same race
         resumed, wait = now(), every
         try:
             for name, event in race:

@@ -24,9 +24,10 @@ from playground.app.shared.examples import RACE as EXAMPLES
 from playground.app.shared.flow import (Stop, check_prompt, drafted_head, guarded, load_pair, model_job, outputs,
                                         parsed, random_weights_note, read_settings, status_html, warmed)
 from playground.app.shared.form import Form
-from playground.app.shared.model_thread import device_of
+from playground.engine.model_thread import device_of
+from playground.measure.bench.race import BASELINE, SPECULATIVE
 from playground.measure.teach.points import point_from_race
-from playground.app.race.frames import BASELINE, SPECULATIVE, TIMING_NOTE, RaceFrame, race_frames
+from playground.app.race.frames import TIMING_NOTE, RaceFrame, race_frames
 
 TITLE = "Race"
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from playground.app.shared.model_thread import ModelThread, device_of
+from playground.engine.model_thread import ModelThread, device_of
 from playground.app.shared.sessions import BoardRuns, LearningDrafters, Measurements
 from playground.measure.teach.theory import RunnerCosts
 

@@ -27,7 +27,7 @@ import gradio as gr
 from playground.config import RunConfig
 from playground.app.shared.context import SERIAL, Loading, StopFlags
 from playground.app.shared.form import Form
-from playground.app.shared.model_thread import device_of
+from playground.engine.model_thread import device_of
 from playground.app.shared.sessions import session_of
 
 log = logging.getLogger(__name__)

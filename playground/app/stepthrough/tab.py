@@ -25,7 +25,7 @@ from playground.app.shared.examples import STEP_THROUGH as EXAMPLES
 from playground.app.shared.flow import (at_once, check_prompt, guarded, load_pair, model_job, outputs, parsed,
                                         random_weights_note, read_settings, status_html)
 from playground.app.shared.form import Form
-from playground.app.shared.model_thread import device_of
+from playground.engine.model_thread import device_of
 from playground.app.stepthrough.run import Stepper, close_stepper, start, stepper_key
 
 TITLE = "Step-through"

@@ -14,7 +14,7 @@ from playground.engine.events import ACCEPTED, BONUS, REJECTED, RESAMPLED, TARGE
 from playground.app.shared import render
 from playground.app.shared.context import build_context
 from playground.app.race import plots
-from playground.app.race.frames import interleave
+from playground.measure.bench.race import interleave
 from playground.config import PROMPT_LOOKUP, RunConfig
 from playground.app.race import tab as tab_race
 from playground.app.race.tab import RaceForm, handle

@@ -1,4 +1,4 @@
-"""Every forward of a GPU's models on one long-lived thread (app/shared/model_thread.py; issue 52, item 2):
+"""Every forward of a GPU's models on one long-lived thread (engine/model_thread.py; issue 52, item 2):
 torch keeps compiled steps' graph state per host thread, and Gradio runs a handler's steps on whatever
 worker is free, a lockstep job on a thread of its own. Driven on the CPU with the thread forced on
 (`always`): the thread that calls the tiny target's forward is recorded across a warm-up, two races
@@ -15,7 +15,7 @@ from transformers.models.qwen2 import modeling_qwen2
 
 from playground.app.race import tab as race
 from playground.app.shared.context import build_context
-from playground.app.shared.model_thread import ModelThread
+from playground.engine.model_thread import ModelThread
 from playground.app.stepthrough import tab as stepthrough
 from playground.app.theory import tab as theory
 from playground.config import RunConfig

@@ -290,7 +290,7 @@ def test_no_graph_is_recorded_inside_a_race_after_its_warm_up_whatever_ran_befor
     race meets new ones. The warm-up records each shape on each cache the race will take, so nothing is
     recorded inside a race, long, short, then long again: no compiled shape meets a cache in the race that
     it had not met in the warm-up (watched here), and the page's own count (Steps.while_running) agrees."""
-    from playground.app.race.frames import interleave
+    from playground.measure.bench.race import interleave
 
     seen: set = set()  # (compiled shape, model, cache address): what a CUDA graph is recorded for
     real = compiled.compile_step

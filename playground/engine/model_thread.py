@@ -11,7 +11,9 @@ during the warm-up is the one every later run replays. On a CPU nothing is hande
 has no per-thread state worth keeping there, and torch's thread settings are the caller's), unless
 `always` asks for it (the tests, which run on a CPU).
 
-Owned by the app's context (no global): one per app.
+Owned by whoever drives the models (no global): the app's context, one per app; the GPU script
+(measure/hardware/gpu_app.py), one per call, so it times the race on the thread arrangement the app has.
+It lives in the engine, below both, because the measurement layer cannot import the app.
 """
 
 from __future__ import annotations
