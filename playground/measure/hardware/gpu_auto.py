@@ -1,8 +1,10 @@
-"""The GPU runners script's auto check (measure/hardware/gpu_runners.py, check 2): what auto chooses on
-this card for the pair's target and draft (runners/auto.record: eager against compiled, timed), and its
-fallback on two planted failures (a compile that raises, a compiled step whose argmax is not eager's):
-eager kept, the reason recorded, nothing half compiled left. Under --cpu-smoke the models count as on a
-card named "CPU stand-in", so the GPU's candidates run on the CPU.
+"""The GPU runners script's fallback check (measure/hardware/gpu_runners.py): auto's fallback on this card
+on two planted failures (a compile that raises, a compiled step whose argmax is not eager's), on the
+draft's head cut to DRAFT_ROWS (a key of its own, so the real choices and steps stay as they are):
+eager kept, the reason recorded, nothing half compiled left. auto's real choices for the pair are the
+app check's (gpu_app.py, through warmup.choose as the page makes them). Choices are recorded in a
+folder of the call's own (own_choices); under --cpu-smoke the models count as on a card named
+"CPU stand-in", so the GPU's candidates run on the CPU.
 """
 
 from __future__ import annotations
@@ -13,22 +15,16 @@ import time
 DRAFT_ROWS = 65536  # the planted failures run on the draft's head cut to this: choices and steps of their own
 
 
-def auto(args, pair, over_budget, skipped: str) -> dict:
-    """auto's choice (runners/auto.record: eager against compiled, timed) for the pair's target and
-    draft, then two planted failures on the draft's head cut to DRAFT_ROWS (a key of its own, so
-    the real choices and steps stay as they are): eager kept, the reason recorded, nothing half
-    compiled left. Choices are recorded in a folder of this call's own; under --cpu-smoke the models
-    count as on a card named "CPU stand-in", so the GPU's candidates run here."""
-    target, draft = pair
+def fallback(args, draft, budget) -> dict:
+    """Each planted failure measured afresh (a folder of choices of its own), eager kept with why."""
+    from playground.engine.runners import compile_seconds
+
     rows = min(DRAFT_ROWS, draft.config.vocab_size // 2)
-    out = {}
-    with own_choices(args):
-        for name, model in (("target", target), ("draft", draft)):
-            out[name] = skipped if over_budget() else timed_choice(model, None)
+    out, before = {}, compile_seconds(draft)
     for name, plant in PLANTS.items():
         with own_choices(args):  # each plant measured afresh, not read back from the one before
-            out[f"planted: {name}"] = skipped if over_budget() else planted_choice(draft, rows, plant)
-    del target, draft
+            out[f"planted: {name}"] = budget.skip() or planted_choice(draft, rows, plant)
+    out["compile_s"] = round(max(0.0, compile_seconds(draft) - before), 2)  # a planted compile keeps nothing
     return out
 
 

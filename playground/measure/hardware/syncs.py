@@ -87,3 +87,20 @@ def summary(counts: list[int]) -> dict:
     if not counts:
         return {"steps": 0}
     return {"median": statistics.median(counts), "max": max(counts), "steps": len(counts)}
+
+
+def method_waits(target, draft, ids: list[int], run) -> dict:
+    """One method's waits per step (a run's RunConfig; `draft` None: plain decoding), after a short run
+    of it that is not counted (compiled: its shapes compiled and recorded first)."""
+    from dataclasses import replace
+
+    from playground.engine import factory
+    from playground.engine.generate import generate
+
+    config = factory.spec_config(run)
+    drafter = None if draft is None else factory.make_drafter(run, factory.Models(target, draft))
+    list(generate(target, ids, replace(config, max_new_tokens=8), drafter))  # warm: nothing counted
+    with counting(target.device) as count:
+        counts = per_step(generate(target, ids, config, drafter), count)
+    return {**summary(counts), "gamma": run.gamma if draft is not None else 0,
+            "counts": "CUDA syncs" if target.device.type == "cuda" else "host reads (CPU stand-in)"}
