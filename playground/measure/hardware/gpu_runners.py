@@ -119,7 +119,7 @@ def compile_seconds(*models) -> float:
     """Seconds compiling and recording step shapes took on these models so far (runners.compile_seconds)."""
     from playground.engine.runners import compile_seconds as seconds
 
-    return round(seconds(*models), 2)
+    return round(float(seconds(*models)), 2)  # a float even where nothing compiled (the report says 0.0)
 
 
 # ---- 1. app: the race as the app runs it (gpu_app.py) ---------------------------------------------
