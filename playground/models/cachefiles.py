@@ -23,11 +23,14 @@ CHUNK = 8 << 20
 MANIFEST = ".manifest.json"  # inside a checkpoint folder: every other file's size and sha256
 
 
-def sha256_of(path: Path) -> str:
+def sha256_of(path: Path, progress=None) -> str:
+    """`progress(n)` after each chunk of n bytes, for a bar over a large file."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while chunk := f.read(CHUNK):
             h.update(chunk)
+            if progress is not None:
+                progress(len(chunk))
     return h.hexdigest()
 
 

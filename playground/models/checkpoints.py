@@ -5,7 +5,10 @@ transformers refuses to combine a GGUF file with it.
 
 A converted checkpoint is keyed by its GGUF's content hash (touching or copying the GGUF keeps the
 key), records every file's SHA-256 in a manifest, is checked before each use and rebuilt when
-damaged; one process converts a given GGUF at a time, and a second one reuses its result.
+damaged; one process converts a given GGUF at a time, and a second one reuses its result. One folder
+per content: the same bytes reached by another path (a pack's file, then its copy among Ollama's
+blobs) find the folder made first (`same_content`), and their hash is taken from what already names it
+(an Ollama or hub blob's name, a pack's verified marker) before a file is read (`content_hash`).
 """
 
 from __future__ import annotations
@@ -19,8 +22,9 @@ import urllib.request
 from pathlib import Path
 
 from playground.config import cache_dir  # declared in the leaf: the compiled runner keeps its caches there too
-from playground.models.cachefiles import (discard, exclusive, folder_problems, record, remove_stale, replace_folder, unchanged,
-                         write_manifest, write_text_atomic)
+from playground.models.cachefiles import (discard, exclusive, folder_problems, record, remove_stale,
+                                          replace_folder, sha256_of, unchanged, write_manifest,
+                                          write_text_atomic)
 from playground.models.gguf_file import is_gguf, named
 from playground.models.registry import ModelSpec, Source
 from playground.models.scan.stores import blob_digest
@@ -47,41 +51,98 @@ def local_checkpoint(path: Path, report) -> Path:
     if not is_gguf(path):  # known by its magic bytes: an Ollama blob has no suffix
         raise SourceError(f"{path} is neither a checkpoint directory nor a GGUF file")
     path = named(path)  # a name ending in .gguf, which transformers' GGUF reader looks for
-    return gguf_checkpoint(path, gguf_key(path), report)
+    return gguf_checkpoint(path, gguf_key(path, checkpoints_dir(), report), report)
 
 
-def gguf_key(path: Path) -> str:
-    """Cache key of a GGUF's checkpoint: its name and content hash, so new bytes are converted again
-    while touching or copying the same bytes finds the same checkpoint (as a pack's key does)."""
-    return f"{path.stem}-{content_hash(path)[:12]}"
+def gguf_key(path: Path, parent: Path | None = None, report=None) -> str:
+    """Cache key of a folder made from a GGUF (its checkpoint, its metadata): its name and content hash,
+    so new bytes are converted again while touching or copying the same bytes finds the same folder (as
+    a pack's key does). In `parent`, a folder made from the same bytes under another name is the key
+    (same_content), unless a tokenizer_config.json beside this GGUF gives it its own tokenizer."""
+    sha256 = content_hash(path, report)
+    own = f"{path.stem}-{sha256[:12]}"
+    if parent is None or (path.parent / "tokenizer_config.json").exists():  # save_metadata reads it
+        return own
+    return same_content(parent, own, sha256)
+
+
+def same_content(parent: Path, own: str, sha256: str) -> str:
+    """`own`, or where it is not made yet, the name of a folder in `parent` made from the same bytes
+    reached by another path (every such name ends with their hash): the dequantized checkpoint (3 GB,
+    minutes) or the metadata (10 to 20 s) is made once per content, not once per path."""
+    if (parent / own).exists():
+        return own
+    return next((p.name for p in sorted(parent.glob(f"*-{sha256[:12]}")) if is_checkpoint(p)), own)
 
 
 HASHES = ".gguf-hashes.json"  # in checkpoints_dir(): {resolved path: record}, so a hash is computed once
 
 
-def content_hash(path: Path) -> str:
+def content_hash(path: Path, report=None) -> str:
     """SHA-256 of a file, remembered by path, size and mtime; re-hashed only when those change. A blob of
-    a content-addressed store (Ollama's, the hub's) is named by it already."""
+    a content-addressed store (Ollama's, the hub's) is named by it already, and a pack's file by the
+    marker its verification wrote (modelpack.write_marker): neither is read. `report`: the hash's
+    progress, where one is made (about a second a GB on 2 cores)."""
     real = path.resolve()
     if known := blob_digest(real):  # a content-addressed store's own name for it: nothing to hash
         return known
+    if known := verified_hash(real):
+        return known
     index = checkpoints_dir() / HASHES
+    if known := valid_hash(read_index(index).get(str(real)), real):
+        return known
+    rec = record(real, hashed(real, report or (lambda message, fraction: None)))
+    index.parent.mkdir(parents=True, exist_ok=True)
+    with exclusive(index.parent):  # two processes must not lose each other's entries
+        write_text_atomic(index, json.dumps({**read_index(index), str(real): rec}, indent=1) + "\n")
+    return rec["sha256"]
+
+
+def read_index(index: Path) -> dict:
+    """The remembered hashes, or none: an unreadable or damaged index is ignored, then written anew."""
     try:
         known = json.loads(index.read_text())
     except (OSError, ValueError):
-        known = {}
-    rec = known.get(str(real))
-    if isinstance(rec, dict) and unchanged(real, rec):
-        return rec["sha256"]
-    rec = record(real)
-    index.parent.mkdir(parents=True, exist_ok=True)
-    with exclusive(index.parent):  # two processes must not lose each other's entries
-        try:
-            known = json.loads(index.read_text())
-        except (OSError, ValueError):
-            known = {}
-        write_text_atomic(index, json.dumps({**known, str(real): rec}, indent=1) + "\n")
-    return rec["sha256"]
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
+def valid_hash(rec, real: Path) -> str | None:
+    """The SHA-256 a record holds for the file as it is now (same size and mtime), or None: a record
+    is trusted whole or not at all, so a damaged one is hashed again."""
+    sha256 = rec.get("sha256") if isinstance(rec, dict) else None
+    if not (isinstance(sha256, str) and len(sha256) == 64 and all(c in "0123456789abcdef" for c in sha256)):
+        return None
+    return sha256 if unchanged(real, rec) else None
+
+
+def verified_hash(real: Path) -> str | None:
+    """The SHA-256 a model pack's marker beside the file records, while the file is unchanged since."""
+    from playground.models.modelpack import read_marker
+
+    return valid_hash(read_marker(real), real)
+
+
+def hashed(path: Path, report) -> str:
+    """A file's SHA-256, read now: said with its fraction done (the page's progress) and a tqdm bar on
+    the console, since a 1 GB GGUF takes about a second here and a cold disk longer."""
+    from tqdm.auto import tqdm
+
+    size, done, said = path.stat().st_size, 0, -1
+    message = f"computing the SHA-256 of {path.name} ({size / 1e9:.1f} GB), once per file"
+    with tqdm(total=size, desc=f"sha256 {path.name}", unit="B", unit_scale=True,
+              disable=size < HASH_BAR) as bar:
+        def step(n: int) -> None:
+            nonlocal done, said
+            done += n
+            bar.update(n)
+            if 20 * done // max(size, 1) > said:  # every 5 %: the page's queue is not flooded
+                said = 20 * done // max(size, 1)
+                report(message, done / max(size, 1))
+        return sha256_of(path, step)
+
+
+HASH_BAR = 64 << 20  # files smaller than this are hashed without a console bar (a fraction of a second)
 
 
 def pack_checkpoint(name: str, report) -> Path:
@@ -89,7 +150,8 @@ def pack_checkpoint(name: str, report) -> Path:
     from playground.models.modelpack import fetch_pack, load_catalog
 
     pack = load_catalog()[name]
-    out = checkpoints_dir() / f"{Path(pack.file).stem}-{pack.sha256[:12]}"
+    out = checkpoints_dir() / same_content(checkpoints_dir(), f"{Path(pack.file).stem}-{pack.sha256[:12]}",
+                                           pack.sha256)
     if usable_checkpoint(out, report):
         return out  # converted before: no pip, no network
     try:
@@ -128,7 +190,7 @@ def hub_checkpoint(source: Source, spec: ModelSpec, report) -> Path:
             raise SourceError(f"hub download failed ({type(e).__name__}: {e}); for gated repos accept the "
                               "licence on the hub and run `hf auth login`") from e
     if source.gguf_file:
-        return gguf_checkpoint(path, gguf_key(path), report)
+        return gguf_checkpoint(path, gguf_key(path, checkpoints_dir(), report), report)
     return path
 
 
@@ -181,7 +243,8 @@ def gguf_metadata(gguf: Path, report) -> Path:
     model whose runners read the GGUF itself needs (models/handle.py). 30 KB instead of a checkpoint's
     3 GB; reading them from the GGUF takes transformers about 12 s on 2 cores for Qwen2.5-Coder 1.5B
     (0.5B the same): its config parse walks the whole 151k-token vocabulary and merges."""
-    return made_once(metadata_dir() / gguf_key(gguf), lambda tmp: save_metadata(gguf, tmp), report,
+    key = gguf_key(gguf, metadata_dir(), report)
+    return made_once(metadata_dir() / key, lambda tmp: save_metadata(gguf, tmp), report,
                      f"reading {gguf.name}'s config and tokenizer (once; 10 to 20 s)")
 
 

@@ -28,9 +28,10 @@ class ModelHandle:
     `release`. `config` and `generation_config` are transformers objects read from the metadata
     folder; `quantization` the CPU quantization the PyTorch form gets (int4-cpu for the default)."""
 
-    # the files a runner builds or loads from, recorded by models/loading (callables -> Path); None
-    # here, so that asking for one a handle has not got answers None and does not load PyTorch
-    gguf_file = metadata_dir = checkpoint_dir = None
+    # the files a runner builds or loads from, recorded by models/loading (callables -> Path), and the
+    # GGUF's SHA-256 (a callable -> str); None here, so that asking for one a handle has not got
+    # answers None and does not load PyTorch
+    gguf_file = metadata_dir = checkpoint_dir = gguf_sha256 = None
 
     def __init__(self, name: str, config, generation_config, device: str, dtype: str, quantization: str,
                  make: Callable[[], object]):

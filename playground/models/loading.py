@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from playground.models.checkpoints import hub_checkpoint, local_checkpoint, pack_checkpoint
+from playground.models.checkpoints import content_hash, hub_checkpoint, local_checkpoint, pack_checkpoint
 from playground.models.fits import DoesNotFit, check_fits
 from playground.models.handle import free_memory
 from playground.config import AUTO_QUANTIZATION, BITSANDBYTES  # BITSANDBYTES: quantized while loading a checkpoint
@@ -208,8 +208,17 @@ def load_from(source: Source, spec: ModelSpec, device, dtype, quantization, repo
     model.checkpoint_dir = lambda: path  # the onnxruntime runner builds its model from it
     locate = gguf_file.locator(source, report)
     if locate is not None:  # the llamacpp runner runs this file itself
-        gguf_file.record(model, locate)
+        record_gguf(model, locate)
     return model, tokenizer
+
+
+def record_gguf(model, locate) -> None:
+    """The model's GGUF file (the llamacpp runner runs it, the onnxruntime runner builds from it) and
+    its SHA-256 as this layer knows it (checkpoints.content_hash: an Ollama blob's name, a pack's
+    verified marker, else a hash made once), which keys the onnxruntime build: the engine reads no
+    GGUF to hash it, and a model reached by another path to the same bytes finds the same build."""
+    gguf_file.record(model, locate)
+    model.gguf_sha256 = lambda: content_hash(locate())
 
 
 def reads_its_file(source: Source, device: str, quantization: str) -> bool:
@@ -248,7 +257,7 @@ def gguf_handle(source: Source, spec: ModelSpec, dtype: str, quantization: str, 
     handle = ModelHandle(spec.name, AutoConfig.from_pretrained(meta), GenerationConfig.from_pretrained(meta),
                          "cpu", dtype, quantization, make)
     handle.metadata_dir = lambda: meta
-    gguf_file.record(handle, locate)
+    record_gguf(handle, locate)
     return handle, AutoTokenizer.from_pretrained(meta, trust_remote_code=spec.trust_remote_code)
 
 

@@ -288,6 +288,8 @@ def compile_message(event) -> str:
             return (f"Building the {event.model}'s ONNX model for runner onnxruntime ({event.index} of "
                     f"{event.total}{beside}), once per model: a minute or two the first time, not part of any "
                     "timing…")
+        if getattr(event, "same_as", None):  # reached by another path to bytes built before
+            return f"ONNX build found for the {event.model}: same bytes as {event.same_as}, nothing to build."
         return (f"The {event.model}'s ONNX model was in the cache." if not event.seconds else
                 f"Built the {event.model}'s ONNX model in {event.seconds:.0f} s (kept in the cache).")
     shape = f"shape {event.rows}: {event.rows} row{'s' if event.rows > 1 else ''} a forward, {event.capacity}-entry cache"

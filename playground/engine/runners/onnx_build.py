@@ -4,15 +4,16 @@ onnxruntime-genai's model builder (`python -m onnxruntime_genai.models.builder`)
 weights and writes model.onnx with its weights and genai_config.json. It runs as a child process (it
 prints, and the engine never does), offline, into a folder beside the cache that is renamed into place
 only once whole and marked, so a half-built model is never trusted: one without its marker is built
-again. A build is keyed on content (onnx_cache.py), so a copied cache is not rebuilt.
+again. A build is keyed on content (onnx_cache.py), so a copied cache is not rebuilt, and a model
+reached by another path to the same bytes (an Ollama blob of a pack's file) finds the build made first.
 
-What it reads (`source_of`): an int4 build of a model loaded from a GGUF file (a model pack, a local or
-hub .gguf) reads that file itself, through gguf_builder.py (the builder's own GGUF loader, taught to
-dequantize Q4_K and the other quantized types), with the small folder of the model's config and
-tokenizer beside it (`model.metadata_dir()`, else the checkpoint's): no bfloat16 checkpoint is read,
-and the key is the GGUF's SHA-256. Anything else reads the checkpoint the model was loaded from: a hub
-model, and the tiny pair, whose GGUF and checkpoint are written in process (its float32 builds hold the
-runner to eager's logits).
+What it reads (`source_of`, asking the model through onnx_source.py): an int4 build of a model loaded
+from a GGUF file (a model pack, a local or hub .gguf) reads that file itself, through gguf_builder.py
+(the builder's own GGUF loader, taught to dequantize Q4_K and the other quantized types), with the small
+folder of the model's config and tokenizer beside it (`model.metadata_dir()`, else the checkpoint's):
+no bfloat16 checkpoint is read, and the key is the GGUF's SHA-256. Anything else reads the checkpoint
+the model was loaded from: a hub model, and the tiny pair, whose GGUF and checkpoint are written in
+process (its float32 builds hold the runner to eager's logits).
 
 Precision follows the model as loaded: a float32 model (the tiny pair) is built in float32, so the
 tests can hold the runner to eager's logits; anything else in int4 (MatMulNBits, int8 activations:
@@ -45,10 +46,13 @@ from pathlib import Path
 
 import numpy as np
 
-from playground.engine.runners import is_handle
 from playground.engine.runners.onnx_graph import cut_head_from, keep_last_rows, loaded_bytes, trim_head
 from playground.engine.runners.onnx_cache import (MARKER, build_folder, build_key, cut_key,  # noqa: F401
-                                                  link_files, seal, settle, temp_folder, whole)
+                                                  link_files, same_bytes_as, seal, settle, source_name,
+                                                  temp_folder, whole)
+from playground.engine.runners.onnx_source import (BUILT, checkpoint_of, digest_of, float32,  # noqa: F401
+                                                   gguf_of, metadata_of, reads_gguf, serves,
+                                                   told_quantization)
 
 ACCURACY_LEVEL = 4  # MatMulNBits with int8 activations: the fast CPU path (float activations: ~4.7x slower)
 LOG_TAIL = 2000  # characters of the builder's output an error shows
@@ -71,6 +75,7 @@ class Built:
 
     folder: Path
     seconds: float  # what the build took (0 when it was already cached)
+    same_as: str | None = None  # found in the cache, made from this other path to the same bytes
     past_names: list[str] = field(default_factory=list)
     present_names: list[str] = field(default_factory=list)
     kv_heads: int = 0
@@ -148,7 +153,7 @@ def built_model(model, rows: int | None = None) -> Built:
     with lock:
         if rows not in mine:
             precision, folder, gguf = sources(model)
-            mine[rows] = build(folder, precision, rows, gguf)
+            mine[rows] = build(folder, precision, rows, gguf, digest_of(model))
         return mine[rows]
 
 
@@ -165,7 +170,9 @@ def build_identity(model, rows: int | None = None) -> tuple[str, str, str]:
     """(name, precision, key) of the build `built_model` gives the model: the name of the file or
     folder it reads, and the cache key (auto's recorded choices are kept under it, runners/choice.py)."""
     precision, folder, gguf = sources(model)
-    return (gguf.stem if gguf else folder.name), precision, key_of(folder, precision, rows, gguf)
+    key = key_of(folder, precision, rows, gguf, digest_of(model))
+    built = build_folder(gguf or folder, precision, rows, key)  # built from another path: that one's name
+    return source_name(built, gguf.stem if gguf else folder.name), precision, key
 
 
 def held_bytes(model) -> int:
@@ -185,30 +192,6 @@ def is_built(model, rows: int | None = None) -> bool:
     return rows in BUILDS.get(model, {})
 
 
-def serves(model) -> bool:
-    """Is this runner auto's choice for the model: loaded in int4 on the CPU (int4-cpu, which auto
-    quantization picks there) from a file on disk (a GGUF or a checkpoint), and onnxruntime-genai
-    installed? Its build is int4 too, so auto changes the kernels and not the precision the user chose;
-    a model kept in bf16 or float32 stays on PyTorch unless runner onnxruntime is asked for by name. A
-    model built in process (the tiny random pair) also stays: there speed means nothing, and a build
-    per test would cost seconds. So does an architecture the builder has not exported here (BUILT)."""
-    import importlib.util
-
-    said = told_quantization(model)
-    if said is None:  # a loaded model: models/cpu_quant's int4-cpu replaced its linear layers
-        said = "int4-cpu" if any(type(m).__name__ == "Int4Linear" for m in model.modules()) else None
-    on_disk_file = reads_gguf(model) or on_disk(model, "checkpoint_dir")
-    return (model.device.type == "cpu" and said == "int4-cpu" and on_disk_file
-            and model.config.get_text_config().model_type in BUILT
-            and importlib.util.find_spec("onnxruntime_genai") is not None)
-
-
-# Architectures onnxruntime-genai 0.18's builder exported and the runner matched eager on here: Qwen2
-# (the default pair), Llama (SmolLM2). Its Gemma 3 export fails on transformers 5's per-layer-type
-# rope_parameters (KeyError 'rope_type'), so a Gemma draft stays on PyTorch under auto.
-BUILT = ("qwen2", "llama")
-
-
 def sources(model) -> tuple[str, Path, Path | None]:
     """(precision, folder, GGUF or None): the model's build precision and what its builder reads."""
     precision = precision_of(model)
@@ -223,74 +206,28 @@ def source_of(model, precision: str) -> tuple[Path, Path | None]:
     return (metadata_of(model), gguf) if gguf else (checkpoint_of(model), None)
 
 
-def gguf_of(model) -> Path | None:
-    """The GGUF the model was loaded from (models/gguf_file records it), or None."""
-    return Path(model.gguf_file()) if reads_gguf(model) else None
-
-
-def reads_gguf(model) -> bool:
-    """Was the model loaded from a GGUF file? Not the tiny pair, whose GGUF is written in process from its
-    weights (its checkpoint is too, and marked: its builds read that). Asked without locating the file
-    (a pack's locator fetches it again when it was removed)."""
-    in_process = getattr(getattr(model, "checkpoint_dir", None), "written", False)
-    return on_disk(model, "gguf_file") and not in_process
-
-
-def on_disk(model, attribute: str) -> bool:
-    """Does the model record this locator (a callable -> a path) for a file it was loaded from, not
-    one written in process (models/loading marks those `written`)?"""
-    locate = getattr(model, attribute, None)
-    return locate is not None and not getattr(locate, "written", False)
-
-
-def metadata_of(model) -> Path:
-    """The folder with the model's config.json, tokenizer and generation config that a GGUF build reads
-    beside the GGUF: the small one made from the GGUF when the model records it, else its checkpoint."""
-    locate = getattr(model, "metadata_dir", None) or getattr(model, "checkpoint_dir", None)
-    if locate is None:
-        raise ValueError(f"runner onnxruntime builds from {model.gguf_file().name} with the model's config "
-                         f"and tokenizer beside it; this {type(model).__name__} records no folder of them")
-    return Path(locate())
-
-
-def checkpoint_of(model) -> Path:
-    locate = getattr(model, "checkpoint_dir", None)  # models/loading records it: a callable -> the folder
-    if locate is None:
-        raise ValueError("runner onnxruntime builds its model from the checkpoint the model was loaded "
-                         f"from; this {type(model).__name__} has none recorded (a bitsandbytes-quantized "
-                         "tiny model is one): use another runner or quantization")
-    return Path(locate())
-
-
 def precision_of(model) -> str:
     said = told_quantization(model)
     if said is None:
         quantized = any(hasattr(m, "dequantized") for m in model.modules())  # models/cpu_quant's linears
     else:
         quantized = said != "none"
-    return "fp32" if model.dtype == _float32() and not quantized else "int4"
+    return "fp32" if model.dtype == float32() and not quantized else "int4"
 
 
-def told_quantization(model) -> str | None:
-    """The CPU quantization a model kept as its files (models/handle.py) gives its PyTorch form, read
-    from the handle itself: asking it for its modules would make that form. None for a loaded model."""
-    return model.quantization if is_handle(model) else None
-
-
-def _float32():
-    import torch
-
-    return torch.float32
-
-
-def build(checkpoint: Path, precision: str, rows: int | None, gguf: Path | None = None) -> Built:
+def build(checkpoint: Path, precision: str, rows: int | None, gguf: Path | None = None,
+          digest: str | None = None) -> Built:
     """The cached build of `checkpoint` (or of `gguf`, with `checkpoint` the folder of its config and
-    tokenizer), or a new one: by the builder, or, for an int4 cut head, from the full build."""
-    key = key_of(checkpoint, precision, rows, gguf)
+    tokenizer; `digest` its SHA-256 if known), or a new one: by the builder, or, for an int4 cut head,
+    from the full build. Found under another path to the same bytes, it says which (`same_as`)."""
+    key = key_of(checkpoint, precision, rows, gguf, digest)
     folder = build_folder(gguf or checkpoint, precision, rows, key)
     if cut_from_full(precision, rows):
-        return cached(folder, key, lambda work: cut_build(checkpoint, precision, rows, gguf, work))
-    return cached(folder, key, lambda work: builder_build(checkpoint, precision, rows, gguf, work))
+        built = cached(folder, key, lambda work: cut_build(checkpoint, precision, rows, gguf, work, digest))
+    else:
+        built = cached(folder, key, lambda work: builder_build(checkpoint, precision, rows, gguf, work))
+    built.same_as = None if built.seconds else same_bytes_as(folder, gguf or checkpoint)
+    return built
 
 
 def cut_from_full(precision: str, rows: int | None) -> bool:
@@ -300,12 +237,13 @@ def cut_from_full(precision: str, rows: int | None) -> bool:
     return bool(rows) and precision == "int4"
 
 
-def key_of(checkpoint: Path, precision: str, rows: int | None, gguf: Path | None = None) -> str:
+def key_of(checkpoint: Path, precision: str, rows: int | None, gguf: Path | None = None,
+           digest: str | None = None) -> str:
     """The cache key of the build `build` gives: a cut from the full build is keyed on the full
     build's key (onnx_cache.cut_key), anything else on what the builder reads and how."""
     if cut_from_full(precision, rows):
-        return cut_key(key_of(checkpoint, precision, None, gguf), rows)
-    return build_key(checkpoint, precision, builder_options(checkpoint, precision), rows, gguf)
+        return cut_key(key_of(checkpoint, precision, None, gguf, digest), rows)
+    return build_key(checkpoint, precision, builder_options(checkpoint, precision), rows, gguf, digest)
 
 
 def cached(folder: Path, key: str, make) -> Built:
@@ -335,11 +273,12 @@ def builder_build(checkpoint: Path, precision: str, rows: int | None, gguf: Path
     return described(checkpoint, precision, rows, gguf, options)
 
 
-def cut_build(checkpoint: Path, precision: str, rows: int, gguf: Path | None, work: Path) -> dict:
+def cut_build(checkpoint: Path, precision: str, rows: int, gguf: Path | None, work: Path,
+              digest: str | None = None) -> dict:
     """The full build (made first if no cache holds it) with its head cut to `rows`, in `work`: its
     files hard-linked (the weights stay on disk once), its graph rewritten with the head's rows in a
     small file of their own (onnx_graph.cut_head_from). No builder runs for it."""
-    full = build(checkpoint, precision, None, gguf)
+    full = build(checkpoint, precision, None, gguf, digest)
     link_files(full.folder, work, but="model.onnx")
     cut_head_from(full.folder, work, rows)
     marker = json.loads((full.folder / MARKER).read_text())

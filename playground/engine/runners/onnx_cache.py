@@ -7,7 +7,14 @@ build from a checkpoint reads its files' hashes: a checkpoint the cache converte
 their SHA-256 (models/cachefiles, checked before each load), read as it is; any other (a hub snapshot,
 a local folder, an in-process model written out) is hashed file by file, each hash remembered by path,
 size and time. So copying or touching a cache or a GGUF keeps every key (no build is redone), and new
-bytes get a new build.
+bytes get a new build. The GGUF's SHA-256 is the one its loader knows where it knows one (`digest`:
+models/loading records it on the model: an Ollama blob's own name, a pack's verified marker, a hash
+made once), so a GGUF is hashed once per machine, not once per cache.
+
+One build per content: a folder is named for a reader by the first path its model came from, and a
+model reached by another path to the same bytes (a pack's file, then its copy among Ollama's blobs or
+LM Studio's models) finds that folder by its key (`build_folder`), so it gets no build of its own; the
+page says whose bytes it shares (`same_bytes_as`).
 
 A build is written into `.building-<pid>-…` beside its place and renamed into place when whole; its
 marker, written last, records each file's size and SHA-256. A folder without the marker, with
@@ -48,13 +55,13 @@ def builds_dir() -> Path:
 
 
 def build_key(checkpoint: Path, precision: str, options: dict, rows: int | None,
-              gguf: Path | None = None) -> str:
+              gguf: Path | None = None, digest: str | None = None) -> str:
     """The key of a build from `checkpoint`, or from `gguf` with `checkpoint` the folder of its config
-    and tokenizer."""
+    and tokenizer; `digest`: the GGUF's SHA-256 where its loader knows it (else hashed here, once)."""
     if gguf is None:
         return key_of_hashes(checkpoint_hashes(checkpoint), precision, options, rows)
-    return key_of_hashes({**checkpoint_hashes(checkpoint, weights=False), GGUF: remembered_sha256(gguf)},
-                         precision, options, rows)
+    hashes = {**checkpoint_hashes(checkpoint, weights=False), GGUF: digest or remembered_sha256(gguf)}
+    return key_of_hashes(hashes, precision, options, rows)
 
 
 def cut_key(full_key: str, rows: int) -> str:
@@ -89,10 +96,10 @@ def remembered_sha256(path: Path) -> str:
     """A file's SHA-256, hashed once per path, size and mtime (a hub snapshot's GBs are read once)."""
     real, index = path.resolve(), builds_dir() / HASHES
     stat = real.stat()
-    known = read_json(index)
-    rec = known.get(str(real))
-    if isinstance(rec, dict) and (rec.get("bytes"), rec.get("mtime_ns")) == (stat.st_size, stat.st_mtime_ns):
-        return rec["sha256"]
+    rec = read_json(index).get(str(real))
+    if is_sha256(rec.get("sha256") if isinstance(rec, dict) else None) and \
+            (rec.get("bytes"), rec.get("mtime_ns")) == (stat.st_size, stat.st_mtime_ns):
+        return rec["sha256"]  # an entry is trusted whole or not at all: a damaged one is hashed again
     sha256 = sha256_of(real)
     index.parent.mkdir(parents=True, exist_ok=True)
     # re-read (another process may have added its own: a lost entry is only hashed again); files gone
@@ -101,6 +108,10 @@ def remembered_sha256(path: Path) -> str:
     known[str(real)] = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
     write_text_atomic(index, json.dumps(known, indent=1) + "\n")
     return sha256
+
+
+def is_sha256(text) -> bool:
+    return isinstance(text, str) and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
 def read_json(path: Path) -> dict:
@@ -120,10 +131,45 @@ def sha256_of(path: Path) -> str:
 
 
 def build_folder(source: Path, precision: str, rows: int | None, key: str) -> Path:
-    """`source`: the checkpoint folder or GGUF file built from, which names the folder for a reader."""
+    """Where the build keyed `key` is: the folder named for `source` (the checkpoint folder or GGUF file
+    built from, which names it for a reader) when whole, else a whole one of the same key made from
+    another path to the same bytes, else the folder named for `source`, to build in."""
     # an in-process model's checkpoint sits in a fresh temporary folder each load: named by its key alone
     readable = "in-process" if source.name.startswith("checkpoint-") else source.name.removesuffix(".gguf")
-    return builds_dir() / f"{readable}-{precision}{f'-rows{rows}' if rows else ''}-{key[:16]}"
+    own = builds_dir() / f"{readable}-{precision}{f'-rows{rows}' if rows else ''}-{key[:16]}"
+    return own if whole(own, key) else found_build(key) or own
+
+
+def found_build(key: str) -> Path | None:
+    """A whole build keyed `key`, whatever path its model was reached by (the key's first 16 digits end
+    every build's name; the marker holds the whole key)."""
+    return next((folder for folder in sorted(builds_dir().glob(f"*-{key[:16]}")) if whole(folder, key)), None)
+
+
+def made_from(folder: Path) -> Path | None:
+    """The GGUF file, else the checkpoint folder, a build in the cache was made from (its marker's)."""
+    marker = read_json(folder / MARKER)
+    source = marker.get("gguf") or marker.get("checkpoint")
+    return Path(source) if isinstance(source, str) else None
+
+
+def same_bytes_as(folder: Path, source: Path) -> str | None:
+    """Where the build in `folder` was made from, when that is another path than `source` (to the same
+    bytes: the key says so) that still exists; None when it was made from `source` itself. Resolved: an
+    Ollama blob is read through a link under a .gguf name (models/gguf_file.named), and said as the blob."""
+    made = made_from(folder)
+    if made is None or not made.exists() or made.resolve() == source.resolve():
+        return None
+    return str(made.resolve())
+
+
+def source_name(folder: Path, default: str) -> str:
+    """The name of what the build in `folder` was made from (a GGUF's stem, a checkpoint folder's
+    name), which auto's recorded choices are kept under (choice.key_of); `default` where no build is."""
+    made = made_from(folder)
+    if made is None:
+        return default
+    return made.stem if made.suffix == ".gguf" else made.name
 
 
 def whole(folder: Path, key: str) -> bool:

@@ -85,13 +85,15 @@ def run_capacities(run: RunConfig, prompt_tokens: int | None) -> tuple[int, ...]
 @dataclass(frozen=True)
 class Building:
     """One model's onnxruntime build (onnx_build.py): yielded before it (seconds None), then after;
-    0 seconds when the build was found in the cache."""
+    0 seconds when the build was found in the cache, with the path it was made from where the model
+    reached the same bytes by another one (an Ollama blob of a pack's file): no second build."""
 
     model: str  # "target" or "draft"
     index: int  # this model's place among the builds checked now, from 1
     total: int
     seconds: float | None = None
     beside: int = 1  # builds running at once, this one among them
+    same_as: str | None = None  # found in the cache, built from this other path to the same bytes
 
     @property
     def done(self) -> bool:
@@ -241,7 +243,8 @@ def builds(todo: list[tuple[str, object, int | None]]) -> Iterator[Building]:
         return
     for index, (name, model, head_rows) in enumerate(missing, 1):
         yield Building(name, index, len(missing))
-        yield Building(name, index, len(missing), built_model(model, head_rows).seconds)
+        built = built_model(model, head_rows)
+        yield Building(name, index, len(missing), built.seconds, same_as=built.same_as)
 
 
 def fit_side_by_side(models: list) -> bool:
@@ -274,7 +277,8 @@ def side_by_side(missing: list[tuple[str, object, int | None]]) -> Iterator[Buil
         running = dict(started)
         for future in as_completed(started):
             index, name = running.pop(future)
-            yield Building(name, index, n, future.result().seconds, beside=n)
+            built = future.result()
+            yield Building(name, index, n, built.seconds, beside=n, same_as=built.same_as)
             for index, name in running.values():  # still building: said again, the page shows the last line
                 yield Building(name, index, n, beside=n)
 

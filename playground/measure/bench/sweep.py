@@ -289,6 +289,8 @@ def build_text(event, name: str) -> str:
         from playground.engine.runners.auto import choice_text
 
         return f"auto: the {event.model} on {choice_text(event.choice)}, {name}"
+    if getattr(event, "same_as", None):
+        return f"ONNX build found for the {event.model}: same bytes as {event.same_as}, {name}"
     return f"{'built' if event.done else 'building'} the {event.model}'s ONNX model, {name}"
 
 

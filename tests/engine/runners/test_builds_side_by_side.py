@@ -25,7 +25,7 @@ def fake_builds(monkeypatch):
         def built_model(model, rows=None):
             barrier.wait()  # both builds running at once, or BrokenBarrierError after the timeout
             made.append((model, rows))
-            return SimpleNamespace(seconds=1.0)
+            return SimpleNamespace(seconds=1.0, same_as=None)  # what a Built says of itself
 
         monkeypatch.setattr(onnx_build, "built_model", built_model)
         monkeypatch.setattr(onnx_build, "is_built", lambda model, rows=None: False)
