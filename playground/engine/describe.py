@@ -60,6 +60,8 @@ def describe_step(draft: Draft, verdict: Verdict, p: torch.Tensor, q: torch.Tens
         overhead_s=0.0,
         residual_top=top_tokens(verdict.residual, detail) if verdict.residual is not None else (),
         next_top=top_tokens(source, detail),
+        source=draft.source,
+        why=draft.why,
     )
 
 

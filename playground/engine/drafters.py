@@ -26,6 +26,8 @@ class Draft:
 
     tokens: list[int]
     q: torch.Tensor | None  # [len(tokens), V] probabilities; None means one-hot on each token
+    source: str = ""  # a drafter of several sources (the hybrid): which one drafted this step
+    why: str = ""  # and why it was chosen, for the step-through and the race's hover
 
 
 @dataclass(frozen=True)

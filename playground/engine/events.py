@@ -74,6 +74,8 @@ class StepEvent:
     next_top: tuple[tuple[int, float], ...] = ()  # top of the distribution next_token came from
     tree: TreeRecord | None = None  # tree steps only; then drafts is one root path: the accepted
     # nodes and the deepest continuation below them, so folds over drafts count per depth
+    source: str = ""  # a drafter of several sources (the hybrid): which drafted this step, and why
+    why: str = ""
 
     @property
     def seconds(self) -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Callable, Iterator
 
 import torch
@@ -17,6 +18,7 @@ from playground.engine.describe import describe_step, describe_tree_step
 from playground.engine.drafters import Draft, Drafter, TreeDraft
 from playground.engine.events import StepEvent
 from playground.engine.kvcache import CachedModel
+from playground.engine.stopping import cut_output
 from playground.engine.sampling import (
     Sampling,
     Verdict,
@@ -179,7 +181,8 @@ def one_step(state: Decoding, context: list[int], gamma: int, room: int) -> Step
     if drafter is not None and drafter.speculation == TREE and room > 0:
         return replace(tree_step(state, context, room), gamma=drafter.depth)
     k = min(gamma, room) if drafter is not None and drafter.speculation == CHAIN else 0
-    return replace(speculative_step(state, context, k), gamma=gamma)
+    reach = min(max(k, getattr(drafter, "reach", 0)), room) if k else None  # a drafter that may pass γ
+    return replace(speculative_step(state, context, k, reach), gamma=gamma)
 
 
 def check_inputs(target, prompt_ids, config, drafter, tokenizer) -> None:
@@ -268,10 +271,12 @@ def observe(state: Decoding, context: list[int], draft: Draft | TreeDraft, targe
         learn([context[-1]] + drafted, target_logits)
 
 
-def speculative_step(state: Decoding, context: list[int], k: int) -> StepEvent:
+def speculative_step(state: Decoding, context: list[int], k: int, reach: int | None = None) -> StepEvent:
     """Draft k tokens, verify them in one target forward, accept, and roll the target back.
-    k = 0 is a plain autoregressive step."""
-    return timed_step(state, context, k, CHAIN_PHASES)
+    k = 0 is a plain autoregressive step. reach: a drafter that sets its own lengths (the hybrid:
+    a long copied span speculates past the draft model's γ) may propose up to this many."""
+    phases = CHAIN_PHASES if reach is None else replace(CHAIN_PHASES, draft=partial(draft_tokens, reach=reach))
+    return timed_step(state, context, k, phases)
 
 
 def tree_step(state: Decoding, context: list[int], max_depth: int) -> StepEvent:
@@ -290,12 +295,12 @@ def propose(state: Decoding, context: list[int], k: int) -> Draft | TreeDraft:
 # -- a chain ------------------------------------------------------------------------------------
 
 
-def draft_tokens(state: Decoding, context: list[int], k: int) -> Draft:
-    """Draft: up to k tokens (none when k is 0)."""
+def draft_tokens(state: Decoding, context: list[int], k: int, reach: int | None = None) -> Draft:
+    """Draft: up to k tokens (none when k is 0), or up to `reach` for a drafter that may pass k."""
     if k <= 0:
         return Draft([], None)
-    draft = propose(state, context, k)
-    return Draft(draft.tokens[:k], None if draft.q is None else draft.q[:k])
+    draft, most = propose(state, context, k), k if reach is None else reach
+    return replace(draft, tokens=draft.tokens[:most], q=None if draft.q is None else draft.q[:most])
 
 
 def verify(state: Decoding, context: list[int], draft: Draft) -> torch.Tensor:
@@ -356,27 +361,6 @@ def keep_path(state: Decoding, context: list[int], verdict: TreeVerdict) -> None
 
 CHAIN_PHASES = Phases(draft_tokens, verify, accept, roll_back, describe_step)
 TREE_PHASES = Phases(propose, verify_tree, accept_tree, keep_path, describe_tree_step)
-
-
-def cut_output(event, context, produced, config, eos, tokenizer) -> tuple[tuple[int, ...], str | None]:
-    """Emit the step's tokens up to EOS, a stop string or the token budget, whichever comes first."""
-    out: list[int] = []
-    for token in event.emitted:
-        out.append(token)
-        if token in eos:
-            return tuple(out), "eos"
-        if config.stop_strings and ends_with_stop(context + out, produced + len(out), config, tokenizer):
-            return tuple(out), "stop"
-        if produced + len(out) >= config.max_new_tokens:
-            return tuple(out), "length"
-    return tuple(out), None
-
-
-def ends_with_stop(tokens, generated, config, tokenizer) -> bool:
-    """Did the last token complete a stop string? Decodes a short tail only, not the whole text."""
-    window = max(len(s) for s in config.stop_strings) + 8
-    tail = tokenizer.decode(tokens[-min(window, generated):])
-    return any(s in tail for s in config.stop_strings)
 
 
 def next_gamma(gamma: int, drafted: int, accepted: int, low: int, high: int) -> int:

@@ -254,6 +254,7 @@ class SuffixDrafter:
         self.min_prob, self.history = min_prob, history
         self.index = SuffixIndex(reach=max_match + max_spec)
         self.earlier: deque[int] = deque()  # ids of the earlier sequences still indexed, oldest first
+        self.matched = 0  # the last proposal's match length
 
     def begin(self, ids: list[int]) -> None:
         """A new prompt: the sequence so far joins the earlier ones (the oldest beyond `history`
@@ -271,6 +272,7 @@ class SuffixDrafter:
         levels). min_confidence is a model's cut; this drafter cuts on min_prob, its own estimate."""
         self.catch_up(ids)
         length, match = self.index.longest_match(self.max_match)
+        self.matched = length  # what the proposal rests on: the hybrid learns α per match length
         max_spec = min(self.max_spec, int(self.spec_factor * length + 1e-9))
         if self.speculation == TREE:
             if match is None or max_spec < 1:

@@ -109,7 +109,7 @@ def event_spans(event: StepEvent, piece, alone, special=frozenset(), greedy: boo
 def draft_tip(event: StepEvent, i: int) -> str:
     """Hover text of draft position i: the numbers that decided its fate."""
     d = event.drafts[i]
-    head = f"target call {event.index + 1}, draft position {i + 1}"
+    head = f"target call {event.index + 1}, draft position {i + 1}{chosen(event)}"
     numbers = f"p(x) = {d.p:.3f}   q(x) = {d.q:.3f}"
     if d.fate == REJECTED and i > event.n_accepted:
         return f"{head}: rejected unread (an earlier draft was rejected)\n{numbers}"
@@ -125,9 +125,14 @@ def draft_tip(event: StepEvent, i: int) -> str:
     )
 
 
+def chosen(event: StepEvent) -> str:
+    """Which source a drafter of several (the hybrid) drafted the step from, and why; else nothing."""
+    return f" (the hybrid drafted {event.why})" if event.why else ""
+
+
 def next_tip(event: StepEvent, greedy: bool = False) -> str:
     """Hover text of the token the target added itself."""
-    head = f"target call {event.index + 1}"
+    head = f"target call {event.index + 1}{chosen(event)}"
     if event.next_fate == RESAMPLED and not greedy:
         return (
             f"{head}: resampled; after the rejection the target drew it from norm(max(0, p - q))\n"

@@ -56,8 +56,10 @@ DRAFTER_NOTES = {
     RECYCLING: "Token recycling looked up, for the last token, the successors the target itself ranked highest "
                "the last time it read that token (every verification records them), and chained them. No model "
                "ran: q(x) = 1 on each guess.",
-    HYBRID: "Suffixes first, the draft model only where they find nothing: a guess with q(x) = 1 came from the "
-            "suffixes, one with q(x) < 1 from the draft model.",
+    HYBRID: "Each step the hybrid weighs the suffixes' match at every length it reaches, the draft model at γ "
+            "and no draft at all by the tokens each is expected to bring per second (α and the times measured "
+            "in this run), and drafts from the best: a guess with q(x) = 1 came from the suffixes, one with "
+            "q(x) < 1 from the draft model.",
 }
 VERIFY_NOTE = (
     "The big target model reads all the guesses in ONE forward pass and gets p(x), its own probability, "
@@ -94,6 +96,8 @@ PLAIN_NOTE = (
 
 def step_html(event: StepEvent, label: Label, greedy: bool, note: str, step_no: int) -> str:
     """The whole step: a heading, then one row per stage (`note`: what the drafter did), then the tally."""
+    if event.why:  # the hybrid chose this step's source: say which and why, before the drafter's note
+        note = f"This step the hybrid drafted {event.why}. {note}"
     stages = [draft_stage(event, label, note)] if event.drafts else []
     if event.drafts:
         stages.append(verify_stage(event, label, greedy))
@@ -204,7 +208,8 @@ def verdict(kept: bool, text: str) -> str:
 def outcome_stage(event: StepEvent, label: Label, greedy: bool) -> str:
     token = chip(label(event.next_token), event.next_fate)
     if event.next_fate == TARGET:
-        return stage("Plain step", PLAIN_NOTE, f"The target wrote {token}.")
+        note = f"The hybrid chose {event.why}." if event.why else PLAIN_NOTE
+        return stage("Plain step", note, f"The target wrote {token}.")
     if event.next_fate == BONUS:
         table = distribution_table(event.next_top, event.next_token, label, "p(x), next position", BONUS)
         return stage("③ Bonus token", BONUS_NOTE, f"The target adds {token} from p.{table}")

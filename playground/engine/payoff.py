@@ -1,0 +1,131 @@
+"""What a step's proposal pays: expected tokens per second of each source, learned during the run.
+
+A chain of m drafts, each accepted with probability α until the first rejection, emits
+(1 - α^(m+1)) / (1 - α) tokens in one target call (Leviathan et al.'s expected tokens per call),
+and costs the drafting plus one verification forward of m + 1 rows. The hybrid drafter
+(hybrid.py) weighs its sources with this each step: the suffixes' match at every length it
+reaches, the draft model at every length up to the run's γ, and no draft at all (a plain step), and drafts from the
+one with the most tokens per second. SuffixDecoding (Oliaro et al. 2024) speculates α · match
+length tokens for the same reason: a long match is good evidence that the text repeats.
+
+Nothing here is assumed where the run can measure it: α per source (and for the suffixes per
+match length, a one-token match being far weaker evidence than a twenty-token one), the draft
+model's seconds per token, and the target's seconds per verification at each row count. Until a
+number is measured a prior stands in (PRIORS), stated, and weighed as a couple of observations.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from playground.engine.sampling import expected_tokens_per_call
+
+NONE, SUFFIX, MODEL = "no draft", "suffixes", "draft model"
+PRIOR_ALPHA = {SUFFIX: 0.5, MODEL: 0.6}  # before a source's first verdict, worth PRIOR_WEIGHT tokens tested
+PRIOR_WEIGHT = 2.0
+PRIOR_C = 0.3  # a draft model token in plain target steps, until the draft model has been timed
+PRIOR_SLOPE = 0.15  # each verified row over the first, in plain steps, until two row counts are timed
+DECAY = 0.8  # a timing's running mean keeps this much of the past: recent steps count most
+
+
+def match_class(length: int) -> int:
+    """The suffixes' α is learned per class of match length: 1, 2-3, 4-7, 8-15, 16 and more tokens."""
+    return min(4, int(math.log2(max(1, length))))
+
+
+@dataclass
+class Acceptance:
+    """α of one source: accepted over tested draft positions (accepted ones and the first
+    rejection), from a prior worth PRIOR_WEIGHT positions (a Beta-Bernoulli mean)."""
+
+    prior: float
+    accepted: float = 0.0
+    tested: float = 0.0
+
+    @property
+    def alpha(self) -> float:
+        return (self.accepted + self.prior * PRIOR_WEIGHT) / (self.tested + PRIOR_WEIGHT)
+
+    def add(self, accepted: int, drafted: int) -> None:
+        self.accepted += accepted
+        self.tested += accepted + (accepted < drafted)
+
+
+@dataclass
+class Timings:
+    """Seconds the run measured: the target's verification per row count, the draft model's per token."""
+
+    verify: dict[int, float] = field(default_factory=dict)  # rows -> running mean seconds
+    model_token: float | None = None
+
+    def add_verify(self, rows: int, seconds: float) -> None:
+        self.verify[rows] = running(self.verify.get(rows), seconds)
+
+    def add_model(self, tokens: int, seconds: float) -> None:
+        if tokens > 0:
+            self.model_token = running(self.model_token, seconds / tokens)
+
+    def verify_s(self, rows: int) -> float:
+        """A verification of `rows` rows: as measured, else on the straight line through the row
+        counts measured (least squares), else PRIOR_SLOPE from the one measured (or in plain steps)."""
+        if rows in self.verify:
+            return self.verify[rows]
+        if len(self.verify) < 2:
+            (r0, t0), = self.verify.items() if self.verify else ((1, 1.0),)
+            return t0 * (1 + PRIOR_SLOPE * (rows - 1)) / (1 + PRIOR_SLOPE * (r0 - 1))
+        n, xs, ys = len(self.verify), list(self.verify), list(self.verify.values())
+        mx, my = sum(xs) / n, sum(ys) / n
+        slope = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs))
+        return max(min(ys) * 0.5, my + slope * (rows - mx))
+
+    def model_s(self, tokens: int) -> float:
+        per_token = self.model_token if self.model_token is not None else PRIOR_C * self.verify_s(1)
+        return tokens * per_token
+
+
+def running(mean: float | None, value: float) -> float:
+    return value if mean is None else DECAY * mean + (1 - DECAY) * value
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One way to draft this step, and what it is expected to pay."""
+
+    source: str  # NONE, SUFFIX or MODEL
+    length: int  # tokens drafted
+    alpha: float
+    tokens: float  # expected tokens the step emits
+    seconds: float  # expected drafting (the draft model's) and verification seconds
+
+    @property
+    def rate(self) -> float:
+        return self.tokens / self.seconds
+
+    def why(self, matched: int = 0) -> str:
+        """One line for the step-through and the race's hover."""
+        what = "a plain step" if self.source == NONE else f"{self.length} from the {self.source}"
+        if self.source == SUFFIX:
+            what += f" (a {matched}-token match)"
+        return (f"{what}: α {self.alpha:.2f}, {self.tokens:.2f} tokens expected for {self.seconds * 1000:.1f} ms, "
+                f"the most per second of the choices")
+
+
+def choices(timings: Timings, suffix_alpha: float, suffix_length: int, model_alpha: float,
+            model_length: int) -> list[Choice]:
+    """Every way to draft this step: none, the suffixes' proposal cut at each length 1..suffix_length,
+    the draft model at each length 1..model_length (the run's γ: its most). The suffixes cost
+    nothing beside: they were asked already."""
+    options = [Choice(NONE, 0, 0.0, 1.0, timings.verify_s(1))]
+    for m in range(1, suffix_length + 1):
+        options.append(Choice(SUFFIX, m, suffix_alpha, expected_tokens_per_call(suffix_alpha, m),
+                              timings.verify_s(m + 1)))
+    for m in range(1, model_length + 1):
+        options.append(Choice(MODEL, m, model_alpha, expected_tokens_per_call(model_alpha, m),
+                              timings.model_s(m) + timings.verify_s(m + 1)))
+    return options
+
+
+def best(options: list[Choice]) -> Choice:
+    """The most tokens per second; on a tie, the first offered (no draft, then the shorter draft)."""
+    return max(options, key=lambda c: c.rate)
