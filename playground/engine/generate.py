@@ -227,6 +227,8 @@ def begin(state: Decoding, prompt_ids: list[int]) -> None:
     state.lm.reset()
     if state.drafter is not None:
         state.drafter.begin(prompt_ids)
+        if hasattr(state.drafter, "plan"):  # a drafter that spreads one-time costs over the run (the hybrid)
+            state.drafter.plan(state.config.max_new_tokens)
     entries = len(prompt_ids) + state.config.max_new_tokens  # a cache of fixed capacity sized once, here
     for lm in [state.lm, *drafter_models(state.drafter)]:
         lm.expect(entries)

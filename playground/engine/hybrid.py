@@ -25,7 +25,7 @@ from dataclasses import replace
 from playground.config import TREE
 from playground.engine.drafters import Draft, TreeDraft
 from playground.engine.memory import drafter_bytes
-from playground.engine.payoff import (MODEL, PRIOR_ALPHA, SUFFIX, Acceptance, Timings, best, choices,
+from playground.engine.payoff import (MODEL, PRIOR_ALPHA, PRIOR_WEIGHT, SUFFIX, Acceptance, Timings, best, choices,
                                       match_class)
 
 CATCH_UP = 4  # a draft model call that first reads more new tokens than this is a prefill, not a step's cost
@@ -53,15 +53,21 @@ class HybridDrafter:
     def begin_run(self) -> None:
         """What a run learns, forgotten at its start: α per source, the seconds it measured."""
         self.timings = Timings()
-        self.alphas = {MODEL: Acceptance(PRIOR_ALPHA[MODEL])}  # the suffixes': one per match class
+        self.alphas = {MODEL: Acceptance(PRIOR_ALPHA[MODEL], PRIOR_WEIGHT[MODEL])}  # the suffixes': one per match class
         self.last = None  # (source key, context length, tokens drafted, when the proposal left)
         self.model_seen = None  # context length at the draft model's last call
         self.verified = 0  # verifications seen: the first read the prompt, not a step's rows
+        self.end = 0  # the context's length when the run is done (plan): what is left spreads one-time costs
 
     def begin(self, ids: list[int]) -> None:
         self.begin_run()
+        self.end = len(ids)
         self.first.begin(ids)
         self.fallback.begin(ids)
+
+    def plan(self, new_tokens: int) -> None:
+        """The run will generate at most new_tokens (the engine says so after begin)."""
+        self.end += new_tokens
 
     def propose(self, ids, k, sampling, generator, min_confidence=0.0, stop_tokens=frozenset()) -> Draft | TreeDraft:
         self.learn(ids)
@@ -70,8 +76,10 @@ class HybridDrafter:
         suffix = self.first.propose(ids, max(k, self.reach), sampling, generator, min_confidence, stop_tokens)
         matched = getattr(self.first, "matched", len(suffix.tokens))
         key = (SUFFIX, match_class(matched))
-        alpha = self.alphas.setdefault(key, Acceptance(PRIOR_ALPHA[SUFFIX]))
-        choice = best(choices(self.timings, alpha.alpha, len(suffix.tokens), self.alphas[MODEL].alpha, k))
+        alpha = self.alphas.setdefault(key, Acceptance(PRIOR_ALPHA[SUFFIX], PRIOR_WEIGHT[SUFFIX]))
+        behind = len(ids) - (self.model_seen or 0)  # what the draft model has not read yet
+        choice = best(choices(self.timings, alpha.alpha, len(suffix.tokens), self.alphas[MODEL].alpha, k,
+                              behind=behind, left=self.end - len(ids)))
         if choice.source == MODEL:
             draft, key = self.model_proposal(ids, choice.length, sampling, generator, min_confidence, stop_tokens), MODEL
         else:
@@ -114,10 +122,12 @@ class HybridDrafter:
         """After each verification: its seconds (the rows it read, from the proposal's end to here;
         the first step's, which read the prompt, is not a step's) and, for parts that learn, the logits."""
         if self.last is not None:
-            key, start, _, left = self.last
+            key, start, _, sent = self.last
             if self.verified > 0:
-                self.timings.add_verify(len(tokens), self.clock() - left)
-            self.last = (key, start, list(tokens[1:]), left)  # what was verified: the engine may cut a proposal
+                self.timings.add_verify(len(tokens), self.clock() - sent)
+            else:  # the first forward read the prompt and the drafts: the target's prefill rate
+                self.timings.prefill_token = (self.clock() - sent) / (start + len(tokens) - 1)
+            self.last = (key, start, list(tokens[1:]), sent)  # what was verified: the engine may cut a proposal
         self.verified += 1
         for drafter in (self.first, self.fallback):
             if hasattr(drafter, "observe"):

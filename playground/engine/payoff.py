@@ -22,10 +22,14 @@ from dataclasses import dataclass, field
 from playground.engine.sampling import expected_tokens_per_call
 
 NONE, SUFFIX, MODEL = "no draft", "suffixes", "draft model"
-PRIOR_ALPHA = {SUFFIX: 0.5, MODEL: 0.6}  # before a source's first verdict, worth PRIOR_WEIGHT tokens tested
-PRIOR_WEIGHT = 2.0
+# α before a source's verdicts, worth PRIOR_WEIGHT tested positions. The draft model's prior weighs
+# more: the hybrid learns a source's α only from the steps it drafts, and one early rejection under a
+# light prior (0.6 over 2) put the default pair's draft (α 0.8 over a run) out of every later step
+PRIOR_ALPHA = {SUFFIX: 0.5, MODEL: 0.7}
+PRIOR_WEIGHT = {SUFFIX: 2.0, MODEL: 8.0}
 PRIOR_C = 0.3  # a draft model token in plain target steps, until the draft model has been timed
 PRIOR_SLOPE = 0.15  # each verified row over the first, in plain steps, until two row counts are timed
+PRIOR_PREFILL = 0.1  # a prompt token read in one forward, in plain steps, until the first step is timed
 DECAY = 0.8  # a timing's running mean keeps this much of the past: recent steps count most
 
 
@@ -40,12 +44,13 @@ class Acceptance:
     rejection), from a prior worth PRIOR_WEIGHT positions (a Beta-Bernoulli mean)."""
 
     prior: float
+    weight: float = 2.0
     accepted: float = 0.0
     tested: float = 0.0
 
     @property
     def alpha(self) -> float:
-        return (self.accepted + self.prior * PRIOR_WEIGHT) / (self.tested + PRIOR_WEIGHT)
+        return (self.accepted + self.prior * self.weight) / (self.tested + self.weight)
 
     def add(self, accepted: int, drafted: int) -> None:
         self.accepted += accepted
@@ -58,6 +63,7 @@ class Timings:
 
     verify: dict[int, float] = field(default_factory=dict)  # rows -> running mean seconds
     model_token: float | None = None
+    prefill_token: float | None = None  # the target's seconds per token reading the prompt (the first step)
 
     def add_verify(self, rows: int, seconds: float) -> None:
         self.verify[rows] = running(self.verify.get(rows), seconds)
@@ -83,6 +89,16 @@ class Timings:
         per_token = self.model_token if self.model_token is not None else PRIOR_C * self.verify_s(1)
         return tokens * per_token
 
+    def catch_up_s(self, tokens: int) -> float:
+        """The draft model reading `tokens` it has not seen (the prompt, or a stretch the suffixes
+        drafted) in one forward: the target's prefill rate, scaled by what a draft token costs
+        against a target step."""
+        if tokens <= 0:
+            return 0.0
+        timed = self.prefill_token is not None and self.verify  # seconds, not plain steps, on both sides
+        prefill = self.prefill_token if timed else PRIOR_PREFILL * self.verify_s(1)
+        return tokens * prefill * self.model_s(1) / self.verify_s(1)
+
 
 def running(mean: float | None, value: float) -> float:
     return value if mean is None else DECAY * mean + (1 - DECAY) * value
@@ -96,7 +112,8 @@ class Choice:
     length: int  # tokens drafted
     alpha: float
     tokens: float  # expected tokens the step emits
-    seconds: float  # expected drafting (the draft model's) and verification seconds
+    seconds: float  # expected drafting (the draft model's) and verification seconds (plain steps until timed)
+    timed: bool = True  # whether the seconds are measured ones, not plain steps
 
     @property
     def rate(self) -> float:
@@ -107,22 +124,28 @@ class Choice:
         what = "a plain step" if self.source == NONE else f"{self.length} from the {self.source}"
         if self.source == SUFFIX:
             what += f" (a {matched}-token match)"
-        return (f"{what}: α {self.alpha:.2f}, {self.tokens:.2f} tokens expected for {self.seconds * 1000:.1f} ms, "
-                f"the most per second of the choices")
+        cost = f"{self.seconds * 1000:.1f} ms" if self.timed else f"{self.seconds:.2f} plain steps (nothing timed yet)"
+        return f"{what}: α {self.alpha:.2f}, {self.tokens:.2f} tokens expected for {cost}, the most per second of the choices"
 
 
 def choices(timings: Timings, suffix_alpha: float, suffix_length: int, model_alpha: float,
-            model_length: int) -> list[Choice]:
+            model_length: int, behind: int = 0, left: int = 0) -> list[Choice]:
     """Every way to draft this step: none, the suffixes' proposal cut at each length 1..suffix_length,
     the draft model at each length 1..model_length (the run's γ: its most). The suffixes cost
-    nothing beside: they were asked already."""
-    options = [Choice(NONE, 0, 0.0, 1.0, timings.verify_s(1))]
+    nothing beside: they were asked already. The draft model first reads the `behind` tokens it
+    has not seen: paid once, that catch-up serves the rest of the run, so it is spread over the
+    steps the `left` tokens would take it (a long prompt's prefill keeps the draft model out of a
+    short run, where the suffixes drafting for free pay more)."""
+    timed = bool(timings.verify)
+    options = [Choice(NONE, 0, 0.0, 1.0, timings.verify_s(1), timed)]
     for m in range(1, suffix_length + 1):
         options.append(Choice(SUFFIX, m, suffix_alpha, expected_tokens_per_call(suffix_alpha, m),
-                              timings.verify_s(m + 1)))
+                              timings.verify_s(m + 1), timed))
     for m in range(1, model_length + 1):
-        options.append(Choice(MODEL, m, model_alpha, expected_tokens_per_call(model_alpha, m),
-                              timings.model_s(m) + timings.verify_s(m + 1)))
+        tokens = expected_tokens_per_call(model_alpha, m)
+        catch_up = timings.catch_up_s(behind) / max(1.0, left / tokens)
+        options.append(Choice(MODEL, m, model_alpha, tokens,
+                              timings.model_s(m) + timings.verify_s(m + 1) + catch_up, timed))
     return options
 
 
