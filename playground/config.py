@@ -31,10 +31,10 @@ MODEL, PROMPT_LOOKUP, SUFFIX, RECYCLING, SELF, HYBRID = "model", "prompt_lookup"
 DRAFTERS = (MODEL, PROMPT_LOOKUP, SUFFIX, RECYCLING, SELF, HYBRID)
 DRAFTER_LABELS = {MODEL: "draft model", PROMPT_LOOKUP: "prompt lookup", SUFFIX: "suffix decoding",
                   RECYCLING: "token recycling", SELF: "the target itself, layers skipped",
-                  HYBRID: "suffixes, else the draft model"}  # as the page shows them
+                  HYBRID: "suffixes or the draft model, whichever pays"}  # as the page shows them
 MODEL_FREE = (PROMPT_LOOKUP, SUFFIX, RECYCLING)  # no forward at all: their bookkeeping is their c
 TREE_DRAFTERS = (MODEL, SUFFIX, RECYCLING, HYBRID, SELF)  # the drafters with several candidates a position
-DRAFT_MODEL_DRAFTERS = (MODEL, HYBRID)  # the drafters that run the draft model (the hybrid where suffixes miss)
+DRAFT_MODEL_DRAFTERS = (MODEL, HYBRID)  # the drafters that run the draft model (the hybrid where it pays most)
 # drafters whose memory grows over a session's runs (they hold no model, so keeping them keeps no weights alive)
 LEARNING = (SUFFIX, RECYCLING)
 CHAIN, TREE = "chain", "tree"  # the draft model proposes one chain, or a token tree (several candidates a position)
@@ -95,7 +95,8 @@ class RunConfig:
                         "context); suffix decoding (continuations of the longest matching suffix of the prompt, "
                         "this run and earlier runs); token recycling (each token's likeliest successors, "
                         "recorded from the target's own verifications); the target itself with layers skipped "
-                        "(no second model); or suffixes, else the draft model", "drafter", choices=DRAFTERS,
+                        "(no second model); or each step from the suffixes or the draft model, whichever pays "
+                        "most", "drafter", choices=DRAFTERS,
                         sweep=True)
     gamma: int = knob(4, "γ lookahead", "tokens drafted per target call (the first call's when adaptive)",
                       "decoding", low=1, high=MAX_GAMMA, sweep=True, pair_default=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+from dataclasses import replace
 from types import SimpleNamespace
 
 import gradio as gr
@@ -107,6 +108,17 @@ def test_greedy_tooltips_explain_the_argmax_rule():
     )
     assert "greedy" in b.spans[0].tip and "matches the target's top token" in b.spans[0].tip
     assert "differs from the target's top token" in b.spans[1].tip
+
+
+def test_the_hybrids_tooltips_say_which_source_drafted_the_step_and_why():
+    b = builder({1: "a", 2: "b", 3: "c"})
+    why = "3 from the suffixes (a 9-token match): α 0.90, 3.44 tokens expected for 60.0 ms, the most per second"
+    b.add(replace(step([(1, 1.0, 0.6, 0.6, 0.2), (2, 1.0, 0.5, 0.5, 0.7)], n_accepted=1, next_token=3,
+                       next_fate=RESAMPLED), source="suffixes", why=why))
+    assert all(f"the hybrid drafted {why}" in s.tip for s in b.spans)
+    plain = builder({3: "c"})
+    plain.add(step(next_token=3))
+    assert "hybrid" not in plain.spans[0].tip
 
 
 def test_token_text_is_escaped_and_whitespace_kept():

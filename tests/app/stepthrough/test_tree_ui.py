@@ -116,7 +116,8 @@ def test_bad_tree_knobs_are_messages_naming_the_field(ctx, views, changes, messa
     (dict(drafter="recycling", speculation="tree"), "verified a tree"),
     (dict(drafter="self", speculation="tree", kept_layers=2), "running only its layers 0, "),
     (dict(drafter="hybrid", speculation="tree"), "verified a tree"),
-], ids=["self", "suffix", "recycling-tree", "self-tree", "hybrid-tree"])
+    (dict(drafter="hybrid", speculation="chain"), "This step the hybrid drafted "),
+], ids=["self", "suffix", "recycling-tree", "self-tree", "hybrid-tree", "hybrid"])
 def test_each_drafter_says_in_the_step_through_what_it_did(ctx, views, changes, said):
     """The Draft stage explains the drafter at work: for self-drafting, which of the target's layers
     ran; a model-free tree (token recycling) is drawn like the draft model's."""
