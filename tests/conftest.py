@@ -14,6 +14,16 @@ def pytest_configure(config):
     os.environ.setdefault("PLAYGROUND_USER_PAIRS", os.path.join(tempfile.mkdtemp(prefix="user-pairs-"), "user-pairs.yaml"))
 
 
+@pytest.fixture(autouse=True)
+def kept_curves(tmp_path_factory, monkeypatch):
+    """No test reads or writes the v(k) curves this machine kept (measure/bench/curve_store.py): each
+    test's are its own, so a curve one test measured never turns another's estimate from assumed to
+    measured."""
+    path = tmp_path_factory.mktemp("curves") / "verify_curves.json"
+    monkeypatch.setenv("PLAYGROUND_VERIFY_CURVES", str(path))
+    return path
+
+
 @pytest.fixture(scope="session")
 def pair():
     """(target, draft, tokenizer): a 4-layer random Qwen2 and its 1-layer early-exit draft."""

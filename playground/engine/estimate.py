@@ -5,8 +5,9 @@ an estimate as one, until a race measures the pair.
 c comes from the two models' weight bytes as loaded (decoding one token reads every weight once, so
 the byte ratio is what a draft step costs where memory bandwidth decides; on a CPU with few cores the
 measured c is often higher). v(k) is this machine's measured curve for the target where one was
-measured (the Theory tab, a pair's γ followed at load), else 1, the paper's, said as assumed: on such a
-CPU verification costs more, so the estimate then errs high. α is the family's in models.yaml or an
+measured (the Theory tab, a pair's γ followed at load), or the curve this machine kept for a model of
+the same shape, runner and quantization (measure/bench/curve_store.py, across starts), else 1, the
+paper's, said as assumed: on such a CPU verification costs more, so the estimate then errs high. α is the family's in models.yaml or an
 assumed 0.7 (models/scan/pairing.py).
 
 It sits beside the formula, in the engine, so the scan (models/) and the pages and benchmark above it
@@ -37,13 +38,14 @@ class Estimate:
                 + ("; no γ pays by the formula" if self.speedup <= 1.0 else ""))
 
 
-def estimate(alpha: float, alpha_said: str, c: float, curve=None) -> Estimate:
+def estimate(alpha: float, alpha_said: str, c: float, curve=None, curve_said: str = "") -> Estimate:
     """The formula's best γ and speedup at α and c; `curve` a VerifyCurve measured for the target on this
-    machine, or None (v = 1, assumed)."""
+    machine, or None (v = 1, assumed); `curve_said`, where the curve came from when not this run's
+    measurement of the target itself (a kept curve of a model of the same shape)."""
     from playground.engine.sampling import best_gamma, expected_speedup  # torch: not at import
 
     v = tuple(curve.v) if curve is not None else None
     gamma = max(1, best_gamma(alpha, c, MAX_GAMMA, v))
-    said = (f"measured here to k = {len(v)}" if v else "assumed 1 (not measured for this target here; on a CPU with "
+    said = ((curve_said or f"measured here to k = {len(v)}") if v else "assumed 1 (not measured for this target here; on a CPU with "
             "few cores it is higher, and the estimate high)")
     return Estimate(gamma, expected_speedup(alpha, gamma, c, v), alpha, alpha_said, c, v, said)

@@ -214,7 +214,8 @@ def following(ctx, pair, settings: RunConfig, status):
                                 "seconds on a GPU, outside the timing" if compiles else "") + ")…")}
     try:
         with spare_a_core():
-            followed = ctx.followed[spec.name] = ctx.model_thread.run(device_of(pair), measure, pair, spec, settings)
+            followed = ctx.followed[spec.name] = ctx.model_thread.run(device_of(pair), measure, pair, spec, settings,
+                                                                            ctx.costs.store)
     except Exception:  # the run does not need it: say nothing more than the log does
         log.exception("following the γ of %s failed", spec.name)
         return

@@ -52,10 +52,35 @@ def pairing_of(ctx: AppContext, target, draft):
 
 
 def estimate_of(ctx: AppContext, chosen):
-    """The estimate, with the target's v(k) where this app run measured it (Theory, a race, a followed γ)."""
+    """The estimate, with the target's v(k) where this app run measured it (Theory, a race, a followed γ),
+    else the curve this machine kept for a model of the target's shape at the quantization it would load
+    with, said as such (any runner: the kept one names its own), else v assumed 1."""
     from playground.engine.estimate import estimate
 
-    return estimate(chosen.alpha, chosen.alpha_said, chosen.c, ctx.costs.target_curve(chosen.target))
+    curve = ctx.costs.target_curve(chosen.target)
+    if curve is not None:
+        return estimate(chosen.alpha, chosen.alpha_said, chosen.c, curve)
+    kept = kept_curve(ctx, named(ctx, chosen.target))
+    return estimate(chosen.alpha, chosen.alpha_said, chosen.c, kept and kept.curve, kept.said() if kept else "")
+
+
+
+def kept_curve(ctx: AppContext, target):
+    """The curve kept on this machine (measure/bench/curve_store.py) for a model of the scanned target's
+    shape on this device, at the quantization it loads with here (userpairs.load_as, auto resolved as
+    the loader resolves it); None where none was kept or the shape is not known."""
+    import torch
+
+    from playground.config import AUTO_QUANTIZATION
+    from playground.models.shape import of_scanned
+    from playground.models.userpairs import load_as
+
+    shape = of_scanned(target) if target is not None else None
+    if shape is None:
+        return None
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    quantization = load_as(target)[0]
+    return ctx.costs.stored(shape, device, AUTO_QUANTIZATION[device] if quantization == "auto" else quantization)
 
 
 

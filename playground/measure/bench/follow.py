@@ -73,9 +73,10 @@ def advised(followed: Followed, alpha: float, gamma: int, measured: float) -> Fo
     return best
 
 
-def measure(pair, spec, run: RunConfig) -> Followed:
+def measure(pair, spec, run: RunConfig, store=None) -> Followed:
     """c and v(k) of a loaded pair measured now through the runners `run` resolves to, and the γ they
-    and the pair's α call for. The draft is timed with its head cut as its drafter runs it."""
+    and the pair's α call for. The draft is timed with its head cut as its drafter runs it. The target's
+    curve is kept in `store` (curve_store.CurveStore) where given, for later starts' estimates."""
     from playground.engine.runners import resolve
     from playground.measure.bench.verify_cost import measure_curve
 
@@ -83,16 +84,19 @@ def measure(pair, spec, run: RunConfig) -> Followed:
     target_runner = resolve(run.runner, pair.target.device, False, pair.target.model)
     draft_runner = resolve(run.runner, pair.draft.device, False, pair.draft.model, rows)
     target = measure_curve(pair.target.model, MAX_GAMMA + 1, REPEATS, runner=target_runner)
+    if store is not None:
+        store.save(target, pair.target, target_runner)
     draft = measure_curve(pair.draft.model, 1, REPEATS, runner=draft_runner, head_rows=rows)
     return replace(chosen(spec.alpha, draft.step_s / target.step_s, target.v, spec.gamma, target_runner),
                    padded=target.padded(), compile_s=target.compile_s + draft.compile_s)
 
 
-def followed_plan(plan, pair, spec, say=print):
+def followed_plan(plan, pair, spec, say=print, store=None):
     """The benchmark's plan with the pair's γ (taken because --gamma was not given) followed on this
     machine: the runners chosen first (builds, auto's timing: say() hears each), then c and v(k)
     measured, and every cell at the γ they call for. (plan, Followed), or (plan, None) unchanged where
-    the pair's α does not speak for the run or γ is swept."""
+    the pair's α does not speak for the run or γ is swept. The target's curve is kept in `store`, by
+    default the cache's (curve_store.CurveStore)."""
     from playground.engine.runners.warmup import choose
     from playground.measure.bench.sweep import build_text
 
@@ -101,7 +105,9 @@ def followed_plan(plan, pair, spec, say=print):
         return plan, None  # a sweep over other drafts: the pair's α speaks for none of them
     for event in choose(pair.target.model, pair.draft.model, first):  # auto's choice decides the runner
         say(build_text(event, "the pair's γ"))
-    followed = measure(pair, spec, first)
+    from playground.measure.bench.curve_store import CurveStore
+
+    followed = measure(pair, spec, first, store if store is not None else CurveStore())
     say(followed.line())
     grid = replace(plan.grid, base=replace(base, gamma=followed.gamma))
     return replace(plan, grid=grid, cells=[replace(c, gamma=followed.gamma) for c in plan.cells]), followed

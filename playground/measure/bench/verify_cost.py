@@ -110,14 +110,24 @@ def model_key(loaded) -> tuple:
     return (loaded.name, loaded.quantization, loaded.dtype, loaded.device)
 
 
+def resolved_runner(runner: str, loaded) -> str:
+    """The runner a name stands for with this loaded model (auto: the one it resolves to), as kept."""
+    from playground.engine.runners import resolve
+
+    return resolve(runner, loaded.device, False, loaded.model)
+
+
 class VerifyCurves:
     """Curves measured in this session, one per (model, quantization, dtype, device).
 
     Owned by whoever needs them (a UI tab, a benchmark run), not a module global. runner: how
-    every curve of this holder is measured (engine/runners); one holder per runner."""
+    every curve of this holder is measured (engine/runners); one holder per runner. store: a
+    curve_store.CurveStore each curve measured is kept in, for the estimates of later starts and of
+    other models of the same shape; None keeps nothing."""
 
-    def __init__(self, runner: str = "auto"):
+    def __init__(self, runner: str = "auto", store=None):
         self.runner = runner
+        self.store = store
         self.curves: dict[tuple, VerifyCurve] = {}
         self.latest: dict[str, tuple] = {}  # model name -> key of its most recently measured curve
         self.lock = threading.Lock()
@@ -138,5 +148,7 @@ class VerifyCurves:
             if known is None or len(known.v) < max_k:
                 known = measure_curve(loaded.model, max_k, repeats, key=key, runner=self.runner)
                 self.curves[key] = known
+                if self.store is not None:
+                    self.store.save(known, loaded, resolved_runner(self.runner, loaded))
             self.latest[loaded.name] = key
             return known

@@ -94,15 +94,25 @@ class RunnerCost:
 class RunnerCosts:
     """v(k) of each loaded model per runner, measured once per app run (a fact of the machine, the
     model as loaded and the runner), so every tab and session reads the same curves: the Theory
-    tab's, the Lesson's and the race's tree forecast. Owned by the app's context, not a global."""
+    tab's, the Lesson's and the race's tree forecast. Owned by the app's context, not a global.
+    Each curve measured is also kept on disk (`store`, measure/bench/curve_store.py), so a later start
+    estimates any model of the same shape with it (`stored`)."""
 
-    def __init__(self):
+    def __init__(self, store=None):
+        from playground.measure.bench.curve_store import CurveStore
+
+        self.store = store if store is not None else CurveStore()
         self.holders: dict[str, VerifyCurves] = {}  # resolved runner -> its curves
         self.lock = threading.Lock()
 
     def curves(self, runner: str) -> VerifyCurves:
         with self.lock:
-            return self.holders.setdefault(runner, VerifyCurves(runner))
+            return self.holders.setdefault(runner, VerifyCurves(runner, self.store))
+
+    def stored(self, shape, device: str, quantization: str | None = None, runner: str | None = None):
+        """The curve kept on this machine for a model of `shape` (models/shape.py) on `device`, at
+        `quantization` and through `runner` where given: a curve_store.Stored, or None."""
+        return self.store.find(shape, device, quantization, runner)
 
     def measure(self, loaded, runner: str, max_k: int, repeats: int = 3) -> VerifyCurve:
         """One model's curve through `runner`, measured now unless this app run has one long enough."""

@@ -40,7 +40,7 @@ def loaded():
     return PairCache(REGISTRY).get("tiny")
 
 
-def test_a_plan_on_the_pairs_gamma_takes_the_followed_one(loaded):
+def test_a_plan_on_the_pairs_gamma_takes_the_followed_one(loaded, kept_curves):
     base = RunConfig(pair="tiny", gamma=TINY.gamma, max_new_tokens=8)
     plan = make_plan(Grid(base, {"temperature": [0.0, 0.7]}), PROMPTS)
     said = []
@@ -50,6 +50,11 @@ def test_a_plan_on_the_pairs_gamma_takes_the_followed_one(loaded):
     assert [c.gamma for c in followed_plan.cells] == [followed.gamma] * 2
     assert [c.temperature for c in followed_plan.cells] == [0.0, 0.7]  # nothing else moved
     assert said[-1] == followed.line()
+    from playground.measure.bench.curve_store import CurveStore  # the target's curve kept for later starts
+    from playground.models.shape import of_loaded
+
+    kept = CurveStore(kept_curves).find(of_loaded(loaded.target.model), "cpu", runner=followed.runner)
+    assert kept is not None and kept.curve.v == followed.v and kept.model == loaded.target.name
     # where the pair's α does not speak for the run, or γ is swept, the plan stays as it was
     for unchanged in (make_plan(Grid(base, {"gamma": [1, 2]}), PROMPTS),
                       make_plan(Grid(replace(base, drafter="prompt_lookup")), PROMPTS),
