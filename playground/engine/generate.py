@@ -181,8 +181,18 @@ def one_step(state: Decoding, context: list[int], gamma: int, room: int) -> Step
     if drafter is not None and drafter.speculation == TREE and room > 0:
         return replace(tree_step(state, context, room), gamma=drafter.depth)
     k = min(gamma, room) if drafter is not None and drafter.speculation == CHAIN else 0
-    reach = min(max(k, getattr(drafter, "reach", 0)), room) if k else None  # a drafter that may pass γ
-    return replace(speculative_step(state, context, k, reach), gamma=gamma)
+    return replace(speculative_step(state, context, k, reach_of(drafter, k, room, state.lm.runner)), gamma=gamma)
+
+
+def reach_of(drafter, k: int, room: int, runner) -> int | None:
+    """How far a drafter that may pass γ (the hybrid's `reach`) may propose this step: never past the
+    tokens left, nor on a compiled target past the widest step recorded before the run (a new shape
+    would compile inside the timed step). None: the drafter keeps to k."""
+    if not k or not getattr(drafter, "reach", 0):
+        return None
+    ready = getattr(runner, "ready_rows", None)
+    most = drafter.reach if ready is None else min(drafter.reach, ready() - 1)
+    return min(max(k, most), room)
 
 
 def check_inputs(target, prompt_ids, config, drafter, tokenizer) -> None:

@@ -88,3 +88,19 @@ def test_the_hybrid_reads_each_verdict_from_the_context_and_learns_per_source():
     drafter.propose(context, 2, GREEDY, None)
     trusted = drafter.alphas[(SUFFIX, match_class(6))]
     assert trusted.accepted == len(first.tokens) and trusted.tested == len(first.tokens)
+
+
+def test_a_compiled_target_holds_the_hybrid_to_the_steps_recorded_before_the_run():
+    """Past γ only as far as the widest compiled step already recorded (a wider one would compile inside
+    the timed step), never past the tokens left; a drafter with no reach keeps to γ."""
+    from types import SimpleNamespace
+
+    from playground.engine.generate import reach_of
+
+    hybrid = SimpleNamespace(reach=16)
+    eager = SimpleNamespace()
+    compiled = SimpleNamespace(ready_rows=lambda: 8)
+    cold = SimpleNamespace(ready_rows=lambda: 0)
+    assert reach_of(hybrid, 3, 40, eager) == 16 and reach_of(hybrid, 3, 5, eager) == 5
+    assert reach_of(hybrid, 3, 40, compiled) == 7 and reach_of(hybrid, 3, 40, cold) == 3
+    assert reach_of(SimpleNamespace(), 3, 40, eager) is None and reach_of(hybrid, 0, 40, eager) is None

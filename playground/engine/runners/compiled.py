@@ -182,6 +182,11 @@ class CompiledRunner(StaticRunner):
             return None
         return self.steps.again[(self.key(b), self.address)] if compiled_before else self.steps.seconds[self.key(b)]
 
+    def ready_rows(self) -> int:
+        """The widest step recorded on this cache (0: none): a drafter that may pass γ (the hybrid) is held
+        to it, so no shape compiles or records its graph inside a timed step."""
+        return max((b for b in BUCKETS if (self.key(b), self.address) in self.steps.recorded), default=0)
+
     def is_warm(self, b: int) -> bool:
         """Whether the step of b rows needs nothing more on this cache: compiled and recorded on it, or
         failed (it runs uncompiled)."""

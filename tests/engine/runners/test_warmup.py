@@ -91,6 +91,10 @@ def test_runs_after_the_warm_up_compile_nothing(models):
         config = factory.spec_config(run)
         assert output_tokens(list(generate(target, SHORT_PROMPT, config))) == expected  # the baseline
         assert output_tokens(list(generate(target, SHORT_PROMPT, config, factory.make_drafter(run, factory.Models(target, draft))))) == expected
+    hybrid = replace(CHAIN, drafter="hybrid", max_new_tokens=48)  # the tiny target loops: the suffixes match far
+    looped = list(generate(target, SHORT_PROMPT, factory.spec_config(hybrid),
+                           factory.make_drafter(hybrid, factory.Models(target, draft))))
+    assert max(len(e.drafts) for e in looped) <= 7  # held to the 8-row step recorded, past γ 4 at most
     assert compile_seconds(target, draft) == seconds
     assert {m: set(steps_of(m).seconds) for m in models} == keys
     assert dict(torch._dynamo.utils.counters["frames"]) == frames  # not even a recompile
