@@ -48,7 +48,11 @@ class Drafter(Protocol):
     A drafter that learns from the target may also have `observe(tokens, logits)`: called after
     every verification with the target's raw logits, logits[i] being what the target predicted
     after tokens[i] on that token's own path (tokens[0] is the last context token, then the
-    drafted tokens or tree nodes in order). Its time counts as drafting time."""
+    drafted tokens or tree nodes in order). Its time counts as drafting time.
+
+    A chain drafter that sets its own lengths (the hybrid) may have `reach`, the most tokens it may
+    propose whatever γ (the engine caps it: generate.reach_of), and `plan(new_tokens)`, told the run's
+    budget after begin() so it can spread one-time costs over the steps left."""
 
     name: str
     speculation: str  # config.CHAIN: propose returns a Draft; config.TREE: a TreeDraft
