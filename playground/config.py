@@ -8,6 +8,7 @@ Plain Python, no torch, and a leaf: it imports nothing of playground, so every l
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import threading
@@ -330,6 +331,21 @@ def write_text_atomic(path: Path, text: str) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def read_json(path: Path) -> dict:
+    """A JSON object kept in the cache (an index, a marker), or {} where it is missing, unreadable or not
+    an object: what is damaged is ignored and written anew, never trusted in part."""
+    try:
+        found = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def is_sha256(text) -> bool:
+    """Whether a recorded digest is one: 64 lower-case hex digits (a damaged record is hashed again)."""
+    return isinstance(text, str) and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 
 def pid_alive(pid: int) -> bool:

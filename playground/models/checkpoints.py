@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from playground.config import cache_dir  # declared in the leaf: the compiled runner keeps its caches there too
+from playground.config import cache_dir, is_sha256, read_json  # the leaf's: the engine's ONNX index reads them too
 from playground.models.cachefiles import (discard, exclusive, folder_problems, record, remove_stale,
                                           replace_folder, sha256_of, unchanged, write_manifest,
                                           write_text_atomic)
@@ -89,29 +89,20 @@ def content_hash(path: Path, report=None) -> str:
     if known := verified_hash(real):
         return known
     index = checkpoints_dir() / HASHES
-    if known := valid_hash(read_index(index).get(str(real)), real):
+    if known := valid_hash(read_json(index).get(str(real)), real):
         return known
     rec = record(real, hashed(real, report or (lambda message, fraction: None)))
     index.parent.mkdir(parents=True, exist_ok=True)
     with exclusive(index.parent):  # two processes must not lose each other's entries
-        write_text_atomic(index, json.dumps({**read_index(index), str(real): rec}, indent=1) + "\n")
+        write_text_atomic(index, json.dumps({**read_json(index), str(real): rec}, indent=1) + "\n")
     return rec["sha256"]
-
-
-def read_index(index: Path) -> dict:
-    """The remembered hashes, or none: an unreadable or damaged index is ignored, then written anew."""
-    try:
-        known = json.loads(index.read_text())
-    except (OSError, ValueError):
-        return {}
-    return known if isinstance(known, dict) else {}
 
 
 def valid_hash(rec, real: Path) -> str | None:
     """The SHA-256 a record holds for the file as it is now (same size and mtime), or None: a record
     is trusted whole or not at all, so a damaged one is hashed again."""
     sha256 = rec.get("sha256") if isinstance(rec, dict) else None
-    if not (isinstance(sha256, str) and len(sha256) == 64 and all(c in "0123456789abcdef" for c in sha256)):
+    if not is_sha256(sha256):
         return None
     return sha256 if unchanged(real, rec) else None
 

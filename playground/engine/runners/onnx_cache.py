@@ -39,7 +39,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from playground.config import cache_dir, pid_alive, write_text_atomic
+from playground.config import cache_dir, is_sha256, pid_alive, read_json, write_text_atomic
 
 MARKER = "playground-built.json"  # written last: a folder without it is a half-built model
 MANIFEST = ".manifest.json"  # a converted checkpoint's record of its files (models/cachefiles.MANIFEST)
@@ -108,18 +108,6 @@ def remembered_sha256(path: Path) -> str:
     known[str(real)] = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns, "sha256": sha256}
     write_text_atomic(index, json.dumps(known, indent=1) + "\n")
     return sha256
-
-
-def is_sha256(text) -> bool:
-    return isinstance(text, str) and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
-
-
-def read_json(path: Path) -> dict:
-    try:
-        found = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
 
 
 def sha256_of(path: Path) -> str:
