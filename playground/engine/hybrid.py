@@ -27,6 +27,7 @@ from playground.engine.drafters import Draft, TreeDraft
 from playground.engine.memory import drafter_bytes
 from playground.engine.payoff import (MODEL, PRIOR_ALPHA, PRIOR_WEIGHT, SUFFIX, Acceptance, Timings, best, choices,
                                       match_class)
+from playground.engine.universal import common_prefix
 
 CATCH_UP = 4  # a draft model call that first reads more new tokens than this is a prefill, not a step's cost
 
@@ -112,10 +113,8 @@ class HybridDrafter:
         if self.last is None or len(ids) <= self.last[1]:
             return
         key, start, drafted, _ = self.last
-        new = ids[start:]
-        accepted = next((i for i, (a, b) in enumerate(zip(new, drafted)) if a != b), min(len(new), len(drafted)))
         if drafted:
-            self.alphas[key].add(accepted, len(drafted))
+            self.alphas[key].add(common_prefix(ids[start:], drafted), len(drafted))
         self.last = None
 
     def observe(self, tokens, logits) -> None:
