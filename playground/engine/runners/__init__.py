@@ -5,7 +5,8 @@ the forward (the Runner protocol below). The engine never knows which runner it 
 
 eager: transformers' DynamicCache, grown and cropped by tensor slicing (any full-attention model).
 static: a StaticCache of fixed capacity; rollback moves an integer, the rejected entries stay in the
-  buffer behind the mask; explicit position ids and a 4D mask as long as the cache.
+  buffer behind the mask; explicit position ids and a 4D mask as long as the cache, made on the device
+  from one small copy a forward (the new rows' ids, positions and pattern).
 compiled: the static runner with each fixed-shape step compiled once (torch.compile; CUDA graphs on
   a GPU) and shorter inputs padded up to the next shape.
 llamacpp: llama.cpp's kernels on the GGUF file the model was loaded from (llama-cpp-python, an
@@ -48,7 +49,8 @@ class Runner(Protocol):
         self,
         new: list[int],
         positions: torch.Tensor | None,  # [n] position ids; None for a causal chain
-        allowed: torch.Tensor | None,  # [n, length + n]: the entries each new token sees; None likewise
+        allowed: torch.Tensor | None,  # [n, length + n]: the entries each new token sees (every one
+        # sees all `length` cached ones, as a chain's and a tree's do: static sends only the last n columns)
         keep: int,
     ) -> torch.Tensor: ...  # logits after the last `keep` of `new`: [keep, V]
 

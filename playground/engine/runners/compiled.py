@@ -13,8 +13,9 @@ otherwise each compiles on its first call. Either way inductor's on-disk caches 
 playground's cache folder (`use_disk_cache`), so a later start of the app compiles faster.
 
 Padding: the pad rows come after the real ones, so causal real rows never see them; each pad row
-sees only itself (a finite softmax); afterwards the length moves back over them, which leaves their
-entries behind the mask like any rejected draft.
+sees the cached entries and itself (a finite softmax); afterwards the length moves back over them,
+which leaves their entries behind the mask like any rejected draft. A chain's step and a tree's send
+the same inputs (static.rows_of with the pattern of the new rows), so they share one compiled step.
 
 Outputs: a CUDA graph returns its output in memory the next replay overwrites; so does this runner
 on every device (each bucket's output buffer is reused), and the rows handed out are copies.
@@ -30,8 +31,8 @@ import types
 import torch
 
 from playground.config import cache_dir, compiled_refuses
-from playground.engine.runners.eager import additive_mask
-from playground.engine.runners.static import WIDEST_STEP, StaticRunner, pattern, state_of, step, widen
+from playground.engine.runners.eager import to_device
+from playground.engine.runners.static import WIDEST_STEP, StaticRunner, rows_of, state_of, step
 
 BUCKETS = (1, 2, 4, 8, 16, WIDEST_STEP)  # γ + 1 up to 32 and trees of up to 31 nodes run compiled
 # Calls a new shape gets before anything is timed: with mode "reduce-overhead" (CUDA graph trees) a
@@ -61,21 +62,21 @@ class CompiledRunner(StaticRunner):
 
     def padded(self, new: list[int], positions, allowed, keep: int, b: int) -> torch.Tensor:
         """The step of b rows over `new` (n <= b rows) and b - n pad rows.  -> [keep, V]"""
-        n, given = len(new), (positions, allowed)
-        positions, allowed = pattern(n, self.length, positions, allowed)
+        n = len(new)
         self.reserve(self.length + b)
-        ids, positions, allowed = pad(new, positions, allowed, b, self.length)
-        mask = additive_mask(widen(allowed, self.capacity), self.model.dtype).to(self.device)
-        args = (self.model, self.head, self.cache, torch.tensor([ids], device=self.device),
-                positions[None].to(self.device), mask, b)
+        rows = to_device(pad(rows_of(new, positions, allowed, self.length, causal=True), b), self.device)
+        args = (self.model, self.head, self.cache, rows, b)
         key = self.key(b)
         if self.device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # no graph output is held: the rows below are copies
         out = self.run_step(key, b, args)
         if out is None:  # this shape cannot run compiled here: the same step, uncompiled (StaticRunner's)
             self.set_length(self.length)  # a failed call may have moved the write position in place
-            return super().forward(new, *given, keep)
-        self.set_length(self.length + n)  # back over the pad rows
+            return super().forward(new, positions, allowed, keep)
+        if n < b:
+            self.set_length(self.length + n)  # back over the pad rows
+        else:
+            self.length += n  # the step moved every layer's write position past its b rows, all real
         return out[n - keep : n].clone()  # the next step of this shape overwrites `out`
 
     def run_step(self, key: tuple, b: int, args: tuple) -> torch.Tensor | None:
@@ -212,17 +213,16 @@ def use_disk_cache() -> str:
     return os.environ["TORCHINDUCTOR_CACHE_DIR"]
 
 
-def pad(new, positions, allowed, b: int, length: int):
-    """ids [b], positions [b], allowed [b, length + b]: pad rows repeat the last position and see
-    only their own entry."""
-    n = len(new)
-    ids = list(new) + [0] * (b - n)
-    positions = torch.cat([positions, positions[-1:].expand(b - n)])
-    grown = torch.zeros(b, length + b, dtype=torch.bool)
-    grown[:n, : length + n] = allowed
-    rows = torch.arange(n, b)
-    grown[rows, length + rows] = True
-    return ids, positions, grown
+def pad(rows: torch.Tensor, b: int) -> torch.Tensor:
+    """static.rows_of's [n, 2 + n] -> [b, 2 + b]: pad rows read token 0 at the last position and see,
+    of the new entries, only their own; no real row sees them."""
+    n = rows.shape[0]
+    out = torch.zeros(b, 2 + b, dtype=rows.dtype)
+    out[:n, : 2 + n] = rows
+    out[n:, 1] = rows[-1, 1]
+    pads = torch.arange(n, b)
+    out[pads, 2 + pads] = 1
+    return out
 
 
 def compile_step(name: str, mode: str | None, own_buffer: bool):

@@ -38,17 +38,17 @@ class EagerRunner:
                 raise ValueError(f"tree verification needs full-attention dynamic cache layers, got {type(layer).__name__}")
             if picks and layer.is_initialized:
                 if index is None or index.device != layer.keys.device:
-                    index = torch.tensor(picks, device=layer.keys.device)
+                    index = to_device(torch.tensor(picks), layer.keys.device)
                 layer.keys[..., prefix : prefix + len(picks), :] = layer.keys.index_select(-2, index)
                 layer.values[..., prefix : prefix + len(picks), :] = layer.values.index_select(-2, index)
 
     def forward(self, new: list[int], positions, allowed, keep: int) -> torch.Tensor:
         """transformers takes a 4D mask as given (masking_utils returns a 4D mask untouched); an
         additive float mask works for both the eager and the sdpa attention."""
-        inputs = dict(input_ids=torch.tensor([new], device=self.device), cache=self.cache, use_cache=True)
+        inputs = dict(input_ids=to_device(torch.tensor([new]), self.device), cache=self.cache, use_cache=True)
         if allowed is not None:
-            inputs.update(attention_mask=additive_mask(allowed, self.model.dtype).to(self.device),
-                          position_ids=positions[None].to(self.device))
+            inputs.update(attention_mask=to_device(additive_mask(allowed, self.model.dtype), self.device),
+                          position_ids=to_device(positions[None], self.device))
         self.length += len(new)
         if self.head is not None:
             return self.head(self.model.get_decoder()(**inputs).last_hidden_state[0, -keep:])
@@ -56,5 +56,18 @@ class EagerRunner:
 
 
 def additive_mask(allowed: torch.Tensor, dtype) -> torch.Tensor:
-    """[n, kv] booleans -> [1, 1, n, kv]: 0 where allowed, the dtype's lowest value elsewhere."""
-    return torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
+    """[n, kv] booleans -> [1, 1, n, kv] on their device: 0 where allowed, the dtype's lowest value
+    elsewhere."""
+    zeros = torch.zeros(allowed.shape, dtype=dtype, device=allowed.device)
+    return zeros.masked_fill(~allowed, torch.finfo(dtype).min)[None, None]
+
+
+def to_device(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A host tensor on the device without the host waiting for it. On CUDA a copy from pageable memory
+    blocks the host until the GPU has caught up (torch's sync debug mode counts it as a sync), so it
+    goes from pinned memory, asynchronously: torch's pinned-memory cache records the copy's event on
+    the block and hands the block out again only once the copy has read it, so dropping `host` at once
+    is safe. Elsewhere a plain copy: pinning needs CUDA, and a CPU tensor stays where it is."""
+    if device.type != "cuda":
+        return host.to(device)
+    return host.pin_memory().to(device, non_blocking=True)

@@ -2,7 +2,9 @@
 moving an integer (the rejected entries stay in the buffer, behind the mask, until overwritten).
 
 Every forward passes explicit position ids and a 4D mask as long as the whole cache:
-transformers takes a 4D mask as given, and a static layer returns all of its rows. The capacity
+transformers takes a 4D mask as given, and a static layer returns all of its rows. What the host
+sends is one small tensor a forward, a row per new token (`rows_of`); the mask is made from it on the
+device (`visible`), so nothing as wide as the cache is built on the host or copied over. The capacity
 grows when a run needs more (the entries so far copied over), so no caller has to size it: it
 doubles up to 16k entries, then grows 8k at a time (`grown`); a compiled step is built per capacity,
 which this keeps to a few. A model's caches are pooled across runs (`CachePool`); when a run ends the
@@ -18,7 +20,7 @@ import torch
 from transformers import StaticCache
 
 from playground.engine.runners import module_of
-from playground.engine.runners.eager import additive_mask
+from playground.engine.runners.eager import additive_mask, to_device
 
 MIN_CAPACITY = 256  # a prompt and 96 new tokens fit; attention reads the whole capacity each step
 # Past this a cache grows by LINEAR_STEP entries instead of doubling: doubled, 17k tokens would hold
@@ -63,17 +65,15 @@ class StaticRunner:
     def move(self, prefix: int, picks: list[int]) -> None:
         if not picks:
             return
-        index = torch.tensor(picks, device=self.device)
+        index = to_device(torch.tensor(picks), self.device)
         for layer in self.cache.layers:
             layer.keys[..., prefix : prefix + len(picks), :] = layer.keys.index_select(-2, index)
             layer.values[..., prefix : prefix + len(picks), :] = layer.values.index_select(-2, index)
 
     def forward(self, new: list[int], positions, allowed, keep: int) -> torch.Tensor:
-        positions, allowed = pattern(len(new), self.length, positions, allowed)
         self.reserve(self.length + len(new))
-        mask = additive_mask(widen(allowed, self.capacity), self.model.dtype).to(self.device)
-        logits = step(self.model, self.head, self.cache, torch.tensor([new], device=self.device),
-                      positions[None].to(self.device), mask, keep)
+        rows = to_device(rows_of(new, positions, allowed, self.length), self.device)
+        logits = step(self.model, self.head, self.cache, rows, keep)
         self.length += len(new)
         return logits
 
@@ -114,27 +114,44 @@ def run_capacity(entries: int) -> int:
     return grown(MIN_CAPACITY, entries + WIDEST_STEP)
 
 
-def step(model, head, cache, ids, positions, mask, keep: int) -> torch.Tensor:
-    """One forward on the static cache.  ids, positions [1, n], mask [1, 1, n, capacity] -> [keep, V]"""
-    inputs = dict(input_ids=ids, cache=cache, use_cache=True, attention_mask=mask, position_ids=positions)
+def step(model, head, cache, rows, keep: int) -> torch.Tensor:
+    """One forward on the static cache.  rows [n, 2] or [n, 2 + n] (rows_of) -> [keep, V]"""
+    sees = rows[:, 2:] if rows.shape[1] > 2 else None
+    inputs = dict(input_ids=rows[None, :, 0], position_ids=rows[None, :, 1], cache=cache, use_cache=True,
+                  attention_mask=visible(sees, rows.shape[0], cache.layers[0]))
     if head is not None:
         return head(model.get_decoder()(**inputs).last_hidden_state[0, -keep:])
     return model(**inputs, logits_to_keep=keep).logits[0, -keep:]
 
 
-def pattern(n: int, length: int, positions, allowed) -> tuple[torch.Tensor, torch.Tensor]:
-    """Position ids [n] and the allowed entries [n, length + n]; a causal chain when not given."""
+def rows_of(new: list[int], positions, allowed, length: int, causal: bool = False) -> torch.Tensor:
+    """A forward's inputs as one host tensor, a row per new token: its id, its position and, where a
+    pattern is given (or `causal` asks for a chain's), which of the new entries it sees.  -> [n, 2] or
+    [n, 2 + n] (int64). The cached entries are not in it: every row sees all `length` of them, in a
+    chain as in a tree (tree.attention_mask), so of allowed [n, length + n] only its last n columns
+    travel, and a prompt's n x n pattern is not sent at all (`visible` makes a chain's on the device)."""
+    n = len(new)
     if allowed is not None:
-        return positions, allowed
-    causal = torch.ones(n, length + n, dtype=torch.bool).tril(diagonal=length)
-    return torch.arange(length, length + n), causal
+        sees = allowed[:, length:]
+    else:
+        positions = torch.arange(length, length + n)
+        sees = torch.ones(n, n, dtype=torch.bool).tril() if causal else None
+    columns = [torch.tensor(new)[:, None], positions[:, None].long()]
+    return torch.cat(columns if sees is None else [*columns, sees.long()], 1)
 
 
-def widen(allowed: torch.Tensor, capacity: int) -> torch.Tensor:
-    """[n, kv] -> [n, capacity]: nothing after kv is seen (stale or unwritten rows)."""
-    out = torch.zeros(allowed.shape[0], capacity, dtype=torch.bool)
-    out[:, : allowed.shape[1]] = allowed
-    return out
+def visible(sees: torch.Tensor | None, n: int, layer) -> torch.Tensor:
+    """The additive mask [1, 1, n, capacity], made on the cache's device: every row sees the entries
+    before the layer's write position (a tensor already there), then the new entries its row of `sees`
+    [n, n] marks (a causal chain where None), nothing after them (stale or unwritten entries)."""
+    # [capacity]: each entry's place counted from the first new one (negative: cached)
+    offset = torch.arange(layer.max_cache_len, device=layer.keys.device) - layer.cumulative_length
+    if sees is None:
+        allowed = offset[None, :] <= torch.arange(n, device=offset.device)[:, None]
+    else:
+        picked = sees.gather(1, offset.clamp(0, n - 1).expand(n, -1)) != 0  # [n, capacity]: sees[r, offset]
+        allowed = (offset < 0) | ((offset < n) & picked)
+    return additive_mask(allowed, layer.keys.dtype)
 
 
 class CachePool:

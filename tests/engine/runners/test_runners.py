@@ -18,6 +18,7 @@ from playground.engine.generate import SpecConfig, generate
 from playground.engine.kvcache import CachedModel
 from playground.engine.runners import Runner, resolve
 from playground.engine.runners.compiled import BUCKETS, pad
+from playground.engine.runners.static import rows_of
 from playground.engine.tree import Tree
 from playground.engine.tree_drafter import TreeDrafter
 
@@ -70,11 +71,12 @@ def test_every_runner_follows_the_runner_protocol(pair, runner):
 
 
 def test_padding_rows_see_only_themselves_and_no_real_row_sees_them():
+    """Of the new entries (the cached ones every row sees): rows_of's [n, 2 + n] padded to [b, 2 + b]."""
     allowed = torch.ones(3, 5 + 3, dtype=torch.bool).tril(diagonal=5)
-    ids, positions, grown = pad([1, 2, 3], torch.tensor([5, 6, 7]), allowed, 8, 5)
-    assert ids == [1, 2, 3, 0, 0, 0, 0, 0] and positions.tolist() == [5, 6, 7, 7, 7, 7, 7, 7]
-    assert torch.equal(grown[:3, :8], allowed) and not grown[:3, 8:].any()
-    assert all(grown[r].nonzero().flatten().tolist() == [5 + r] for r in range(3, 8))
+    rows = pad(rows_of([1, 2, 3], torch.tensor([5, 6, 7]), allowed, 5), 8)
+    assert rows[:, 0].tolist() == [1, 2, 3, 0, 0, 0, 0, 0] and rows[:, 1].tolist() == [5, 6, 7, 7, 7, 7, 7, 7]
+    assert torch.equal(rows[:3, 2:5].bool(), allowed[:, 5:]) and not rows[:3, 5:].any()
+    assert all(rows[r, 2:].nonzero().flatten().tolist() == [r] for r in range(3, 8))
 
 
 def test_padded_rows_leave_the_real_rows_and_the_next_step_unchanged(pair):
