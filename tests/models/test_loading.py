@@ -81,6 +81,20 @@ def test_pair_cache_keeps_the_last_pair_warm_and_reloads_on_new_knobs(registry):
         PairCache(registry, keep=0)
 
 
+def test_picking_another_draft_keeps_the_target_and_lets_the_old_draft_go(registry):
+    """Only the draft changed: the next pair shares the loaded target (its runners, its PyTorch form), and the
+    old draft is freed as an evicted pair's is. Loaded another way (dtype), the target is loaded again."""
+    cache = PairCache(registry)
+    first = cache.get("tiny")
+    target, old_draft = first.target, weakref.ref(first.draft.model)
+    del first
+    other = cache.get("tiny", draft="tiny-target")
+    assert other.target is target and other.draft.name == "tiny-target" and len(cache.pairs) == 1
+    gc.collect()
+    assert old_draft() is None
+    assert cache.get("tiny", dtype="bfloat16").target is not target
+
+
 def test_unknown_pair_lists_known_pairs(registry):
     with pytest.raises(ValueError, match=r"unknown pair 'nope'; known pairs: default, tiny"):
         PairCache(registry).get("nope")
