@@ -350,3 +350,24 @@ def test_drafting_stops_at_an_end_of_turn_token(pair, greedy_reference):
     draft = drafter.propose(ids, 8, SpecConfig().sampling, None, stop_tokens=frozenset([eos]))
     assert draft.tokens == reference[: reference.index(eos) + 1]
     assert PromptLookupDrafter(1, 2).propose([5, 6, 7, 9, 5, 6], 4, None, None, stop_tokens={7}).tokens == [7]
+
+
+def test_a_chains_first_draft_forward_reads_two_rows_exactly_after_an_all_accepted_call(pair, greedy_reference):
+    """What sampling.draft_cost's catch-up stands on: the draft's first forward of a call reads the call
+    before's last drafted token and the new one (two rows) when that call accepted all γ, one row otherwise."""
+    target, draft, _ = pair
+    ids, _ = greedy_reference
+    for gamma in (1, 3):
+        drafter = ModelDrafter(draft)
+        fed, feed = [], drafter.lm.feed
+        drafter.lm.feed = lambda new, keep: fed.append(len(new)) or feed(new, keep)
+        calls, rows = [], []
+        for event in generate(target, ids, SpecConfig(gamma=gamma, max_new_tokens=40), drafter):
+            rows.append(fed[0] if fed else None)
+            assert all(n == 1 for n in fed[1:]), fed  # the other forwards read the token drafted before
+            calls.append(event)
+            fed.clear()
+        drafted = [i for i in range(1, len(calls)) if calls[i].drafts]  # the last call may have no room to draft
+        after_all = [calls[i - 1].n_accepted == len(calls[i - 1].drafts) for i in drafted]
+        assert [rows[i] for i in drafted] == [2 if full else 1 for full in after_all]
+        assert 0 < sum(after_all) < len(after_all)  # both cases met

@@ -220,3 +220,15 @@ def test_same_check_fails_on_a_broken_rule(monkeypatch, name, wrong):
     monkeypatch.setattr(sampling, name, wrong)
     fit = goodness_of_fit(first_token_counts(), P)
     assert fit.p_value < SIGNIFICANCE, fit
+
+
+def test_a_draft_cost_of_one_row_and_two_counts_the_catch_up_after_an_all_accepted_call():
+    """(c(1), c(2)): γ forwards of one row, the first of two rows with probability α^γ; a number is the paper's γ c."""
+    assert sampling.draft_cost(0.3, 0.9, 4) == pytest.approx(1.2)
+    assert sampling.draft_cost((0.3, 0.3), 0.9, 4) == pytest.approx(1.2)
+    assert sampling.draft_cost((0.36, 0.43), 0.9, 1) == pytest.approx(0.36 + 0.9 * 0.07)
+    assert sampling.draft_cost((0.36, 0.43), 0.5, 3) == pytest.approx(3 * 0.36 + 0.125 * 0.07)
+    assert sampling.draft_cost((0.36, 0.43), 0.9, 0) == 0.0  # no draft, no catch-up
+    at_one_row = sampling.expected_speedup(0.9, 1, 0.36, [1.0, 1.2])
+    with_catch_up = sampling.expected_speedup(0.9, 1, (0.36, 0.43), [1.0, 1.2])
+    assert with_catch_up == pytest.approx((1 + 0.9) / (0.36 + 0.9 * 0.07 + 1.2)) and with_catch_up < at_one_row

@@ -138,7 +138,7 @@ def runners_html(costs: dict, alpha: float | None, gamma: int, what: str) -> str
         v = cost.target.v
         g = min(gamma, len(v) - 1)
         at = f"{cost.speedup(alpha, g):.2f}× (γ {g})" if alpha is not None else "needs α"
-        best = best_gamma(alpha, cost.c, KNOBS["gamma"].high, v) if alpha is not None else "–"
+        best = best_gamma(alpha, cost.steps, KNOBS["gamma"].high, v) if alpha is not None else "–"
         budget = cheap_budget(v, cap) if len(v) >= 2 else "–"
         rows.append(f"<tr><td>{html.escape(runner)}</td><td class=\"v\">{cost.target.step_s * 1000:.1f} ms</td>"
                     f"<td class=\"v\">{cost.draft.step_s * 1000:.1f} ms</td><td class=\"v\">{cost.c:.2f}</td>"

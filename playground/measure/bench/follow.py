@@ -33,11 +33,17 @@ class Followed:
     forecast: float  # the formula's speedup at gamma (1.0 or less: no γ pays here)
     padded: str = ""  # the k whose forward ran a wider compiled step (VerifyCurve.padded), said as such
     compile_s: float = 0.0  # seconds compiling the measured shapes took first (compiled runner), outside the timing
+    c_two: float = 0.0  # the draft's step over two rows, as c (0: not timed), what a step reads after all γ were accepted
+
+    @property
+    def steps(self) -> float | tuple[float, float]:
+        """c as the formula reads it (sampling.draft_cost)."""
+        return (self.c, self.c_two) if self.c_two else self.c
 
     def line(self) -> str:
         """One sentence: the γ, and why."""
         shown = ", ".join(f"v({k}) {x:.2f}" for k, x in enumerate(self.v[1:self.gamma + 2], 2))
-        why = (f"α {self.alpha:.2f} (models.yaml), c {self.c:.2f} and {shown} through {self.runner} here")
+        why = (f"α {self.alpha:.2f} (models.yaml), {c_text(self.steps)} and {shown} through {self.runner} here")
         if self.padded or self.compile_s:
             why += " (" + "; ".join(filter(None, [self.padded and f"{self.padded}, padded",
                                                   self.compile_s and f"compiling its shapes took {self.compile_s:.0f} s "
@@ -48,17 +54,26 @@ class Followed:
         return f"γ {self.gamma} suits this pair here: {why}, a forecast {self.forecast:.2f}× over plain decoding"
 
 
+def c_text(c) -> str:
+    """c as a line says it: one number, or a step over one row and over two (after an all-accepted call)."""
+    if isinstance(c, tuple):
+        return f"c {c[0]:.2f} ({c[1]:.2f} over the two rows a step reads after all γ were accepted)"
+    return f"c {c:.2f}"
+
+
 def follows(spec, run: RunConfig) -> bool:
     """Whether the pair's α speaks for this run: the pair's own draft model drafting a chain."""
     return spec.alpha is not None and run.drafter == MODEL and run.draft in ("", spec.draft)
 
 
-def chosen(alpha: float, c: float, v, fixed: int, runner: str) -> Followed:
-    """The best γ (1..MAX_GAMMA) for alpha at c and v; γ 1, the least, where none pays."""
+def chosen(alpha: float, c, v, fixed: int, runner: str) -> Followed:
+    """The best γ (1..MAX_GAMMA) for alpha at c (as sampling.draft_cost reads it) and v; γ 1, the least,
+    where none pays."""
     from playground.engine.sampling import best_gamma, expected_speedup  # torch: not at import
 
     gamma = max(1, best_gamma(alpha, c, MAX_GAMMA, v))
-    return Followed(gamma, alpha, c, tuple(v), runner, fixed, expected_speedup(alpha, gamma, c, v))
+    one, two = c if isinstance(c, tuple) else (c, 0.0)
+    return Followed(gamma, alpha, one, tuple(v), runner, fixed, expected_speedup(alpha, gamma, c, v), c_two=two)
 
 
 def advised(followed: Followed, alpha: float, gamma: int, measured: float) -> Followed | None:
@@ -67,7 +82,7 @@ def advised(followed: Followed, alpha: float, gamma: int, measured: float) -> Fo
     c and v(k) the pair's γ was followed from, or None where that is the γ just run or its forecast
     is no more than what the run measured (nor than plain decoding): advice to run a γ expected to be
     slower than what just ran is no advice. Its `alpha` is the run's."""
-    best = chosen(alpha, followed.c, followed.v, followed.fixed, followed.runner)
+    best = chosen(alpha, followed.steps, followed.v, followed.fixed, followed.runner)
     if best.gamma == gamma or best.forecast <= max(measured, 1.0):
         return None
     return best
@@ -86,8 +101,9 @@ def measure(pair, spec, run: RunConfig, store=None) -> Followed:
     target = measure_curve(pair.target.model, MAX_GAMMA + 1, REPEATS, runner=target_runner)
     if store is not None:
         store.save(target, pair.target, target_runner)
-    draft = measure_curve(pair.draft.model, 1, REPEATS, runner=draft_runner, head_rows=rows)
-    return replace(chosen(spec.alpha, draft.step_s / target.step_s, target.v, spec.gamma, target_runner),
+    draft = measure_curve(pair.draft.model, 2, REPEATS, runner=draft_runner, head_rows=rows)
+    c = (draft.step_s / target.step_s, draft.step_s * draft.v[1] / target.step_s)  # one row, two rows
+    return replace(chosen(spec.alpha, c, target.v, spec.gamma, target_runner),
                    padded=target.padded(), compile_s=target.compile_s + draft.compile_s)
 
 

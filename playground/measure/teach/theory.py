@@ -84,11 +84,17 @@ class RunnerCost:
         """One draft step ÷ one plain target step, both through this runner."""
         return self.draft.step_s / self.target.step_s
 
+    @property
+    def steps(self) -> float | tuple[float, float]:
+        """c as the formula reads it (sampling.draft_cost): over one row and over the two a step reads after
+        an all-accepted call, where the draft's curve has two rows; else c."""
+        return (self.c, self.c * self.draft.v[1]) if len(self.draft.v) > 1 else self.c
+
     def speedup(self, alpha: float, gamma: int) -> float:
-        """The speedup formula (engine/sampling) at this runner's c and measured v(γ + 1)."""
+        """The speedup formula (engine/sampling) at this runner's c (one row and two) and measured v(γ + 1)."""
         from playground.engine.sampling import expected_speedup
 
-        return expected_speedup(alpha, gamma, self.c, self.target.v)
+        return expected_speedup(alpha, gamma, self.steps, self.target.v)
 
 
 class RunnerCosts:

@@ -45,8 +45,10 @@ def test_a_plan_on_the_pairs_gamma_takes_the_followed_one(loaded, kept_curves):
     plan = make_plan(Grid(base, {"temperature": [0.0, 0.7]}), PROMPTS)
     said = []
     followed_plan, followed = follow.followed_plan(plan, loaded, TINY, said.append)
-    assert len(followed.v) == follow.MAX_GAMMA + 1 and followed.v[0] == 1.0 and followed.c > 0
-    assert followed.gamma == follow.chosen(0.8, followed.c, followed.v, TINY.gamma, followed.runner).gamma
+    assert len(followed.v) == follow.MAX_GAMMA + 1 and followed.v[0] == 1.0 and followed.c > 0 and followed.c_two > 0
+    assert followed.steps == (followed.c, followed.c_two) and "over the two rows" in followed.line()  # the catch-up
+    again = follow.chosen(0.8, followed.steps, followed.v, TINY.gamma, followed.runner)
+    assert (again.gamma, again.forecast) == (followed.gamma, followed.forecast)
     assert [c.gamma for c in followed_plan.cells] == [followed.gamma] * 2
     assert [c.temperature for c in followed_plan.cells] == [0.0, 0.7]  # nothing else moved
     assert said[-1] == followed.line()
