@@ -32,7 +32,6 @@ TITLE = "Theory vs measurement"
 # A measurement here is a warm-up and two or three timed runs while the page waits: a page-level cap on
 # the run's length (within the max_new_tokens knob's range) keeps it to seconds on a CPU.
 MAX_MEASURE_TOKENS = min(256, KNOBS["max_new_tokens"].high)
-VERIFY_K = 9  # v(k) measured for k = 1..9 tokens: γ up to 8
 DEFAULT_PROMPT = "Write a Python function that returns the n-th Fibonacci number."
 
 
@@ -199,7 +198,7 @@ def measuring(ctx: AppContext, view: TheoryView, loaded, form: MeasureForm, sett
     def work(report):
         point = measure_point(loaded, ids, settings, 1, report, "measure", short(form.prompt))
         with spare_a_core():  # the same threads as the runs it is set beside
-            ctx.costs.measure(loaded.target, settings.runner, VERIFY_K, 3)
+            ctx.costs.measure(loaded.target, settings.runner, runner_section.VERIFY_K, 3)
         report(3, 3, "v(k) of the target")
         return point
 
