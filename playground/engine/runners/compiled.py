@@ -8,6 +8,14 @@ input longer than the largest bucket run the static step uncompiled: prompts var
 a shape compiled for one would cost a compile for a single forward. On a GPU the steps are CUDA
 graphs (mode "reduce-overhead"); on a CPU inductor's default code.
 
+Attention reads what is filled, not the capacity: a step reads the span of static.span_of's lattice
+(256, 512, ...) holding the entries after it, so its cost follows the run's context (filled.py reads
+the keys and values up to it without copies). The span is the length of the step's `reach` input,
+marked dynamic, so one compile serves every span at a capacity; a CUDA graph is recorded per span
+(cudagraph trees record one per size), and per cache, like a shape (`Steps.recorded`). A step prefers
+the shortest span recorded on its cache that holds it, so a span the warm-up left out reads further
+rather than records inside a run.
+
 A run's shapes can be compiled ahead of it (`warm`, driven by runners/warmup.py, with progress);
 otherwise each compiles on its first call. Either way inductor's on-disk caches sit under the
 playground's cache folder (`use_disk_cache`), so a later start of the app compiles faster.
@@ -32,7 +40,15 @@ import torch
 
 from playground.config import cache_dir, compiled_refuses
 from playground.engine.runners.eager import to_device
-from playground.engine.runners.static import WIDEST_STEP, StaticRunner, rows_of, state_of, step
+from playground.engine.runners.static import (
+    MIN_CAPACITY,
+    WIDEST_STEP,
+    StaticRunner,
+    rows_of,
+    span_of,
+    state_of,
+    step,
+)
 
 BUCKETS = (1, 2, 4, 8, 16, WIDEST_STEP)  # γ + 1 up to 32 and trees of up to 31 nodes run compiled
 # Calls a new shape gets before anything is timed: with mode "reduce-overhead" (CUDA graph trees) a
@@ -60,16 +76,22 @@ class CompiledRunner(StaticRunner):
             return super().forward(new, positions, allowed, keep)  # a prompt: uncompiled, once per run
         return self.padded(new, positions, allowed, keep, b)
 
-    def padded(self, new: list[int], positions, allowed, keep: int, b: int) -> torch.Tensor:
-        """The step of b rows over `new` (n <= b rows) and b - n pad rows.  -> [keep, V]"""
+    def padded(self, new: list[int], positions, allowed, keep: int, b: int,
+               span: int | None = None) -> torch.Tensor:
+        """The step of b rows over `new` (n <= b rows) and b - n pad rows, its attention reading `span`
+        entries (None: span_for's).  -> [keep, V]"""
         n = len(new)
         self.reserve(self.length + b)
+        span = self.span_for(b) if span is None else span
         rows = to_device(pad(rows_of(new, positions, allowed, self.length, causal=True), b), self.device)
-        args = (self.model, self.head, self.cache, rows, b)
+        reach = self.reach(span)
+        if self.filled and self.capacity > MIN_CAPACITY:  # a size of its own: one compile serves every span
+            torch._dynamo.maybe_mark_dynamic(reach, 0)  # a graph recorded per span; a guard on it no error
+        args = (self.model, self.head, self.cache, rows, b, reach)
         key = self.key(b)
         if self.device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # no graph output is held: the rows below are copies
-        out = self.run_step(key, b, args)
+        out = self.run_step(key, span, args)
         if out is None:  # this shape cannot run compiled here: the same step, uncompiled (StaticRunner's)
             self.set_length(self.length)  # a failed call may have moved the write position in place
             return super().forward(new, positions, allowed, keep)
@@ -79,12 +101,12 @@ class CompiledRunner(StaticRunner):
             self.length += n  # the step moved every layer's write position past its b rows, all real
         return out[n - keep : n].clone()  # the next step of this shape overwrites `out`
 
-    def run_step(self, key: tuple, b: int, args: tuple) -> torch.Tensor | None:
+    def run_step(self, key: tuple, span: int, args: tuple) -> torch.Tensor | None:
         """The step of this shape; its first call compiles it (and captures its graph), once for
         all runners of the model, timed: the seconds are kept beside the timings, not inside them.
-        None where compiling or capturing this shape failed (now or before, at any shape: an op it
-        cannot trace, a card running out while it records): the caller runs the step uncompiled."""
-        on = (key, self.address)
+        None where compiling or capturing this shape failed (now or before, at any shape or span: an op
+        it cannot trace, a card running out while it records): the caller runs the step uncompiled."""
+        on = (key, span, self.address)
         if key not in self.steps.seconds:
             with self.steps.lock:
                 if key in self.steps.failed:
@@ -93,7 +115,7 @@ class CompiledRunner(StaticRunner):
                     use_disk_cache()
                     started = time.perf_counter()
                     try:
-                        self.steps[key] = compile_step(f"step_{b}x{self.capacity}", self.mode,
+                        self.steps[key] = compile_step(f"step_{key[0]}x{self.capacity}", self.mode,
                                                        self.device.type != "cuda")
                         out = self.record(key, args)
                     except Exception as e:
@@ -106,11 +128,16 @@ class CompiledRunner(StaticRunner):
                     self.steps.seconds[key] = time.perf_counter() - started
                     self.recorded(on)
                     return out
-        if on not in self.steps.recorded:  # compiled, but not on this cache: cudagraph trees record the
-            # graph again for a static input at a new address (not a recompile, and not counted as one)
+        if on not in self.steps.recorded:  # compiled, but not on this cache or at this span: cudagraph trees
+            # record the graph again for a static input at a new address and for a new size of a dynamic one
+            # (not a recompile, and not counted as one)
             with self.steps.lock:
                 started = time.perf_counter()
-                out = self.record(key, args) if self.device.type == "cuda" else self.steps[key](*args)
+                try:
+                    out = self.record(key, args) if self.device.type == "cuda" else self.steps[key](*args)
+                except Exception as e:  # a card running out while it records: this shape runs uncompiled
+                    self.fell_back(key, e)
+                    return None
                 self.steps.again[on] = time.perf_counter() - started
                 self.recorded(on)
                 return out
@@ -161,37 +188,50 @@ class CompiledRunner(StaticRunner):
     def key(self, b: int) -> tuple:
         return step_key(b, self.capacity, getattr(self.head, "rows", None))
 
+    def span_for(self, b: int) -> int:
+        """How far the step of b rows after this cache's entries reads: the span holding them
+        (static.span_of), or the shortest longer one recorded on this cache where that one is not (its graph
+        would record inside the run); the capacity for a model whose attention reads it all."""
+        if not self.filled:
+            return self.capacity
+        need, key, address = span_of(self.length + b, self.capacity), self.key(b), self.address
+        ready = [span for k, span, a in self.steps.recorded if k == key and a == address and span >= need]
+        return min(ready, default=need)
+
     @torch.inference_mode()  # as runs call it (CachedModel): with autograd on, tracing needs derivatives quantized kernels lack
-    def warm(self, b: int) -> float | None:
+    def warm(self, b: int, span: int | None = None) -> float | None:
         """Compile the step of b rows now, at this runner's capacity, on throwaway tokens, and record it on
-        this runner's cache (a warm-up, before anything is timed; on a GPU its CUDA graph, see `record`;
-        a shape compiled on another cache is recorded on this one): the seconds its first calls took, or
-        None when this cache had it or it failed to compile (then it runs uncompiled: Steps.failed).
-        Leaves the cache empty."""
-        if self.is_warm(b):
+        this runner's cache reading `span` entries (None: the whole capacity; a warm-up, before anything is
+        timed; on a GPU its CUDA graph, see `record`; a shape compiled on another cache or at another span
+        is recorded on this one at this span): the seconds its first calls took, or None when this cache
+        had it or it failed to compile (then it runs uncompiled: Steps.failed). Leaves the cache empty."""
+        span = min(span or self.capacity, self.capacity) if self.filled else self.capacity
+        if self.is_warm(b, span):
             return None
         compiled_before = self.key(b) in self.steps.seconds
         self.steps.warming = True
         try:
-            self.reset()
-            super().forward([0], None, None, 1)  # one entry, as a run has before its first step (uncompiled)
-            self.padded([0] * b, None, None, 1, b)
+            self.set_length(span - b)  # entries before the step (stale ones, throwaway): it reads `span`
+            self.padded([0] * b, None, None, 1, b, span)
             self.reset()
         finally:
             self.steps.warming = False
         if self.key(b) in self.steps.failed:
             return None
-        return self.steps.again[(self.key(b), self.address)] if compiled_before else self.steps.seconds[self.key(b)]
+        on = (self.key(b), span, self.address)
+        return self.steps.again[on] if compiled_before else self.steps.seconds[self.key(b)]
 
     def ready_rows(self) -> int:
-        """The widest step recorded on this cache (0: none): a drafter that may pass γ (the hybrid) is held
-        to it, so no shape compiles or records its graph inside a timed step."""
-        return max((b for b in BUCKETS if (self.key(b), self.address) in self.steps.recorded), default=0)
+        """The widest step recorded on this cache at its whole capacity, which serves any length (0: none):
+        a drafter that may pass γ (the hybrid) is held to it, so no shape compiles or records its graph
+        inside a timed step."""
+        return max((b for b in BUCKETS if (self.key(b), self.capacity, self.address) in self.steps.recorded),
+                   default=0)
 
-    def is_warm(self, b: int) -> bool:
-        """Whether the step of b rows needs nothing more on this cache: compiled and recorded on it, or
-        failed (it runs uncompiled)."""
-        return (self.key(b), self.address) in self.steps.recorded or self.key(b) in self.steps.failed
+    def is_warm(self, b: int, span: int) -> bool:
+        """Whether the step of b rows reading `span` entries needs nothing more on this cache: compiled and
+        recorded on it at that span, or failed (it runs uncompiled)."""
+        return (self.key(b), span, self.address) in self.steps.recorded or self.key(b) in self.steps.failed
 
 
 def step_key(b: int, capacity: int, head_rows: int | None) -> tuple:
@@ -252,8 +292,8 @@ class Steps(dict):
         super().__init__()
         self.seconds: dict[tuple, float] = {}  # set once a shape's first call has finished
         self.failed: dict[tuple, str] = {}  # shapes whose compile or capture raised, with why: run uncompiled
-        self.recorded: set[tuple] = set()  # (shape key, cache address): each shape recorded on each cache once
-        self.again: dict[tuple, float] = {}  # (shape key, cache address) -> seconds recording it on another cache took
+        self.recorded: set[tuple] = set()  # (shape key, span, cache address): once per span and cache
+        self.again: dict[tuple, float] = {}  # (shape key, span, cache address) -> seconds its recording took
         self.warming = False  # a warm-up is recording (runs on the model's one thread: model_thread.py)
         self.while_running = 0  # recordings no warm-up asked for: inside a run, perhaps inside its timer
         self.lock = threading.Lock()

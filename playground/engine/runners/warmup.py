@@ -20,7 +20,10 @@ Which shapes a run meets (after its prompt, which runs uncompiled):
 Capacity: a step is compiled per cache capacity too. A run takes, at its start, the one capacity
 that holds its prompt, its new tokens and a padded step (static.run_capacity), so given the
 prompt's length the warm-up compiles that one capacity and the race never meets another; without
-it, the first (256 entries).
+it, the first (256 entries). Span: a step's attention reads the filled entries' span (256, 512, ... up
+to the capacity: static.span_of), one compile for them all but a CUDA graph each, so the warm-up
+records each span from the prompt's to the capacity's on each cache; without the prompt's length, the
+capacity's alone, which serves any length.
 
 Under auto on a GPU each model's runner is measured first (eager against compiled, runners/auto.py,
 once per card, model and library versions), and only a model that runs compiled is compiled for.
@@ -36,7 +39,7 @@ from playground.config import DRAFT_MODEL_DRAFTERS, SELF, TREE, RunConfig
 from playground.engine.kvcache import CachedModel
 from playground.engine.runners import COMPILED, EAGER, ONNXRUNTIME, STATIC, is_handle, module_of, resolve
 from playground.engine.runners.compiled import bucket, step_key, steps_of
-from playground.engine.runners.static import MIN_CAPACITY, pool_of, run_capacity
+from playground.engine.runners.static import MIN_CAPACITY, pool_of, run_capacity, spans
 
 TARGET, DRAFT = "target", "draft"
 
@@ -52,6 +55,7 @@ class Compiling:
     capacity: int  # the cache's capacity the step is compiled for
     seconds: float | None = None  # None: about to compile; then what its first call took
     failed: str | None = None  # why compiling or capturing it failed: it runs uncompiled (compiled.Steps.failed)
+    reads: int = 0  # entries its attention reads (static.span_of): a CUDA graph is recorded per span
 
     @property
     def done(self) -> bool:
@@ -140,7 +144,8 @@ def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None,
         if rows and model is not None and resolve(run.runner, model.device, tree, model, heads[name]) == COMPILED:
             # a race holds two caches of each model at once: the target's plain and speculative runs, the
             # drafter made for the race and the one of its short warm-up run (race/frames.py)
-            yield from warm_model(model, rows, heads[name], run_capacities(run, prompt_tokens), name, copies=2)
+            yield from warm_model(model, rows, heads[name], run_capacities(run, prompt_tokens), name,
+                                  copies=2, prompt_tokens=prompt_tokens)
 
 
 def choose(target, draft, run: RunConfig, head: bool = False) -> Iterator[Building | Choosing]:
@@ -333,19 +338,30 @@ def chosen_head(draft, run: RunConfig) -> RunConfig:
 
 
 def warm_model(model, rows: tuple[int, ...], head_rows: int | None, caps: tuple[int, ...],
-               name: str = TARGET, copies: int = 1) -> Iterator[Compiling]:
+               name: str = TARGET, copies: int = 1, prompt_tokens: int | None = None) -> Iterator[Compiling]:
     """Compile the steps of `rows` at each capacity and record them on each of `copies` caches of that
     capacity held at once (the caches the runs that follow take from the pool: a CUDA graph replays only
-    on the cache it was recorded with), smallest first; nothing for a shape a cache already has."""
+    on the cache it was recorded with), at each span a run after a prompt of `prompt_tokens` meets there
+    (static.spans; the capacity alone where the prompt is unknown: it serves any length), smallest first;
+    nothing for a shape a cache already has at that span."""
     steps = steps_of(model)
     pool_of(model).held = max(caps)  # the runs that follow step in these caches: none is let go before them
     runners = [(capacity, taken(model, head_rows, capacity)) for capacity in caps for _ in range(copies)]
-    todo = [(capacity, b, runner) for capacity, runner in runners for b in rows if not runner.is_warm(b)]
-    for index, (capacity, b, runner) in enumerate(todo, 1):
-        yield Compiling(name, index, len(todo), b, capacity)
-        seconds, key = runner.warm(b), step_key(b, capacity, head_rows)
+    todo = [(capacity, b, span, runner) for capacity, runner in runners for b in rows
+            for span in spans_met(runner, prompt_tokens) if not runner.is_warm(b, span)]
+    for index, (capacity, b, span, runner) in enumerate(todo, 1):
+        yield Compiling(name, index, len(todo), b, capacity, reads=span)
+        seconds, key = runner.warm(b, span), step_key(b, capacity, head_rows)
         yield Compiling(name, index, len(todo), b, capacity, seconds if seconds is not None else 0.0,
-                        steps.failed.get(key))
+                        steps.failed.get(key), reads=span)
+
+
+def spans_met(runner, prompt_tokens: int | None) -> tuple[int, ...]:
+    """The spans a run after a prompt of `prompt_tokens` meets in this runner's cache (static.spans); the
+    capacity's alone where the prompt is unknown (it serves any length) or attention reads it all."""
+    if prompt_tokens and runner.filled:
+        return spans(prompt_tokens + 1, runner.capacity)
+    return (runner.capacity,)
 
 
 def taken(model, head_rows: int | None, capacity: int):
