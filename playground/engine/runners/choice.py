@@ -55,6 +55,9 @@ def device_kind(model) -> str:
 # Bumped when the timing changes what it measures, so every recorded choice is measured again: 2, torch
 # held to one thread around a forward on ONNX Runtime's or llama.cpp's pool, as a run holds it (timing.py)
 TIMING = 2
+# The same for a GPU's choices: 3, a compiled step's attention reads the filled span, not the whole cache
+# (filled.py), so its step and verification cost what they did not when these were measured
+GPU_TIMING = 3
 
 
 def key_of(model, rows: int | None, threads: int) -> str:
@@ -84,7 +87,7 @@ def gpu_key(model, rows: int | None) -> str:
     head = f" head {rows}" if rows else ""
     return " | ".join([card_name(model.device), model_identity(model) + head,
                        *(f"{name} {library_version(name)}" for name in ("torch", "transformers", "triton")),
-                       f"timing {TIMING}"])
+                       f"timing {GPU_TIMING}"])
 
 
 def card_name(device) -> str:
