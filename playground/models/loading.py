@@ -333,16 +333,21 @@ def written_checkpoint(model, tokenizer):
 
 
 def load_pair(registry: Registry, spec: PairSpec, *, draft: str | None = None, target_quantization=None,
-              draft_quantization=None, dtype=None, device=None, progress: Progress | None = None,
-              target: LoadedModel | None = None) -> LoadedPair:
-    """Load a pair's target (or take `target`, the same model loaded the same way for another draft);
-    its draft (the pair's, or the model `draft` names) loads on first use or by `load_draft`. A draft
-    that does not share the target's tokenizer drafts across tokenizers."""
+              draft_quantization=None, dtype=None, device=None, progress: Progress | None = None) -> LoadedPair:
+    """Load a pair's target; its draft (the pair's, or the model `draft` names) loads on first use or
+    by `load_draft`. A draft that does not share the target's tokenizer drafts across tokenizers."""
     report = reporter(progress)
+    target = load_model(registry.model(spec.target), quantization=target_quantization, dtype=dtype,
+                        device=device, progress=lambda m, f: report(f"target {m}", f))
+    return pair_with(registry, spec, target, draft=draft, draft_quantization=draft_quantization, dtype=dtype,
+                     device=device)
+
+
+def pair_with(registry: Registry, spec: PairSpec, target: LoadedModel, *, draft: str | None = None,
+              draft_quantization=None, dtype=None, device=None) -> LoadedPair:
+    """The pair on a target already loaded (load_pair's, or another draft's pair's: the pair cache shares
+    it), its draft to load on first use."""
     draft_spec = draft_model_spec(registry, spec, draft)
-    if target is None:
-        target = load_model(registry.model(spec.target), quantization=target_quantization, dtype=dtype,
-                            device=device, progress=lambda m, f: report(f"target {m}", f))
 
     def load_draft(progress: Progress | None) -> LoadedModel:
         said = reporter(progress)

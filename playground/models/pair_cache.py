@@ -16,7 +16,7 @@ from typing import Callable
 
 from playground.config import BITSANDBYTES
 from playground.models.handle import free_memory
-from playground.models.loading import LoadedPair, Progress, draft_model_spec, load_pair
+from playground.models.loading import LoadedPair, Progress, draft_model_spec, load_pair, pair_with
 from playground.models.registry import Registry
 
 
@@ -72,7 +72,11 @@ class PairCache:
             target = self.kept_target(key)
             self.evict(self.keep - 1)  # free memory before loading the next pair, not after
             try:
-                pair = load_pair(self.registry, spec, progress=progress, target=target, **knobs)
+                if target is None:
+                    pair = load_pair(self.registry, spec, progress=progress, **knobs)
+                else:  # only the draft changed: the kept target serves the new pair
+                    pair = pair_with(self.registry, spec, target, **{k: v for k, v in knobs.items()
+                                                                     if k != "target_quantization"})
                 free_memory()  # what loading and quantizing the target dropped (0.3 GB of heap for the default pair)
                 if with_draft:
                     pair.load_draft(progress)
