@@ -349,11 +349,15 @@ def warm_model(model, rows: tuple[int, ...], head_rows: int | None, caps: tuple[
     runners = [(capacity, taken(model, head_rows, capacity)) for capacity in caps for _ in range(copies)]
     todo = [(capacity, b, span, runner) for capacity, runner in runners for b in rows
             for span in spans_met(runner, prompt_tokens) if not runner.is_warm(b, span)]
-    for index, (capacity, b, span, runner) in enumerate(todo, 1):
-        yield Compiling(name, index, len(todo), b, capacity, reads=span)
-        seconds, key = runner.warm(b, span), step_key(b, capacity, head_rows)
-        yield Compiling(name, index, len(todo), b, capacity, seconds if seconds is not None else 0.0,
-                        steps.failed.get(key), reads=span)
+    try:
+        for index, (capacity, b, span, runner) in enumerate(todo, 1):
+            yield Compiling(name, index, len(todo), b, capacity, reads=span)
+            seconds, key = runner.warm(b, span), step_key(b, capacity, head_rows)
+            yield Compiling(name, index, len(todo), b, capacity, seconds if seconds is not None else 0.0,
+                            steps.failed.get(key), reads=span)
+    finally:
+        for _, runner in runners:  # each cache back to the pool now, not whenever the collector finds its
+            runner.finalizer()  # runner: one still held leaves the next run (or warm-up) a new, unrecorded cache
 
 
 def spans_met(runner, prompt_tokens: int | None) -> tuple[int, ...]:
