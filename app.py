@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import signal
 
 from playground.app.demo import build_demo
 
@@ -38,7 +39,16 @@ def main(argv: list[str] | None = None) -> None:
         app = demo if not changed else build_demo(args.config, default_pair=args.pair, models_dirs=args.models_dir)
     except ValueError as e:  # a bad models.yaml or an unknown pair: a message, not a traceback
         parser.error(str(e))
+    signal.signal(signal.SIGTERM, stopped)
     app.launch(server_name=args.host, server_port=args.port, share=args.share)
+
+
+def stopped(signum, frame) -> None:
+    """A stop from a service manager, a container or a test (SIGTERM) ends the app as Ctrl+C does: gradio
+    closes its server and Python exits normally, so what is removed at exit is removed (the tiny pair's
+    checkpoint folders in the temp folder, written for ONNX Runtime). SIGTERM's default kills the process
+    with them left behind: two folders a stop."""
+    raise KeyboardInterrupt
 
 
 if __name__ == "__main__":

@@ -30,8 +30,10 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def url():
-    """The real CLI, on a free port, with the tiny random pair selected (no download)."""
+def url(tmp_path_factory):
+    """The real CLI, on a free port, with the tiny random pair selected (no download); stopped with SIGTERM,
+    it leaves nothing in its temp folder (the tiny pair's checkpoints, written when a race loads it)."""
+    temp = tmp_path_factory.mktemp("app-temp")
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "app.py", "--pair", "tiny", "--port", str(port)],
@@ -39,7 +41,7 @@ def url():
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False"},
+        env={**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "TMPDIR": str(temp)},
     )
     url = f"http://127.0.0.1:{port}/"
     deadline = time.monotonic() + 120
@@ -55,6 +57,8 @@ def url():
     yield url
     proc.terminate()
     proc.wait(timeout=30)
+    left = sorted(p.name for p in temp.glob("checkpoint-*"))
+    assert not left, f"the app left {left} behind when stopped"
 
 
 @pytest.fixture(scope="module")
