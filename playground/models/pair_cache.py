@@ -75,8 +75,8 @@ class PairCache:
                 if target is None:
                     pair = load_pair(self.registry, spec, progress=progress, **knobs)
                 else:  # only the draft changed: the kept target serves the new pair
-                    pair = pair_with(self.registry, spec, target, **{k: v for k, v in knobs.items()
-                                                                     if k != "target_quantization"})
+                    pair = pair_with(self.registry, spec, target, draft=knobs["draft"], dtype=dtype, device=device,
+                                     draft_quantization=knobs["draft_quantization"])
                 free_memory()  # what loading and quantizing the target dropped (0.3 GB of heap for the default pair)
                 if with_draft:
                     pair.load_draft(progress)

@@ -102,8 +102,7 @@ def measure(pair, spec, run: RunConfig, store=None) -> Followed:
     if store is not None:
         store.save(target, pair.target, target_runner)
     draft = measure_curve(pair.draft.model, 2, REPEATS, runner=draft_runner, head_rows=rows)
-    c = (draft.step_s / target.step_s, draft.step_s * draft.v[1] / target.step_s)  # one row, two rows
-    return replace(chosen(spec.alpha, c, target.v, spec.gamma, target_runner),
+    return replace(chosen(spec.alpha, draft.c_over(target.step_s), target.v, spec.gamma, target_runner),
                    padded=target.padded(), compile_s=target.compile_s + draft.compile_s)
 
 

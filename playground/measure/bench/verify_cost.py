@@ -38,6 +38,13 @@ class VerifyCurve:
         return "; ".join(f"v({ks[0]})" + (f"-v({ks[-1]})" if len(ks) > 1 else "") + f" ran the {rows}-row step"
                          for rows, ks in wider.items())
 
+    def c_over(self, target_step_s: float) -> float | tuple[float, float]:
+        """This draft's cost c against a target's plain step, as sampling.draft_cost reads it: its step over
+        one row and over two (what a call's first draft forward reads after an all-accepted call) where
+        two rows were timed, else over one."""
+        one = self.step_s / target_step_s
+        return (one, one * self.v[1]) if len(self.v) > 1 else one
+
     @property
     def max_gamma(self) -> int:
         """The largest γ whose verification (γ + 1 tokens) was measured."""

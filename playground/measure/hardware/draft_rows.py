@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     list(generate(pair.target.model, ids, factory.spec_config(run), drafter))  # warm: sessions, auto's choice
     target = measure_curve(pair.target.model, 1, args.repeats, runner=run.runner)
     draft = measure_curve(pair.draft.model, 2, args.repeats, runner=run.runner, head_rows=vocab or None)
-    one, two = draft.step_s / target.step_s, draft.step_s * draft.v[1] / target.step_s
+    one, two = draft.c_over(target.step_s)
 
     timed, forward = [], drafter.lm.runner.forward
 

@@ -88,7 +88,7 @@ class RunnerCost:
     def steps(self) -> float | tuple[float, float]:
         """c as the formula reads it (sampling.draft_cost): over one row and over the two a step reads after
         an all-accepted call, where the draft's curve has two rows; else c."""
-        return (self.c, self.c * self.draft.v[1]) if len(self.draft.v) > 1 else self.c
+        return self.draft.c_over(self.target.step_s)
 
     def speedup(self, alpha: float, gamma: int) -> float:
         """The speedup formula (engine/sampling) at this runner's c (one row and two) and measured v(γ + 1)."""
