@@ -29,7 +29,7 @@ from playground.engine.payoff import (MODEL, PRIOR_ALPHA, PRIOR_WEIGHT, SUFFIX, 
                                       match_class)
 from playground.engine.universal import common_prefix
 
-CATCH_UP = 4  # a draft model call that first reads more new tokens than this is a prefill, not a step's cost
+CATCH_UP = 4  # a draft model call that first reads more rows than this is a prefill, not a step's cost
 
 
 class HybridDrafter:
@@ -56,7 +56,7 @@ class HybridDrafter:
         self.timings = Timings()
         self.alphas = {MODEL: Acceptance(PRIOR_ALPHA[MODEL], PRIOR_WEIGHT[MODEL])}  # the suffixes': one per match class
         self.last = None  # (source key, context length, tokens drafted, when the proposal left)
-        self.model_seen = None  # context length at the draft model's last call
+        self.model_fed = None  # (context length, its own drafts read) at the draft model's last call
         self.verified = 0  # verifications seen: the first read the prompt, not a step's rows
         self.end = 0  # the context's length when the run is done (plan): what is left spreads one-time costs
 
@@ -78,9 +78,9 @@ class HybridDrafter:
         matched = getattr(self.first, "matched", len(suffix.tokens))
         key = (SUFFIX, match_class(matched))
         alpha = self.alphas.setdefault(key, Acceptance(PRIOR_ALPHA[SUFFIX], PRIOR_WEIGHT[SUFFIX]))
-        behind = len(ids) - (self.model_seen or 0)  # what the draft model has not read yet
-        choice = best(choices(self.timings, alpha.alpha, len(suffix.tokens), self.alphas[MODEL].alpha, k,
-                              behind=behind, left=self.end - len(ids)))
+        behind = self.unread(ids)
+        choice = best(choices(self.timings, alpha.alpha, len(suffix.tokens), self.alphas[MODEL].alpha, k, behind=behind,
+                              prompt=behind if self.model_fed is None else 0, left=self.end - len(ids)))
         if choice.source == MODEL:
             draft, key = self.model_proposal(ids, choice.length, sampling, generator, min_confidence, stop_tokens), MODEL
         else:
@@ -88,15 +88,23 @@ class HybridDrafter:
         self.last = (key, len(ids), draft.tokens, self.clock())
         return replace(draft, source=choice.source, why=choice.why(matched))
 
+    def unread(self, ids: list[int]) -> int:
+        """Rows the draft model reads first in its next forward: the context past what its cache holds
+        (the context at its last call and its own drafts that were kept; it read each but the last)."""
+        if self.model_fed is None:
+            return len(ids)
+        start, fed = self.model_fed
+        return len(ids) - start - common_prefix(ids[start:], fed)
+
     def model_proposal(self, ids, k, sampling, generator, min_confidence, stop_tokens) -> Draft:
-        """The draft model's k tokens (at most), timed: its seconds per token, where the call was a step's
-        (not a prefill of many new tokens), join the run's timings."""
+        """The draft model's k tokens (at most), timed: its forward's seconds, where the call was a step's
+        (not a prefill of many new rows), join the run's timings."""
         self.fell_back += 1
-        start = self.clock()
+        read, start = self.unread(ids), self.clock()
         draft = self.fallback.propose(ids, k, sampling, generator, min_confidence, stop_tokens)
-        if self.model_seen is not None and len(ids) - self.model_seen <= CATCH_UP:
-            self.timings.add_model(len(draft.tokens), self.clock() - start)
-        self.model_seen = len(ids)
+        if self.model_fed is not None and read <= CATCH_UP:
+            self.timings.add_model(len(draft.tokens), read, self.clock() - start)
+        self.model_fed = (len(ids), list(draft.tokens[:-1]))
         return draft
 
     def propose_tree(self, ids, k, sampling, generator, min_confidence, stop_tokens) -> TreeDraft:

@@ -59,18 +59,25 @@ class Acceptance:
 
 @dataclass
 class Timings:
-    """Seconds the run measured: the target's verification per row count, the draft model's per token."""
+    """Seconds the run measured: the target's verification per row count, the draft model's forward.
+
+    A draft model call of m tokens is one forward over the rows it has not read (the tokens verified
+    since its last call that it did not read while drafting) and m - 1 forwards of one row. An extra
+    row is taken to cost the draft what it costs the target against a one-row step (row_share: 0.27
+    for the default pair's target, 0.24 for its draft, each timed alone), so each call, whatever it
+    read, teaches the seconds of the draft's one-row forward (`model_row`)."""
 
     verify: dict[int, float] = field(default_factory=dict)  # rows -> running mean seconds
-    model_token: float | None = None
+    model_row: float | None = None  # the draft model's one-row forward
     prefill_token: float | None = None  # the target's seconds per token reading the prompt (the first step)
 
     def add_verify(self, rows: int, seconds: float) -> None:
         self.verify[rows] = running(self.verify.get(rows), seconds)
 
-    def add_model(self, tokens: int, seconds: float) -> None:
+    def add_model(self, tokens: int, read: int, seconds: float) -> None:
+        """A draft model call that drafted `tokens` after reading `read` rows in its first forward."""
         if tokens > 0:
-            self.model_token = running(self.model_token, seconds / tokens)
+            self.model_row = running(self.model_row, seconds / (tokens + self.row_share() * max(0, read - 1)))
 
     def verify_s(self, rows: int) -> float:
         """A verification of `rows` rows: as measured, else on the straight line through the row
@@ -85,19 +92,29 @@ class Timings:
         slope = max(0.0, sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs))
         return max(min(ys) * 0.5, my + slope * (rows - mx))
 
-    def model_s(self, tokens: int) -> float:
-        per_token = self.model_token if self.model_token is not None else PRIOR_C * self.verify_s(1)
-        return tokens * per_token
+    def row_share(self) -> float:
+        """What an extra verified row costs against a one-row step."""
+        return max(0.0, self.verify_s(2) / self.verify_s(1) - 1)
 
-    def catch_up_s(self, tokens: int) -> float:
-        """The draft model reading `tokens` it has not seen (the prompt, or a stretch the suffixes
-        drafted) in one forward: the target's prefill rate, scaled by what a draft token costs
-        against a target step."""
+    def model_s(self, tokens: int, alpha: float = 0.0) -> float:
+        """The draft model drafting `tokens` at acceptance `alpha`: its one-row forwards, and the second
+        row its next call reads after all of them are accepted (sampling.draft_cost's α^γ (c2 - c1))."""
+        row = self.model_row if self.model_row is not None else PRIOR_C * self.verify_s(1)
+        return row * (tokens + alpha ** tokens * self.row_share()) if tokens else 0.0
+
+    def reading_s(self, tokens: float, behind: int = 0) -> float:
+        """The draft model reading `tokens` more that it did not draft (the prompt, or what the suffixes
+        or a plain step made) in its next forward, after the `behind` it has not read already: each an
+        extra row, or past the row counts measured (a long read) at most the first step's rate per
+        prompt token, scaled by what a draft forward costs against a target step."""
         if tokens <= 0:
             return 0.0
-        timed = self.prefill_token is not None and self.verify  # seconds, not plain steps, on both sides
-        prefill = self.prefill_token if timed else PRIOR_PREFILL * self.verify_s(1)
-        return tokens * prefill * self.model_s(1) / self.verify_s(1)
+        rate = self.row_share()
+        if behind + tokens > max(self.verify, default=1):
+            timed = self.prefill_token is not None and self.verify  # seconds, not plain steps, on both sides
+            prefill = self.prefill_token / self.verify_s(1) if timed else PRIOR_PREFILL
+            rate = min(rate, prefill)
+        return tokens * rate * self.model_s(1)
 
 
 def running(mean: float | None, value: float) -> float:
@@ -129,23 +146,27 @@ class Choice:
 
 
 def choices(timings: Timings, suffix_alpha: float, suffix_length: int, model_alpha: float,
-            model_length: int, behind: int = 0, left: int = 0) -> list[Choice]:
+            model_length: int, behind: int = 0, prompt: int = 0, left: int = 0) -> list[Choice]:
     """Every way to draft this step: none, the suffixes' proposal cut at each length 1..suffix_length,
     the draft model at each length 1..model_length (the run's γ: its most). The suffixes cost
-    nothing beside: they were asked already. The draft model first reads the `behind` tokens it
-    has not seen: paid once, that catch-up serves the rest of the run, so it is spread over the
-    steps the `left` tokens would take it (a long prompt's prefill keeps the draft model out of a
-    short run, where the suffixes drafting for free pay more)."""
+    nothing beside: they were asked already. Whatever the draft model did not draft itself it reads
+    in its next forward, so a plain step or the suffixes' step pays for the tokens it is expected to
+    emit (timings.reading_s, after the `behind` not read yet): choosing it makes that read longer,
+    and the rows already behind are paid whichever source drafts now. The `prompt` the draft model
+    has not read (before its first call) is paid once and serves the rest of the run, so it is
+    spread over the steps the `left` tokens would take it (a long prompt's prefill keeps the draft
+    model out of a short run, where the suffixes drafting for free pay more)."""
     timed = bool(timings.verify)
-    options = [Choice(NONE, 0, 0.0, 1.0, timings.verify_s(1), timed)]
+    options = [Choice(NONE, 0, 0.0, 1.0, timings.verify_s(1) + timings.reading_s(1, behind), timed)]
     for m in range(1, suffix_length + 1):
-        options.append(Choice(SUFFIX, m, suffix_alpha, expected_tokens_per_call(suffix_alpha, m),
-                              timings.verify_s(m + 1), timed))
+        tokens = expected_tokens_per_call(suffix_alpha, m)
+        options.append(Choice(SUFFIX, m, suffix_alpha, tokens, timings.verify_s(m + 1) + timings.reading_s(tokens, behind),
+                              timed))
     for m in range(1, model_length + 1):
         tokens = expected_tokens_per_call(model_alpha, m)
-        catch_up = timings.catch_up_s(behind) / max(1.0, left / tokens)
+        catch_up = timings.reading_s(prompt) / max(1.0, left / tokens)
         options.append(Choice(MODEL, m, model_alpha, tokens,
-                              timings.model_s(m) + timings.verify_s(m + 1) + catch_up, timed))
+                              timings.model_s(m, model_alpha) + timings.verify_s(m + 1) + catch_up, timed))
     return options
 
 

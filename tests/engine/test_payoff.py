@@ -14,9 +14,9 @@ from playground.engine.suffix import SuffixDrafter
 GREEDY = Sampling(0.0, 0, 1.0)
 
 
-def measured(slope=0.1, model_token=0.3) -> Timings:
-    """Verification at 1 + slope per extra row, the draft model at model_token a token (plain steps)."""
-    timings = Timings(model_token=model_token)
+def measured(slope=0.1, model_row=0.3) -> Timings:
+    """Verification at 1 + slope per extra row, the draft model's one-row forward at model_row (plain steps)."""
+    timings = Timings(model_row=model_row)
     for rows in (1, 2, 5):
         timings.add_verify(rows, 1 + slope * (rows - 1))
     return timings
@@ -33,9 +33,40 @@ def test_a_weak_one_token_match_loses_to_the_draft_model():
 
 
 def test_a_plain_step_where_no_draft_pays():
-    choice = best(choices(measured(slope=0.6, model_token=0.9), suffix_alpha=0.1, suffix_length=4,
+    choice = best(choices(measured(slope=0.6, model_row=0.9), suffix_alpha=0.1, suffix_length=4,
                           model_alpha=0.3, model_length=3))
     assert choice.source == NONE and choice.length == 0 and "plain step" in choice.why()
+
+
+def test_a_match_the_draft_model_would_beat_once_its_reading_is_paid_goes_to_the_draft_model():
+    """The default pair's shape (a row 0.27 of a step, the draft's forward 0.39, its α 0.88) against a
+    one-token match at α 0.45: counting only the verification, the suffixes' step looks the better buy
+    (1.45 tokens for 1.27 steps against 1.88 for 1.66). But the draft model reads every token the suffixes
+    emit in its next forward, and after an all-accepted draft of its own it reads two rows: with both
+    paid the draft model drafts."""
+    timings = measured(slope=0.27, model_row=0.39)
+    options = choices(timings, suffix_alpha=0.45, suffix_length=1, model_alpha=0.88, model_length=1, behind=2)
+    suffix, model = (next(o for o in options if o.source == s) for s in (SUFFIX, MODEL))
+    assert suffix.tokens / 1.27 > model.tokens / (0.39 + 1.27)  # the step alone
+    assert suffix.seconds == pytest.approx(1.27 + 1.45 * 0.27 * 0.39)
+    assert model.seconds == pytest.approx(0.39 * (1 + 0.88 * 0.27) + 1.27)
+    assert best(options).source == MODEL
+
+
+def test_the_draft_models_forward_is_learned_from_calls_reading_any_number_of_rows():
+    """A call that read three rows and drafted two costs two one-row forwards and two extra rows; the
+    hybrid counts the rows its draft model has not read: what its cache does not share with the context."""
+    timings = measured(slope=0.25, model_row=None)
+    timings.add_model(2, 3, 0.4 * (2 + 0.25 * 2))
+    assert timings.model_row == pytest.approx(0.4)
+    model = Scripted([7, 8, 9])
+    drafter = HybridDrafter(SuffixDrafter(CHAIN, max_spec=16), model, clock=iter(range(10**6)).__next__)
+    context = [1, 2, 3, 4]
+    drafter.begin(context)
+    assert drafter.unread(context) == 4  # the prompt
+    drafter.model_proposal(context, 3, GREEDY, None, 0.0, frozenset())
+    assert drafter.unread(context + [7, 8, 9, 5]) == 2  # it read 7 and 8 while drafting: 9 and the bonus
+    assert drafter.unread(context + [7, 6]) == 1  # 8 was rejected: its entry is rolled back
 
 
 def test_unmeasured_rows_follow_the_line_through_the_measured_ones():
