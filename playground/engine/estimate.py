@@ -45,7 +45,10 @@ def estimate(alpha: float, alpha_said: str, c: float, curve=None, curve_said: st
     from playground.engine.sampling import best_gamma, expected_speedup  # torch: not at import
 
     v = tuple(curve.v) if curve is not None else None
-    gamma = max(1, best_gamma(alpha, c, MAX_GAMMA, v))
+    # a step after an all-accepted call reads two rows in the draft (sampling.draft_cost); with no draft
+    # timed, its second row is taken to cost what the target's does against one (the default pair: 0.24, 0.27)
+    steps = (c, c * v[1] / v[0]) if v and len(v) > 1 else c
+    gamma = max(1, best_gamma(alpha, steps, MAX_GAMMA, v))
     said = ((curve_said or f"measured here to k = {len(v)}") if v else "assumed 1 (not measured for this target here; on a CPU with "
             "few cores it is higher, and the estimate high)")
-    return Estimate(gamma, expected_speedup(alpha, gamma, c, v), alpha, alpha_said, c, v, said)
+    return Estimate(gamma, expected_speedup(alpha, gamma, steps, v), alpha, alpha_said, c, v, said)

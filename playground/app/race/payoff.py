@@ -64,11 +64,13 @@ def measured(ctx, pair, spec, settings: RunConfig) -> Costs | None:
 
     followed = ctx.followed.get(spec.name)
     if followed is not None and follows(spec, settings):
-        return Costs(followed.c, followed.v, followed.runner, AT_LOAD)
+        return Costs(followed.c, followed.v, followed.runner, AT_LOAD, followed.c_two)
     runner = resolved(settings.runner, pair.target)
     known = ctx.costs.known(pair.target.name, pair.draft.name).get(runner)
     if known is not None:
-        return Costs(known.c, known.target.v, runner, "measured by the Theory or Lesson tab")
+        steps = known.steps
+        return Costs(known.c, known.target.v, runner, "measured by the Theory or Lesson tab",
+                     steps[1] if isinstance(steps, tuple) else 0.0)
     steps = recorded_steps(pair, settings)
     if runner in steps:
         target_ms, draft_ms = steps[runner]

@@ -39,6 +39,12 @@ class Costs:
     v: tuple[float, ...] | None  # v(1), v(2), ...; None: not measured, the paper's v = 1 (a ceiling on the gain)
     runner: str
     source: str  # what measured them, in words
+    c_two: float = 0.0  # the draft's step over two rows, as c (0: not timed): a step after an all-accepted call
+
+    @property
+    def steps(self) -> float | tuple[float, float]:
+        """c as the formula reads it (sampling.draft_cost): over one row and two where both were timed."""
+        return (self.c, self.c_two) if self.c_two else self.c
 
     def said(self) -> str:
         if self.v is None:
@@ -46,7 +52,8 @@ class Costs:
         else:
             shown = self.v[1:MAX_GAMMA + 1]
             curve = f"v(2..{len(shown) + 1}) {min(shown):.2f}–{max(shown):.2f}" if shown else "v(k) 1"
-        return f"c {self.c:.2f} and {curve} through {self.runner} ({self.source})"
+        two = f" (over two rows {self.c_two:.2f})" if self.c_two else ""
+        return f"c {self.c:.2f}{two} and {curve} through {self.runner} ({self.source})"
 
 
 @dataclass(frozen=True)
@@ -66,8 +73,8 @@ class Verdict:
     alternatives: tuple[Alternative, ...] = ()
 
 
-def best(alpha: float, c: float, v) -> tuple[int, float]:
-    """The formula's best γ from 1 to the measured curve's last (or MAX_GAMMA) and its forecast: where no
+def best(alpha: float, c, v) -> tuple[int, float]:
+    """c: one draft step, or (one row, two rows) as sampling.draft_cost reads it. The formula's best γ from 1 to the measured curve's last (or MAX_GAMMA) and its forecast: where no
     γ pays, still the least loss (sampling.best_gamma would answer γ 0, not speculating)."""
     from playground.engine.sampling import expected_speedup  # torch: not at import
 
@@ -91,7 +98,7 @@ def break_even_alpha(c: float, v, steps: int = 40) -> float | None:
 def verdict(alpha: Alpha, costs: Costs, alternatives=()) -> Verdict:
     """The formula at α, c and v(k): shown where its best speedup over γ is below PAYS, with what
     the same measurements favour instead (`alternatives`, as the functions below make them)."""
-    gamma, speedup = best(alpha.value, costs.c, costs.v)
+    gamma, speedup = best(alpha.value, costs.steps, costs.v)
     if speedup >= PAYS:
         return Verdict(gamma, speedup, False, "")
     kept = tuple(a for a in alternatives if a is not None)
