@@ -64,13 +64,11 @@ def measured(ctx, pair, spec, settings: RunConfig) -> Costs | None:
 
     followed = ctx.followed.get(spec.name)
     if followed is not None and follows(spec, settings):
-        return Costs(followed.c, followed.v, followed.runner, AT_LOAD, followed.c_two)
+        return Costs(followed.steps, followed.v, followed.runner, AT_LOAD)
     runner = resolved(settings.runner, pair.target)
     known = ctx.costs.known(pair.target.name, pair.draft.name).get(runner)
     if known is not None:
-        steps = known.steps
-        return Costs(known.c, known.target.v, runner, "measured by the Theory or Lesson tab",
-                     steps[1] if isinstance(steps, tuple) else 0.0)
+        return Costs(known.steps, known.target.v, runner, "measured by the Theory or Lesson tab")
     steps = recorded_steps(pair, settings)
     if runner in steps:
         target_ms, draft_ms = steps[runner]

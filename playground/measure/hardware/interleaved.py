@@ -55,6 +55,18 @@ def speedups(seconds: dict) -> dict[str, dict[str, float]]:
     return {category: {cell: statistics.mean(x) for cell, x in cells.items()} for category, cells in by.items()}
 
 
+def summary(speedups_by_category: dict[str, dict[str, float]]) -> list[str]:
+    """A line a category: each cell's speedup, and the hybrid's best over the best single drafter's."""
+    lines = []
+    for category, cells in speedups_by_category.items():
+        best = max((c for c in cells if not c.startswith("hybrid")), key=cells.get, default=None)
+        said = ", ".join(f"{c} {x:.3f}×" for c, x in cells.items())
+        hybrid = max((x for c, x in cells.items() if c.startswith("hybrid")), default=None)
+        against = f"; the hybrid's best over {best}'s: {hybrid / cells[best]:.3f}" if best and hybrid else ""
+        lines.append(f"  {category}: {said}{against}")
+    return lines
+
+
 def main(argv=None) -> int:
     args = options(argv)
     from dataclasses import replace
@@ -103,12 +115,7 @@ def main(argv=None) -> int:
         print(f"{prompt.category} #{prompt.id}: " + ", ".join(f"{c} {statistics.median(t):.2f} s" for c, t in runs.items()),
               flush=True)
     print(f"\n{spec.name}, greedy, {args.new_tokens} tokens, {args.repeats} interleaved repeats; × the plain run")
-    for category, cells in speedups(seconds).items():
-        best = max((c for c in cells if not c.startswith("hybrid")), key=cells.get, default=None)
-        said = ", ".join(f"{c} {x:.3f}×" for c, x in cells.items())
-        hybrid = max((x for c, x in cells.items() if c.startswith("hybrid")), default=None)
-        against = f"; the hybrid's best over {best}'s: {hybrid / cells[best]:.3f}" if best and hybrid else ""
-        print(f"  {category}: {said}{against}")
+    print("\n".join(summary(speedups(seconds))))
     if args.json:
         import json
 

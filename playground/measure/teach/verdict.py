@@ -35,16 +35,17 @@ class Alpha:
 class Costs:
     """c and v(k) as measured on this device through one runner."""
 
-    c: float  # one draft step over one plain target step
+    # c as the formula reads it (sampling.draft_cost): one draft step over one plain target step, or that
+    # step over one row and over two (a step after an all-accepted call) where both were timed
+    steps: float | tuple[float, float]
     v: tuple[float, ...] | None  # v(1), v(2), ...; None: not measured, the paper's v = 1 (a ceiling on the gain)
     runner: str
     source: str  # what measured them, in words
-    c_two: float = 0.0  # the draft's step over two rows, as c (0: not timed): a step after an all-accepted call
 
     @property
-    def steps(self) -> float | tuple[float, float]:
-        """c as the formula reads it (sampling.draft_cost): over one row and two where both were timed."""
-        return (self.c, self.c_two) if self.c_two else self.c
+    def c(self) -> float:
+        """The draft's step over one row."""
+        return self.steps[0] if isinstance(self.steps, tuple) else self.steps
 
     def said(self) -> str:
         if self.v is None:
@@ -52,7 +53,7 @@ class Costs:
         else:
             shown = self.v[1:MAX_GAMMA + 1]
             curve = f"v(2..{len(shown) + 1}) {min(shown):.2f}–{max(shown):.2f}" if shown else "v(k) 1"
-        two = f" (over two rows {self.c_two:.2f})" if self.c_two else ""
+        two = f" (over two rows {self.steps[1]:.2f})" if isinstance(self.steps, tuple) else ""
         return f"c {self.c:.2f}{two} and {curve} through {self.runner} ({self.source})"
 
 

@@ -30,11 +30,11 @@ def test_planted_c_09_is_shown_and_c_02_is_not():
 
 
 def test_the_draft_timed_over_two_rows_is_what_the_formula_reads():
-    """A draft whose step over two rows was timed (c_two) is forecast with it (sampling.draft_cost): at c 0.39
+    """A draft whose step over two rows was timed is forecast with it (sampling.draft_cost): at c 0.39
     the default pair's forecast pays; read with its two-row step 0.48 after each all-accepted call, it
     pays less, and the page says both."""
     one = V.verdict(PAIRS, V.Costs(0.39, STEEP, "onnxruntime", "measured at load"))
-    both = V.Costs(0.39, STEEP, "onnxruntime", "measured at load", c_two=0.48)
+    both = V.Costs((0.39, 0.48), STEEP, "onnxruntime", "measured at load")
     two = V.verdict(PAIRS, both)
     assert two.speedup == pytest.approx(formula_best(0.8, (0.39, 0.48), STEEP)) and two.speedup < one.speedup
     assert "c 0.39 (over two rows 0.48)" in both.said()
