@@ -14,6 +14,7 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from playground.engine.kvcache import CachedModel
+from playground.engine.runners.choice import DRAFT
 from playground.engine.memory import cached_model_bytes
 from playground.config import CHAIN, KNOBS, check_value
 from playground.engine.sampling import Sampling, display_probs, pick
@@ -89,7 +90,7 @@ class ModelDrafter:
         draft_vocab: draft only among the first N token ids (q = 0 for the rest), which makes
         each draft forward cheaper. Still lossless: the target's residual covers what q leaves out;
         a target token outside the range is simply never drafted, so acceptance can drop."""
-        self.lm = CachedModel(model, head_rows=draft_vocab, runner=runner)
+        self.lm = CachedModel(model, head_rows=draft_vocab, runner=runner, role=DRAFT)
         self.vocab_size = drafted_width(self.lm.head_rows or self.lm.vocab_size, vocab_size)
         self.device = self.lm.device
 

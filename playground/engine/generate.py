@@ -54,11 +54,14 @@ class SpecConfig:
     tree: bool = False
     stop_strings: tuple[str, ...] = ()
     detail: int = 0  # record the top-`detail` tokens of p, q and the residual in each event
+    # entries the run's runners are chosen for (auto chooses per context: runners/choice.py); 0: the run's
+    runners_for: int = 0  # own. A short warm-up run gives the run it warms up for
     sampling: Sampling = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
         check(self)
         check_int("detail", self.detail, low=0, high=1000)
+        check_int("runners_for", self.runners_for, low=0, high=2**31 - 1)
         if not isinstance(self.stop_strings, (tuple, list)) or not all(
             isinstance(s, str) and s for s in self.stop_strings
         ):
@@ -81,10 +84,13 @@ class Decoding:
     one_thread: bool = False
 
 
-def start(target, drafter: Drafter | None, config: SpecConfig, eos_token_ids=()) -> Decoding:
-    """The decoding state of one run: the target's cache (run by the config's runner) and fresh generators."""
+def start(target, drafter: Drafter | None, config: SpecConfig, eos_token_ids=(), entries: int | None = None) -> Decoding:
+    """The decoding state of one run of `entries` (config.runners_for where it stands in for another run):
+    the target's and drafter's caches on the runners chosen for that length, and fresh generators."""
     lm = CachedModel(target, runner=config.runner,
                      tree=config.tree or (drafter is not None and drafter.speculation == TREE))
+    for model in [lm, *drafter_models(drafter)]:  # before outside_torch asks which runners the run has
+        model.run_on(config.runners_for or entries)
     return Decoding(lm, drafter, config, Generators(config.seed), frozenset(eos_token_ids),
                     outside_torch(lm, drafter))
 
@@ -105,7 +111,7 @@ def generate(
     """
     prompt_ids = [int(t) for t in (prompt_ids.tolist() if torch.is_tensor(prompt_ids) else prompt_ids)]
     check_inputs(target, prompt_ids, config, drafter, tokenizer)
-    state = start(target, drafter, config, eos_token_ids)
+    state = start(target, drafter, config, eos_token_ids, len(prompt_ids) + config.max_new_tokens)
     with torch_threads(1 if state.one_thread else None):  # the whole run, between its steps too
         begin(state, prompt_ids)
         context, gamma, produced, index = list(prompt_ids), config.gamma, 0, 0
@@ -157,10 +163,10 @@ OWN_POOLS = ("onnxruntime", "llamacpp")  # runners whose forwards run on their o
 
 
 def outside_torch(lm: CachedModel, drafter) -> bool:
-    """Whether every forward of the run runs outside torch (asked once, when the run starts). Then the engine's own tensor work (a
-    softmax, an argmax, a pad) runs on one torch thread: after a parallel torch op its OpenMP
-    workers spin, and on 2 cores they took the cores from ONNX Runtime's pool in the next forward
-    (the default pair's draft measured c 0.58-0.63 in a run at 2 torch threads, 0.37-0.39 at one)."""
+    """Whether every forward of the run runs outside torch (asked once, when the run starts). Then the
+    engine's own tensor work (a softmax, an argmax, a pad) runs on one torch thread: after a parallel
+    torch op its OpenMP workers spin, and on 2 cores they took the cores from ONNX Runtime's pool in the
+    next forward (the default pair's draft measured c 0.58-0.63 at 2 torch threads, 0.37-0.39 at one)."""
     runners = [lm.runner] + [model.runner for model in drafter_models(drafter)]
     return all(runner.name in OWN_POOLS for runner in runners)
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 from playground.engine.runners import LLAMACPP, ONNXRUNTIME, make_runner, resolve
+from playground.engine.runners.choice import TARGET
 from playground.engine.tree import Tree, attention_mask, tree_positions
 
 
@@ -20,18 +21,31 @@ class CachedModel:
     The output layer of a small model is a large share of its forward (Qwen2.5-0.5B: 17 of about
     45 ms on a 2-core CPU, for 152k rows), and BPE ids run roughly from frequent to rare.
     runner: how the forward runs and where the cache lives (a name engine/runners resolves); this
-    class only decides what to feed and what to keep.
+    class only decides what to feed and what to keep. role: "target" (it verifies) or "draft", which
+    with the run's length (`expect`) says which of auto's measured choices it runs on.
     """
 
-    def __init__(self, model, head_rows: int | None = None, runner: str = "auto", tree: bool = False):
+    def __init__(self, model, head_rows: int | None = None, runner: str = "auto", tree: bool = False,
+                 role: str = TARGET):
         self.model = model
         self.device = model.device
         self.vocab_size = model.config.get_text_config().vocab_size
         self.tokens: list[int] = []  # the tokens whose keys and values are in the cache
         self.head_rows = head_rows  # None: the whole output layer
-        kind = resolve(runner, model.device, tree, model, head_rows)
-        self.head = None if head_rows is None else head_for(model, head_rows, kind)
-        self.runner = make_runner(model, kind, self.head, tree)  # tree: it will be fed token trees
+        self.asked, self.tree, self.role = runner, tree, role  # tree: it will be fed token trees
+        self.runner = None
+        self.run_on(None)
+
+    def run_on(self, context: int | None) -> None:
+        """The runner for a run of `context` entries (None: a short one): under auto, the one measured
+        fastest for this role at that length (runners.resolve); made anew, with an empty cache, where it
+        is not the one this model runs on now."""
+        kind = resolve(self.asked, self.device, self.tree, self.model, self.head_rows, context, self.role)
+        if self.runner is not None and self.runner.name == kind:
+            return
+        self.head = None if self.head_rows is None else head_for(self.model, self.head_rows, kind)
+        self.runner = make_runner(self.model, kind, self.head, self.tree)
+        self.tokens = []
 
     @property
     def cache(self):

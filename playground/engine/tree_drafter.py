@@ -17,6 +17,7 @@ import torch
 from playground.config import KNOBS, TREE, check_value
 from playground.engine.drafters import TreeDraft, drafted_width, readable
 from playground.engine.kvcache import CachedModel
+from playground.engine.runners.choice import DRAFT
 from playground.engine.memory import cached_model_bytes
 from playground.engine.sampling import Sampling, display_probs
 from playground.engine.tree import ROOT, Tree, ancestor_mask
@@ -39,7 +40,7 @@ class TreeDrafter:
         for name, value in (("budget", budget), ("depth", depth), ("branching", branching), ("width", width)):
             check_value(KNOBS[f"tree_{name}"], value)  # the run configuration's names and ranges
         self.budget, self.depth, self.branching, self.width = budget, depth, branching, width
-        self.lm = CachedModel(model, head_rows=draft_vocab, runner=runner, tree=True)
+        self.lm = CachedModel(model, head_rows=draft_vocab, runner=runner, tree=True, role=DRAFT)
         self.vocab_size = drafted_width(self.lm.head_rows or self.lm.vocab_size, vocab_size)  # as ModelDrafter's
         self.device = self.lm.device
 

@@ -22,6 +22,7 @@ import torch
 from playground.config import CHAIN
 from playground.engine.drafters import Draft, cut_after_stop
 from playground.engine.kvcache import CachedModel
+from playground.engine.runners.choice import DRAFT
 from playground.engine.memory import cached_model_bytes
 from playground.engine.sampling import display_probs, logits_to_probs, sample
 from playground.engine.vocab_map import VocabMap, vocab_map_of
@@ -149,7 +150,7 @@ class UniversalDrafter:
         pair's intersection, when already built (it is the slow part for a 150k vocabulary)."""
         if not isinstance(lookbehind, int) or not 0 <= lookbehind <= 64:
             raise ValueError(f"lookbehind must be an integer in [0, 64], got {lookbehind!r}")
-        self.lm = CachedModel(model, runner=runner)
+        self.lm = CachedModel(model, runner=runner, role=DRAFT)
         self.device = self.lm.device
         self.vocab_size = target_vocab_size
         self.tokenizer, self.target_tokenizer, self.lookbehind = tokenizer, target_tokenizer, lookbehind

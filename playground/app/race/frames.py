@@ -101,7 +101,7 @@ def race_frames(
     with spare_a_core():
         short_warm_up(Setup.of(pair, settings), ids, config)  # one-time costs neither timed run should carry
         tracks = {name: new_track(name, tokenizer, settings.greedy) for name in (BASELINE, SPECULATIVE)}
-        compiled = compiled_models(pair, settings)
+        compiled = compiled_models(pair, settings, len(ids))
         frame = RaceFrame(tracks[BASELINE], tracks[SPECULATIVE], settings,
                           compile_s=sum(compile_total(m) for m in compiled),
                           compile_failed=tuple(compile_failures(*compiled)),
@@ -162,13 +162,14 @@ def held_mb(target, drafter) -> tuple[float, float]:
 
 
 
-def compiled_models(pair, settings: RunConfig) -> list:
-    """The race's models that run on the compiled runner, auto's recorded choice included: resolved
-    without the model, auto read as the table's eager and the compile seconds went unsaid (issue 52, item 8)."""
-    from playground.config import TREE
-    from playground.engine.runners import COMPILED, resolve
+def compiled_models(pair, settings: RunConfig, prompt_tokens: int) -> list:
+    """The race's models that run on the compiled runner, auto's recorded choice for its role and the
+    race's length included: resolved without the model, auto read as the table's eager and the compile
+    seconds went unsaid (issue 52, item 8)."""
+    from playground.engine.runners import COMPILED
+    from playground.engine.runners.warmup import DRAFT, TARGET, run_context, runner_of
 
-    tree = settings.speculation == TREE
-    models = [(pair.target.model, None)] + ([(pair.draft.model, settings.draft_vocab or None)]
-                                           if pair.draft_loaded else [])
-    return [m for m, rows in models if resolve(settings.runner, m.device, tree, m, rows) == COMPILED]
+    context = run_context(settings, prompt_tokens)
+    models = [(pair.target.model, TARGET, None)] + ([(pair.draft.model, DRAFT, settings.draft_vocab or None)]
+                                                   if pair.draft_loaded else [])
+    return [m for m, role, rows in models if runner_of(settings, m, role, rows, context) == COMPILED]

@@ -78,14 +78,17 @@ def measured(ctx, pair, spec, settings: RunConfig) -> Costs | None:
 
 def recorded_steps(pair, settings: RunConfig) -> dict[str, tuple[float, float]]:
     """runner -> (the target's plain step, the draft's) in ms, as auto timed both here (runners/choice.py),
-    at the threads the race runs on; {} where nothing is recorded or a model has no build to key it by."""
-    from playground.engine.runners.choice import recorded
+    at the threads the race runs on, each in its role, for the race's length (its prompt unknown yet: its
+    new tokens) or the nearest timed; {} where nothing is recorded or a model has no build to key it by."""
+    from playground.engine.runners.choice import DRAFT, TARGET, nearest
+    from playground.engine.runners.warmup import run_context
     from playground.measure.bench.machine import spare_a_core
 
+    context = run_context(settings, None)
     try:
         with spare_a_core():
-            target = (recorded(pair.target.model) or {}).get("step_ms", {})
-            draft = (recorded(pair.draft.model, settings.draft_vocab or None) or {}).get("step_ms", {})
+            target = (nearest(pair.target.model, None, TARGET, context) or {}).get("step_ms", {})
+            draft = (nearest(pair.draft.model, settings.draft_vocab or None, DRAFT, context) or {}).get("step_ms", {})
     except (ValueError, OSError):
         return {}
     return {runner: (ms, draft[runner]) for runner, ms in target.items() if runner in draft}

@@ -205,9 +205,10 @@ def following(ctx, pair, settings: RunConfig, status):
     spec = ctx.registry.pair(settings.pair or ctx.default_pair)
     if spec.name in ctx.followed or not follows(spec, settings):
         return
-    from playground.engine.runners import COMPILED, resolve
+    from playground.engine.runners import COMPILED
+    from playground.engine.runners.warmup import TARGET, run_context, runner_of
 
-    compiles = resolve(settings.runner, pair.target.device, False, pair.target.model) == COMPILED
+    compiles = runner_of(settings, pair.target.model, TARGET, None, run_context(settings, None)) == COMPILED
     yield {status: status_html("Measuring the draft's cost c and the target's v(k) on this machine, so the "
                                "pair's γ follows it (once, a few seconds" +
                                ("; the target's 2- to 8-row steps are compiled first where not yet, tens of "

@@ -58,10 +58,12 @@ class Runner(Protocol):
 CHAINS_ONLY = (ONNXRUNTIME,)  # runners whose attention takes no tree mask
 
 
-def resolve(name: str, device, tree: bool = False, model=None, rows: int | None = None) -> str:
+def resolve(name: str, device, tree: bool = False, model=None, rows: int | None = None, context: int | None = None,
+            role: str = "target") -> str:
     """The runner a name stands for on this device: auto is what measured fastest there for this model
     (runners/auto.py records it, runners/choice.py reads it; `rows`: the draft vocabulary its head is cut
-    to), else the table's AUTO_RUNNER; eager where that runner cannot serve the run (a tree on a
+    to) in this `role` ("target" or "draft") for a run of `context` entries (None: a short one), or the
+    nearest measured (choice.nearest), else the table's AUTO_RUNNER; eager where that runner cannot serve the run (a tree on a
     chains-only runner; a model the onnxruntime runner has no file to build from, or onnxruntime not
     installed). On a GPU the candidates are eager and compiled, on a CPU eager and onnxruntime."""
     if name not in RUNNERS:
@@ -77,14 +79,14 @@ def resolve(name: str, device, tree: bool = False, model=None, rows: int | None 
         return EAGER
     if model is None:
         return kind
-    from playground.engine.runners.choice import recorded
+    from playground.engine.runners.choice import nearest
 
     if kind == ONNXRUNTIME:
         from playground.engine.runners.onnx_build import serves
 
         if not serves(model):
             return EAGER
-    measured = recorded(model, rows)
+    measured = nearest(model, rows, role, context)
     runner = measured["runner"] if measured else kind
     return EAGER if runner in CHAINS_ONLY and tree else runner
 

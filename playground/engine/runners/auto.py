@@ -52,7 +52,8 @@ from __future__ import annotations
 import time
 
 from playground.engine.runners import is_handle
-from playground.engine.runners.choice import device_kind, recorded, remember
+from playground.engine.runners.choice import (DRAFT, RUNNER, TARGET, bucket_of, device_kind, recorded, remember,
+                                              timed_fill)
 from playground.engine.runners.timing import ITSELF, TWIN, Timed, first_step_differs, on_twin, time_steps  # noqa: F401
 
 CANDIDATES = {"cpu": ("eager", "onnxruntime"), "cuda": ("eager", "compiled")}  # by device_kind (and see candidates)
@@ -61,31 +62,36 @@ CUT_NOT_FREE = ("onnxruntime", "llamacpp")  # runners whose cut head is not chea
 CUT, FULL = "cut", "full"  # a draft's two heads: its draft vocabulary's first rows, and all of them
 
 
-def record(model, rows: int | None = None, verifies: bool = False) -> dict:
+def record(model, rows: int | None = None, verifies: bool = False, context: int | None = None) -> dict:
     """The recorded choice, or a new one: each candidate's plain step timed now, the fastest kept; for a
     model that `verifies` (a pair's target), its VERIFY_ROWS-row verification timed too, and the runner
     kept is the one whose plain step and verification together are the fastest (a race runs both: the
-    plain run's steps and the speculative run's verifications). The choice names the runner, each
-    candidate's step (and verification) in milliseconds, the candidates dropped and why, and the seconds
-    compiling took (outside every step's time)."""
+    plain run's steps and the speculative run's verifications). Timed and kept for a run of `context`
+    entries (its bucket: choice.bucket_of; None, a short run), with the cache filled as such a run's is
+    halfway (choice.timed_fill), and for the model's role (a target apart from a draft). The choice
+    names the runner, each candidate's step (and verification) in milliseconds, the entries they were
+    timed after, the candidates dropped and why, and the seconds compiling took (outside every step's)."""
     import torch
 
-    known = recorded(model, rows)
+    role = TARGET if verifies else DRAFT
+    known = recorded(model, rows, RUNNER, role, context)
     if known is not None:
         return known
     timed_on = TWIN if on_twin(model) else ITSELF
     compiled_before = compile_total(model)
-    timed = time_steps(model, {name: (name, rows) for name in candidates(model)}, VERIFY_ROWS if verifies else 0)
+    filled = timed_fill(bucket_of(context))
+    timed = time_steps(model, {name: (name, rows) for name in candidates(model)}, VERIFY_ROWS if verifies else 0,
+                       filled)
     score = {name: ms + timed.verify_ms.get(name, 0.0) for name, ms in timed.step_ms.items()}
     choice = {"runner": min(score, key=score.get), "step_ms": timed.step_ms, "eager_timed_on": timed_on,
-              "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+              "role": role, "filled": filled, "measured": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     if timed.verify_ms:
         choice["verify_ms"] = timed.verify_ms
     if timed.dropped:
         choice["dropped"] = timed.dropped
     if compile_total(model) > compiled_before:
         choice["compile_s"] = round(compile_total(model) - compiled_before, 2)
-    remember(model, rows, torch.get_num_threads(), choice)
+    remember(model, rows, torch.get_num_threads(), choice, RUNNER, role, context)
     let_go(model, rows, choice["runner"])
     return choice
 

@@ -8,6 +8,14 @@ resolve() reads it at every runner made, so it needs no model run, no cache mode
 measuring a choice (timing each runner's plain step through the cache model) is runners/auto.py's,
 which writes here. With nothing recorded, auto keeps the table's choice (config.AUTO_RUNNER).
 
+A runner choice is kept per role and context: a pair's target (its plain step and verification
+timed) apart from a draft (its plain step alone), and per context bucket (256, 1024, 4096, ...
+entries: `bucket_of`), timed with the cache filled to half the bucket (`timed_fill`). A step's
+attention reads every filled entry, so what ranks runners at 128 entries need not at 8k. resolve()
+asks for the run's role and context; where that was not measured, the nearest measured (the same
+role at the nearest bucket, then the other role's) stands in for it, and the table's choice only
+where nothing was measured for the model.
+
 On a CPU a choice holds for the model's build (onnxruntime's key of its file); on a GPU for the card
 (name, compute capability, memory), the model's identity (its source, config, dtype and
 quantization: a bitsandbytes model has no file of its own) and the versions of torch, transformers
@@ -22,7 +30,10 @@ import weakref
 
 from playground.config import cache_dir, write_text_atomic
 
-RUNNER = "runner"  # the kind of a choice: auto's runner for a model (its key is key_of's alone)
+RUNNER = "runner"  # the kind of a choice: auto's runner for a model, per role and context (entry_key)
+TARGET, DRAFT = "target", "draft"  # a model's role in a run: it verifies, or it drafts
+SHORTEST, WIDER = 256, 4  # the context buckets: 256 entries, then each 4 times the last
+BUCKETS = tuple(SHORTEST * WIDER ** i for i in range(7))  # 256 to 1M entries: past every model's context today
 
 # model -> {(kind, rows, threads): its choice, or None}: the file read once per model and thread count, since
 # resolve() asks at every runner made and a key hashes the checkpoint's small files (10 ms for Qwen's
@@ -120,11 +131,28 @@ def quantization_of(model) -> str:
     return "int8" if said.get("load_in_8bit") else str(said.get("quant_method", "quantized"))
 
 
-def entry_key(model, rows: int | None, threads: int, kind: str = RUNNER) -> str:
-    """Where a choice of this kind lies in the file: auto's runner under key_of's key, any other kind
-    beside it, under the same key with the kind after it."""
-    key = key_of(model, rows, threads)
-    return key if kind == RUNNER else f"{key} | {kind}"
+def bucket_of(entries: int | None) -> int:
+    """The context bucket a run of `entries` (prompt and new tokens) steps in: the smallest of 256,
+    1024, 4096, ... that holds it (the widest past them all); None (the run's length unknown): the shortest."""
+    return next((bucket for bucket in BUCKETS if entries is None or bucket >= entries), BUCKETS[-1])
+
+
+def timed_fill(bucket: int) -> int:
+    """Entries the cache holds when a bucket's steps are timed: half of it, about where a run of that
+    bucket spends its steps (a run of a shorter one would never reach it)."""
+    return bucket // 2
+
+
+def entry_key(model, rows: int | None, threads: int, kind: str = RUNNER, role: str = TARGET,
+              context: int | None = None) -> str:
+    """Where a choice of this kind lies in the file: auto's runner under key_of's key with the role and
+    the context's bucket after it; any other kind (a draft's head: the head's rows, not attention,
+    decide it) under key_of's key with the kind after it."""
+    return entry_of(key_of(model, rows, threads), kind, role, bucket_of(context))
+
+
+def entry_of(key: str, kind: str, role: str, bucket: int) -> str:
+    return f"{key} | {role} | context {bucket}" if kind == RUNNER else f"{key} | {kind}"
 
 
 def read_all() -> dict:
@@ -135,15 +163,35 @@ def read_all() -> dict:
         return {}
 
 
-def recorded(model, rows: int | None = None, kind: str = RUNNER) -> dict | None:
-    """The choice of this kind measured for this model at the threads torch runs on now, or None."""
+def recorded(model, rows: int | None = None, kind: str = RUNNER, role: str = TARGET,
+             context: int | None = None) -> dict | None:
+    """The choice of this kind measured for this model at the threads torch runs on now (a runner
+    choice: in this role, at this context's bucket), or None."""
     import torch
 
     threads = torch.get_num_threads()
     mine = SEEN.setdefault(model, {})
-    if (kind, rows, threads) not in mine:
-        mine[(kind, rows, threads)] = read_all().get(entry_key(model, rows, threads, kind))
-    return mine[(kind, rows, threads)]
+    seen = (kind, rows, threads, role, bucket_of(context) if kind == RUNNER else None)
+    if seen not in mine:  # a runner choice's every role and bucket read at once: nearest() asks for them in turn
+        everything, key = read_all(), key_of(model, rows, threads)
+        for asked in [seen] if kind != RUNNER else [(kind, rows, threads, r, b) for r in (TARGET, DRAFT)
+                                                    for b in BUCKETS]:
+            mine[asked] = everything.get(entry_of(key, kind, asked[3], asked[4]))
+    return mine[seen]
+
+
+def nearest(model, rows: int | None, role: str = TARGET, context: int | None = None) -> dict | None:
+    """The runner choice measured for this role and context, else the nearest measured: the same role
+    at the nearest bucket (the shorter of two as near), then the other role's the same way; None where
+    nothing was measured for the model."""
+    wanted = bucket_of(context)
+    by_distance = sorted(BUCKETS, key=lambda b: (abs(b.bit_length() - wanted.bit_length()), b))
+    for asked in (role, DRAFT if role == TARGET else TARGET):
+        for bucket in by_distance:
+            known = recorded(model, rows, RUNNER, asked, bucket)
+            if known is not None:
+                return known
+    return None
 
 
 def write_all(choices: dict) -> None:
@@ -153,21 +201,25 @@ def write_all(choices: dict) -> None:
     write_text_atomic(path, json.dumps(choices, indent=1) + "\n")
 
 
-def remember(model, rows: int | None, threads: int, choice: dict, kind: str = RUNNER) -> None:
-    """A new choice written to the file and kept in memory for this model and thread count."""
-    write_all({**read_all(), entry_key(model, rows, threads, kind): choice})
-    SEEN.setdefault(model, {})[(kind, rows, threads)] = choice
+def remember(model, rows: int | None, threads: int, choice: dict, kind: str = RUNNER, role: str = TARGET,
+             context: int | None = None) -> None:
+    """A new choice written to the file and kept in memory for this model and thread count (a runner
+    choice: for this role and context's bucket)."""
+    write_all({**read_all(), entry_key(model, rows, threads, kind, role, context): choice})
+    SEEN.setdefault(model, {})[(kind, rows, threads, role, bucket_of(context) if kind == RUNNER else None)] = choice
 
 
 def fell_back(model, rows: int | None, why: str) -> None:
-    """A compiled shape of this model failed after auto chose compiled for it (compiled.run_step): the
-    choice turned to eager, with why among what was dropped, so the next load runs eager rather than
-    failing again at the same shape. A choice of anything else, or none, is left as it is."""
+    """A compiled shape of this model failed after auto chose compiled for it (compiled.run_step): each
+    of its choices (every role and context) that says compiled turned to eager, with why among what was
+    dropped, so the next load runs eager rather than failing again at the same shape. A choice of
+    anything else, or none, is left as it is."""
     import torch
 
     threads = torch.get_num_threads()
-    known = recorded(model, rows)
-    if known is None or known.get("runner") != "compiled":
-        return
-    dropped = {**known.get("dropped", {}), "compiled": why}
-    remember(model, rows, threads, {**known, "runner": "eager", "dropped": dropped})
+    for role in (TARGET, DRAFT):
+        for bucket in BUCKETS:
+            known = recorded(model, rows, RUNNER, role, bucket)
+            if known is not None and known.get("runner") == "compiled":
+                dropped = {**known.get("dropped", {}), "compiled": why}
+                remember(model, rows, threads, {**known, "runner": "eager", "dropped": dropped}, RUNNER, role, bucket)

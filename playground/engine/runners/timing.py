@@ -21,7 +21,7 @@ from statistics import median
 from playground.engine.clock import clock
 from playground.engine.runners import EAGER, is_handle
 
-CONTEXT = 64  # tokens the cache holds when the steps are timed: a short prompt's
+CONTEXT = 128  # entries the cache holds when the steps are timed, unless asked (choice.timed_fill): a short run's
 WARM, TIMED = 2, 9  # steps of each candidate left out, then timed (alternating, so drifts hit each)
 SAME_MATH = ("static", "compiled")  # eager's computation run another way: its first step must equal eager's
 # a first step's tolerance against eager's: float32's, EXACT plus RELATIVE of the largest logit (inductor's
@@ -47,18 +47,21 @@ def on_twin(model) -> bool:
     return is_handle(model) and not model.loaded
 
 
-def time_steps(model, candidates: dict[str, tuple[str, int | None]], verify_rows: int = 0) -> Timed:
+def time_steps(model, candidates: dict[str, tuple[str, int | None]], verify_rows: int = 0,
+               context: int = CONTEXT) -> Timed:
     """Median milliseconds of one plain decoding step of each candidate (name -> runner and head rows,
-    None for the whole head), after a CONTEXT-token prompt, and the candidates dropped, with why; with
-    `verify_rows`, also of one forward over that many new tokens after the prompt (a verification).
-    The twin, where one is made, is let go before this returns."""
+    None for the whole head), after a `context`-token prompt (as long as the model's context allows),
+    and the candidates dropped, with why; with `verify_rows`, also of one forward over that many new
+    tokens after the prompt (a verification). The twin, where one is made, is let go before this returns."""
     cuts = [rows for _, rows in candidates.values() if rows]
     vocab = min(cuts or [model.config.get_text_config().vocab_size])  # a prompt every head can have drafted
-    tokens = [(7 * i + 3) % vocab for i in range(CONTEXT + WARM + TIMED)]
+    limit = getattr(model.config.get_text_config(), "max_position_embeddings", None)
+    context = max(1, min(context, limit - WARM - TIMED - verify_rows)) if limit else context
+    tokens = [(7 * i + 3) % vocab for i in range(context + WARM + TIMED)]
     twin = model.twin() if on_twin(model) and any(r == EAGER for r, _ in candidates.values()) else None
-    models, dropped = started(model, twin, candidates, tokens[:CONTEXT])
+    models, dropped = started(model, twin, candidates, tokens[:context])
     times: dict[str, list[float]] = {name: [] for name in models}
-    for n in range(CONTEXT + 1, len(tokens) + 1):  # one new token a step
+    for n in range(context + 1, len(tokens) + 1):  # one new token a step
         firsts = {}
         for name, lm in list(models.items()):
             start = clock(lm.device)
@@ -76,11 +79,11 @@ def time_steps(model, candidates: dict[str, tuple[str, int | None]], verify_rows
             if failed_compiling(lm):  # the compiled runner ran the step uncompiled: not what it stands for
                 dropped[name] = failed_compiling(lm)
                 del models[name], times[name], firsts[name]
-        if n == CONTEXT + 1:
+        if n == context + 1:
             for name, why in differing(firsts, candidates).items():
                 dropped[name] = why
                 del models[name], times[name]
-    verify_ms = verifications(models, candidates, tokens, verify_rows, dropped) if verify_rows else {}
+    verify_ms = verifications(models, candidates, tokens, context, verify_rows, dropped) if verify_rows else {}
     times = {name: t for name, t in times.items() if name in models}  # a verification may drop one too
     if twin is not None:
         del models, twin
@@ -89,8 +92,9 @@ def time_steps(model, candidates: dict[str, tuple[str, int | None]], verify_rows
     return Timed({name: median(t[WARM:]) * 1000 for name, t in times.items()}, dropped, verify_ms)
 
 
-def verifications(models: dict, candidates: dict, tokens: list[int], rows: int, dropped: dict) -> dict[str, float]:
-    """Median milliseconds of a forward over `rows` new tokens after the CONTEXT-token prompt, each
+def verifications(models: dict, candidates: dict, tokens: list[int], context: int, rows: int,
+                  dropped: dict) -> dict[str, float]:
+    """Median milliseconds of a forward over `rows` new tokens after the `context`-token prompt, each
     candidate in turn (the cache rolled back to the prompt before each), the first of each left out.
     A candidate whose verification raises or fails to compile (a shape of its own) is dropped from
     `models` into `dropped` with why, as a failing first step is; eager's failure raises."""
@@ -100,7 +104,7 @@ def verifications(models: dict, candidates: dict, tokens: list[int], rows: int, 
             start = clock(lm.device)
             try:
                 with as_in_a_run(lm):
-                    lm.logits_for(tokens[: CONTEXT + rows], rows)
+                    lm.logits_for(tokens[: context + rows], rows)
             except Exception as e:
                 if candidates[name][0] == EAGER:
                     raise

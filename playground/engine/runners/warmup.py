@@ -39,9 +39,8 @@ from playground.config import DRAFT_MODEL_DRAFTERS, SELF, TREE, RunConfig
 from playground.engine.kvcache import CachedModel
 from playground.engine.runners import COMPILED, EAGER, ONNXRUNTIME, STATIC, is_handle, module_of, resolve
 from playground.engine.runners.compiled import bucket, step_key, steps_of
+from playground.engine.runners.choice import DRAFT, TARGET
 from playground.engine.runners.static import MIN_CAPACITY, pool_of, run_capacity, spans
-
-TARGET, DRAFT = "target", "draft"
 
 
 @dataclass(frozen=True)
@@ -133,36 +132,48 @@ def warm_up(target, draft, run: RunConfig, prompt_tokens: int | None = None,
     between eager and compiled, measured once; then the compiled runner's step shapes on each model
     that runs compiled (nothing when every shape is compiled already). `head`: the draft's head too,
     where the run's draft vocabulary is the pair's to choose (see build_models). Nothing for the other
-    runners. `prompt_tokens`: the prompt's length, if known (see run_capacities)."""
-    yield from making(target, draft, run)
-    yield from choose(target, draft, run, head)
+    runners. `prompt_tokens`: the prompt's length, if known (see run_capacities); auto's choices are
+    measured and read for the run's length (run_context)."""
+    context = run_context(run, prompt_tokens)
+    yield from making(target, draft, run, context)
+    yield from choose(target, draft, run, head, context)
     heads = {TARGET: None, DRAFT: run.draft_vocab or None}  # the drafter factory's head, as a run builds it
     models = {TARGET: target, DRAFT: draft}
-    tree = run.speculation == TREE
     for name, rows in run_shapes(run).items():
         model = models[name]
-        if rows and model is not None and resolve(run.runner, model.device, tree, model, heads[name]) == COMPILED:
+        if rows and model is not None and runner_of(run, model, name, heads[name], context) == COMPILED:
             # a race holds two caches of each model at once: the target's plain and speculative runs, the
             # drafter made for the race and the one of its short warm-up run (race/frames.py)
             yield from warm_model(model, rows, heads[name], run_capacities(run, prompt_tokens), name,
                                   copies=2, prompt_tokens=prompt_tokens)
 
 
-def choose(target, draft, run: RunConfig, head: bool = False) -> Iterator[Building | Choosing]:
-    """auto's choice for each model of the run, measured where none is recorded: on a CPU the onnxruntime
-    builds and their choice (build_models: nothing unless a model runs on onnxruntime), on a GPU eager
-    against compiled (choose_on_gpu). One function for the page's warm-up and the benchmark, so both
-    run what the same measurement chose."""
-    yield from build_models(target, draft, run, head)
-    yield from choose_on_gpu(target, draft, run)
+def run_context(run: RunConfig, prompt_tokens: int | None) -> int:
+    """Entries a run of this prompt holds at its end (its new tokens alone where the prompt is unknown):
+    the length auto's choices are measured and read for (choice.bucket_of)."""
+    return (prompt_tokens or 0) + run.max_new_tokens
 
 
-def choose_on_gpu(target, draft, run: RunConfig) -> Iterator[Choosing]:
+def runner_of(run: RunConfig, model, name: str, rows: int | None, context: int | None) -> str:
+    """The runner the run's `name` model ("target" or "draft") steps on, as its cache model resolves it."""
+    return resolve(run.runner, model.device, run.speculation == TREE, model, rows, context, name)
+
+
+def choose(target, draft, run: RunConfig, head: bool = False, context: int | None = None) -> Iterator[Building | Choosing]:
+    """auto's choice for each model of the run, measured where none is recorded for its role and the run's
+    `context` (entries; None: a short run): on a CPU the onnxruntime builds and their choice (build_models:
+    nothing unless a model runs on onnxruntime), on a GPU eager against compiled (choose_on_gpu). One
+    function for the page's warm-up and the benchmark, so both run what the same measurement chose."""
+    yield from build_models(target, draft, run, head, context)
+    yield from choose_on_gpu(target, draft, run, context)
+
+
+def choose_on_gpu(target, draft, run: RunConfig, context: int | None = None) -> Iterator[Choosing]:
     """Under auto, each model of the run on a GPU with nothing recorded for it: its plain step timed on
     eager and compiled (runners/auto.record; compiling its one-row step is part of it, and said), the
     faster kept for this card. A candidate that fails is dropped with its reason (in the choice)."""
     from playground.engine.runners.auto import candidates, record
-    from playground.engine.runners.choice import device_kind, recorded
+    from playground.engine.runners.choice import RUNNER, device_kind, recorded
 
     if run.runner != "auto":
         return
@@ -170,9 +181,9 @@ def choose_on_gpu(target, draft, run: RunConfig) -> Iterator[Choosing]:
     if run.drafter in DRAFT_MODEL_DRAFTERS and draft is not None:
         todo.append((DRAFT, draft, run.draft_vocab or None))
     for name, model, rows in todo:
-        if device_kind(model) == "cuda" and recorded(model, rows) is None:
+        if device_kind(model) == "cuda" and recorded(model, rows, RUNNER, name, context) is None:
             yield Choosing(name, candidates=candidates(model))
-            yield Choosing(name, record(model, rows, verifies=name == TARGET), candidates=candidates(model))
+            yield Choosing(name, record(model, rows, name == TARGET, context), candidates=candidates(model))
 
 
 @dataclass(frozen=True)
@@ -191,17 +202,15 @@ class Making:
 TORCH_RUNNERS = (EAGER, STATIC, COMPILED)
 
 
-def making(target, draft, run: RunConfig) -> Iterator[Making]:
+def making(target, draft, run: RunConfig, context: int | None = None) -> Iterator[Making]:
     """The PyTorch model of each handle this run computes with in torch (on a torch runner, or the
     target drafting for itself), made now with progress rather than inside the run's first step."""
     import time
 
-    tree = run.speculation == TREE
     needs = [(TARGET, target, run.drafter == SELF
-              or resolve(run.runner, target.device, tree, target) in TORCH_RUNNERS)]
+              or runner_of(run, target, TARGET, None, context) in TORCH_RUNNERS)]
     if run.drafter in DRAFT_MODEL_DRAFTERS and draft is not None:
-        needs.append((DRAFT, draft, resolve(run.runner, draft.device, tree, draft, run.draft_vocab or None)
-                      in TORCH_RUNNERS))
+        needs.append((DRAFT, draft, runner_of(run, draft, DRAFT, run.draft_vocab or None, context) in TORCH_RUNNERS))
     for name, model, in_torch in needs:
         if in_torch and is_handle(model) and not model.loaded:
             yield Making(name)
@@ -210,30 +219,31 @@ def making(target, draft, run: RunConfig) -> Iterator[Making]:
             yield Making(name, time.perf_counter() - start)
 
 
-def build_models(target, draft, run: RunConfig, head: bool = False) -> Iterator[Building | Choosing]:
+def build_models(target, draft, run: RunConfig, head: bool = False,
+                 context: int | None = None) -> Iterator[Building | Choosing]:
     """The onnxruntime builds of the target and (when it drafts on that runner too) the draft, with the
     draft's head cut to the run's draft vocabulary as its drafter will ask; then, under auto, each
-    model's runner measured on this machine where nothing is recorded yet (runners/auto.py), so the
-    run's first step already runs on it. Nothing for a model that does not run on onnxruntime.
+    model's runner measured on this machine for its role and the run's `context` where nothing is
+    recorded yet (runners/auto.py), so the run's first step already runs on it. Nothing for a model that does not run on onnxruntime.
     `head`: the run's draft vocabulary is the pair's suggestion, not the user's, so the draft's head is
     the machine's to choose: see choose_head (chosen_head then gives the run as it drafts)."""
-    from playground.engine.runners.auto import candidates, record, recorded
+    from playground.engine.runners.auto import RUNNER, candidates, record, recorded
 
     todo = []
-    if resolve(run.runner, target.device, run.speculation == TREE, target) == ONNXRUNTIME:
+    if runner_of(run, target, TARGET, None, context) == ONNXRUNTIME:
         todo.append((TARGET, target, None))
     rows = run.draft_vocab or None
     if run.drafter in DRAFT_MODEL_DRAFTERS and draft is not None and \
-            resolve(run.runner, draft.device, run.speculation == TREE, draft, rows) == ONNXRUNTIME:
+            runner_of(run, draft, DRAFT, rows, context) == ONNXRUNTIME:
         todo.append((DRAFT, draft, rows))
     yield from builds(todo)
     if run.runner == "auto":
         for name, model, head_rows in todo:
-            if recorded(model, head_rows) is None:
+            if recorded(model, head_rows, RUNNER, name, context) is None:
                 yield Choosing(name, candidates=candidates(model))
-                yield Choosing(name, record(model, head_rows, verifies=name == TARGET), candidates=candidates(model))
+                yield Choosing(name, record(model, head_rows, name == TARGET, context), candidates=candidates(model))
     if head:
-        yield from choose_head(draft, run)
+        yield from choose_head(draft, run, context)
 
 
 def builds(todo: list[tuple[str, object, int | None]]) -> Iterator[Building]:
@@ -288,7 +298,7 @@ def side_by_side(missing: list[tuple[str, object, int | None]]) -> Iterator[Buil
                 yield Building(name, index, n, beside=n)
 
 
-def head_runners(draft, run: RunConfig) -> dict[str, str] | None:
+def head_runners(draft, run: RunConfig, context: int | None = None) -> dict[str, str] | None:
     """The runners the run's draft would step on with its head cut and whole, where a cut is not free
     there (runners/auto.CUT_NOT_FREE); None where the run has no such choice: no draft model drafting,
     no draft vocabulary, or a runner on which the cut is cheaper by construction."""
@@ -296,21 +306,20 @@ def head_runners(draft, run: RunConfig) -> dict[str, str] | None:
 
     if draft is None or not run.draft_vocab or run.drafter not in DRAFT_MODEL_DRAFTERS:
         return None
-    tree = run.speculation == TREE
-    cut = resolve(run.runner, draft.device, tree, draft, run.draft_vocab)
+    cut = runner_of(run, draft, DRAFT, run.draft_vocab, context)
     if cut not in CUT_NOT_FREE:
         return None
-    return {CUT: cut, FULL: resolve(run.runner, draft.device, tree, draft, None)}
+    return {CUT: cut, FULL: runner_of(run, draft, DRAFT, None, context)}
 
 
-def choose_head(draft, run: RunConfig) -> Iterator[Building | Choosing]:
+def choose_head(draft, run: RunConfig, context: int | None = None) -> Iterator[Building | Choosing]:
     """The draft's plain step timed with its head cut to the run's draft vocabulary and with the whole
     head, where a cut is not free on the draft's runner and nothing is recorded for it yet (once per
     machine, thread count and build: auto.record_head); the whole head's build first where it runs
     on onnxruntime. Run build_models first: under auto the cut's runner is the one measured there."""
     from playground.engine.runners.auto import CUT, FULL, head_kind, record_head, recorded
 
-    runners = head_runners(draft, run)
+    runners = head_runners(draft, run, context)
     if runners is None or recorded(draft, run.draft_vocab, head_kind(runners[CUT])) is not None:
         return
     yield from builds([(DRAFT, draft, None)] if runners[FULL] == ONNXRUNTIME else [])

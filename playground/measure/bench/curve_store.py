@@ -4,8 +4,10 @@ A session's curves (verify_cost.VerifyCurves) are keyed by the model's name and 
 stops, so an estimate made before a race assumed v = 1 for every model not measured in this session,
 even one whose twin (same file under another name, same shape) was measured yesterday: the default
 pair's own files were estimated at 1.31× and raced at 1.15×. What v(k) depends on is the shape of the
-tensors (models/shape.py), the runner, the quantization and dtype as loaded, the device and the machine;
-a curve is kept under those, and found for any model that matches them.
+tensors (models/shape.py), the runner, the quantization and dtype as loaded, the device, the machine
+and the run's context (its bucket: runners/choice.bucket_of); a curve is kept under those, and found
+for any model that matches them, at the run's bucket or else the nearest kept. A record kept before
+the context was is read as the shortest bucket's: it was measured after a 200-entry prefix.
 
 The file is written whole (config.write_text_atomic). One that does not read back entirely (damaged,
 edited, an older layout) is ignored, never trusted in part, and replaced by the next curve measured.
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
+from playground.engine.runners.choice import SHORTEST, bucket_of
 from playground.measure.bench.verify_cost import VerifyCurve
 from playground.models.shape import Shape
 
@@ -45,17 +48,18 @@ class Stored:
 
     def said(self) -> str:
         return (f"measured here on {self.measured} for a model of the same shape ({self.shape.said()}) through "
-                f"{self.runner} ({self.quantization}, {self.dtype}, {self.device}), to k = {len(self.curve.v)}")
+                f"{self.runner} ({self.quantization}, {self.dtype}, {self.device}), to k = {len(self.curve.v)}, "
+                f"for runs up to {self.curve.context} entries")
 
     def record(self) -> dict:
         return {"architecture": self.shape.architecture, "parameters": self.shape.parameters,
                 "weights": self.shape.weights, "runner": self.runner, "quantization": self.quantization,
                 "dtype": self.dtype, "device": self.device, "machine": self.machine, "model": self.model,
                 "measured": self.measured, "v": list(self.curve.v), "step_s": self.curve.step_s,
-                "rows": list(self.curve.rows), "compile_s": self.curve.compile_s}
+                "rows": list(self.curve.rows), "compile_s": self.curve.compile_s, "context": self.curve.context}
 
     def key(self) -> tuple:
-        return (self.shape, self.runner, self.quantization, self.dtype, self.device, self.machine)
+        return (self.shape, self.runner, self.quantization, self.dtype, self.device, self.machine, self.curve.context)
 
 
 def from_record(r: dict) -> Stored:
@@ -66,7 +70,11 @@ def from_record(r: dict) -> Stored:
     v = tuple(float(x) for x in r["v"])
     if not v or v[0] != 1.0 or float(r["step_s"]) <= 0 or int(r["parameters"]) <= 0:
         raise ValueError(f"not a measured curve: {r!r}")
-    curve = VerifyCurve(v, float(r["step_s"]), rows=tuple(int(x) for x in r["rows"]), compile_s=float(r["compile_s"]))
+    context = int(r.get("context", SHORTEST))
+    if context != bucket_of(context):
+        raise ValueError(f"not a context bucket: {context!r}")
+    curve = VerifyCurve(v, float(r["step_s"]), rows=tuple(int(x) for x in r["rows"]), compile_s=float(r["compile_s"]),
+                        context=context)
     return Stored(curve, Shape(r["architecture"], int(r["parameters"]), r["weights"]), r["runner"],
                   r["quantization"], r["dtype"], r["device"], r["machine"], r["model"], r["measured"])
 
@@ -147,12 +155,16 @@ class CurveStore:
         return stored
 
     def find(self, shape: Shape, device: str, quantization: str | None = None, runner: str | None = None,
-             dtype: str | None = None) -> Stored | None:
+             dtype: str | None = None, context: int | None = None) -> Stored | None:
         """The curve kept for a model of this shape on this device and machine, through `runner` and at
-        `quantization` and `dtype` where given (any, where None: the stored one says which); the latest
-        kept (the file keeps them in the order measured)."""
+        `quantization` and `dtype` where given (any, where None: the stored one says which), for a run of
+        `context` entries (None: a short one): at its bucket, else the nearest bucket kept (the shorter of
+        two as near); the latest kept among those (the file keeps them in the order measured)."""
         found = [s for s in self.read() if s.shape == shape and s.device == device
                  and quantization in (None, s.quantization) and runner in (None, s.runner) and dtype in (None, s.dtype)]
         here = machine_name(device) if found else ""  # a GPU's name asks CUDA: only where one may match
         found = [s for s in found if s.machine == here]
+        wanted = bucket_of(context).bit_length()
+        nearest = min((abs(s.curve.context.bit_length() - wanted), s.curve.context) for s in found) if found else None
+        found = [s for s in found if (abs(s.curve.context.bit_length() - wanted), s.curve.context) == nearest]
         return found[-1] if found else None

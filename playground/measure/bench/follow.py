@@ -88,20 +88,23 @@ def advised(followed: Followed, alpha: float, gamma: int, measured: float) -> Fo
     return best
 
 
-def measure(pair, spec, run: RunConfig, store=None) -> Followed:
-    """c and v(k) of a loaded pair measured now through the runners `run` resolves to, and the γ they
+def measure(pair, spec, run: RunConfig, store=None, prompt_tokens: int | None = None) -> Followed:
+    """c and v(k) of a loaded pair measured now through the runners `run` resolves to, for its length
+    (its new tokens after a prompt of `prompt_tokens`, where known: warmup.run_context), and the γ they
     and the pair's α call for. The draft is timed with its head cut as its drafter runs it. The target's
     curve is kept in `store` (curve_store.CurveStore) where given, for later starts' estimates."""
     from playground.engine.runners import resolve
+    from playground.engine.runners.choice import DRAFT, TARGET
+    from playground.engine.runners.warmup import run_context
     from playground.measure.bench.verify_cost import measure_curve
 
-    rows = run.draft_vocab or None
-    target_runner = resolve(run.runner, pair.target.device, False, pair.target.model)
-    draft_runner = resolve(run.runner, pair.draft.device, False, pair.draft.model, rows)
-    target = measure_curve(pair.target.model, MAX_GAMMA + 1, REPEATS, runner=target_runner)
+    rows, context = run.draft_vocab or None, run_context(run, prompt_tokens)
+    target_runner = resolve(run.runner, pair.target.device, False, pair.target.model, None, context, TARGET)
+    draft_runner = resolve(run.runner, pair.draft.device, False, pair.draft.model, rows, context, DRAFT)
+    target = measure_curve(pair.target.model, MAX_GAMMA + 1, REPEATS, runner=target_runner, context=context)
     if store is not None:
         store.save(target, pair.target, target_runner)
-    draft = measure_curve(pair.draft.model, 2, REPEATS, runner=draft_runner, head_rows=rows)
+    draft = measure_curve(pair.draft.model, 2, REPEATS, runner=draft_runner, head_rows=rows, context=context)
     return replace(chosen(spec.alpha, draft.c_over(target.step_s), target.v, spec.gamma, target_runner),
                    padded=target.padded(), compile_s=target.compile_s + draft.compile_s)
 
@@ -112,13 +115,14 @@ def followed_plan(plan, pair, spec, say=print, store=None):
     measured, and every cell at the γ they call for. (plan, Followed), or (plan, None) unchanged where
     the pair's α does not speak for the run or γ is swept. The target's curve is kept in `store`, by
     default the cache's (curve_store.CurveStore)."""
-    from playground.engine.runners.warmup import choose
+    from playground.engine.runners.warmup import choose, run_context
     from playground.measure.bench.sweep import build_text
 
     base, first = plan.grid.base, plan.cells[0]  # `pair` is loaded as the first cell runs it
     if "gamma" in plan.grid.axes or not follows(spec, base) or not follows(spec, first):
         return plan, None  # a sweep over other drafts: the pair's α speaks for none of them
-    for event in choose(pair.target.model, pair.draft.model, first):  # auto's choice decides the runner
+    for event in choose(pair.target.model, pair.draft.model, first, context=run_context(first, None)):  # auto's
+        # choice, at the length measure() follows γ for, decides the runner
         say(build_text(event, "the pair's γ"))
     from playground.measure.bench.curve_store import CurveStore
 

@@ -204,8 +204,10 @@ def openvino_run(setup: Setup, ids, config, draft=None) -> Run:
 
 
 def warm_up(setup: Setup, ids: list[int], config: SpecConfig, times: int) -> None:
-    """Untimed short runs of every method: first calls pay for allocation, kernel selection, caches."""
-    short = replace(config, max_new_tokens=min(config.max_new_tokens, WARMUP_TOKENS))
+    """Untimed short runs of every method: first calls pay for allocation, kernel selection, caches; on
+    the runners a whole run of `ids` steps on (auto chooses per context: runners_for)."""
+    short = replace(config, max_new_tokens=min(config.max_new_tokens, WARMUP_TOKENS),
+                    runners_for=config.runners_for or len(ids) + config.max_new_tokens)
     for _ in range(times):
         for method in setup.methods(short).values():
             method(ids)

@@ -215,6 +215,7 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report, stopped: Callable[[],
     from playground.engine import factory
     from playground.engine.generate import context_problem
     from playground.engine.runners import compile_failures, compile_seconds, resolve
+    from playground.engine.runners.choice import bucket_of
     from playground.engine.runners.warmup import choose
     from playground.measure.bench.machine import peak_memory, reset_peak_memory
     from playground.measure.bench.runs import Setup, measure_prompt, warm_up
@@ -235,10 +236,13 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report, stopped: Callable[[],
         compiled_before = compile_seconds(setup.target, setup.draft)
         built = 0.0
         # auto's choices as the page's warm-up makes them (onnxruntime's builds, eager against compiled on a
-        # GPU), before any timing: the benchmark measures what the app runs
-        for event in choose(setup.target, setup.draft, cell):
-            built += getattr(event, "seconds", None) or 0.0
-            progress(Progress(done, plan.total_runs, build_text(event, name), cell))
+        # GPU), before any timing and for each context bucket the prompts' runs step in: the benchmark
+        # measures what the app runs
+        contexts = sorted({bucket_of(len(ids) + cell.max_new_tokens) for _, ids in fitting}) or [None]
+        for context in contexts:
+            for event in choose(setup.target, setup.draft, cell, context=context):
+                built += getattr(event, "seconds", None) or 0.0
+                progress(Progress(done, plan.total_runs, build_text(event, name), cell))
         if fitting and plan.warmup:
             warm_up(setup, fitting[0][1], config, plan.warmup)
             done += 1
@@ -259,7 +263,8 @@ def measure(plan: Plan, pair_of: PairOf, progress: Report, stopped: Callable[[],
         compiled = compile_seconds(setup.target, setup.draft) - compiled_before
         failed = compile_failures(setup.target, setup.draft)
         runs.append({"settings": settings_of(cell),
-                     "runner": resolve(cell.runner, setup.target.device, cell.speculation == TREE, setup.target),
+                     "runner": resolve(cell.runner, setup.target.device, cell.speculation == TREE, setup.target,
+                                       None, contexts[0]),  # the shortest bucket's, where the prompts span several
                      "summary": {**summarize_records(records), "peak_memory": peak_memory(setup.target.device),
                                  **({"compile_s": round(compiled, 2)} if compiled > 0 else {}),
                                  **({"compile_failed": failed} if failed else {}),

@@ -6,6 +6,10 @@ waits on arithmetic, or where a quantized kernel works on blocks of a few rows: 
 row costs. So the cost is measured, on the loaded model: a fixed prefix is cached once, then one
 forward over k tokens is timed after it (the cache cropped back each time), k = 1..K, alternating
 k within each round so a busy neighbour slows every k alike; v(k) = median(k) / median(1).
+
+Attention over the prefix is part of every forward, so v(k) is measured for a run's context: the
+prefix fills half its bucket (runners/choice.bucket_of, timed_fill: 128 entries for a run up to 256,
+512 for one up to 1024, ...), as auto's runner choice is timed, and the curve says which bucket.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import statistics
 import threading
 from dataclasses import dataclass, replace
 
-PREFIX_TOKENS = 200  # about a prompt's length: attention over it costs what it will in a real run
+from playground.engine.runners.choice import DRAFT, SHORTEST, TARGET, bucket_of, timed_fill
+
 MAX_K = 9  # γ up to 8
 REPEATS = 5
 
@@ -28,6 +33,7 @@ class VerifyCurve:
     key: tuple = ()  # (model, quantization, dtype, device) it was measured for
     rows: tuple[int, ...] = ()  # rows[k - 1]: the rows k's forward ran (a compiled step pads k to its shape)
     compile_s: float = 0.0  # seconds compiling the shapes took in the untimed first round (compiled runner)
+    context: int = SHORTEST  # the context bucket it was measured for (runners/choice.bucket_of)
 
     def padded(self) -> str:
         """The k whose forward ran a wider compiled step, as "v(5)-v(7) ran the 8-row step", or ""."""
@@ -64,24 +70,28 @@ def forward_seconds(k: int, prefix: list[int], lm, clock) -> float:
     return seconds
 
 
-def measure_curve(model, max_k: int = MAX_K, repeats: int = REPEATS, prefix_tokens: int = PREFIX_TOKENS,
-                  key: tuple = (), clock=None, runner: str = "auto", head_rows: int | None = None) -> VerifyCurve:
+def measure_curve(model, max_k: int = MAX_K, repeats: int = REPEATS, key: tuple = (), clock=None,
+                  runner: str = "auto", head_rows: int | None = None, context: int | None = None) -> VerifyCurve:
     """Time one forward over k = 1..max_k tokens after a cached prefix; median of `repeats` rounds
     (after one untimed round: first calls pick kernels, grow the cache and compile a compiled
-    runner's shapes). clock(device) -> seconds defaults to the engine's (synchronised on CUDA);
-    tests pass a fake one. runner: how the forwards run (engine/runners); head_rows: a draft's
-    head cut to its draft vocabulary, as its drafter runs it."""
+    runner's shapes). The curve is for a run of `context` entries (None: a short one): the prefix
+    fills half its bucket (timed_fill), and under auto the model runs on what was chosen for that length. clock(device) -> seconds defaults to the engine's (synchronised on
+    CUDA); tests pass a fake one. runner: how the forwards run (engine/runners); head_rows: a draft's
+    head cut to its draft vocabulary, as its drafter runs it (and it runs as a draft)."""
     from playground.engine.generate import clock as engine_clock
     from playground.engine.kvcache import CachedModel
 
     clock = clock or engine_clock
-    if max_k < 1 or repeats < 1 or prefix_tokens < 1:
-        raise ValueError(f"max_k, repeats and prefix_tokens must be at least 1, got {max_k}, {repeats}, "
-                         f"{prefix_tokens}")
-    lm = CachedModel(model, head_rows=head_rows, runner=runner)
+    bucket = bucket_of(context)
+    prefix_tokens = timed_fill(bucket)
+    if max_k < 1 or repeats < 1:
+        raise ValueError(f"max_k and repeats must be at least 1, got {max_k}, {repeats}")
+    lm = CachedModel(model, head_rows=head_rows, runner=runner, role=TARGET if head_rows is None else DRAFT)
+    lm.run_on(context)
     limit = getattr(model.config.get_text_config(), "max_position_embeddings", None) or prefix_tokens + max_k
     prefix_tokens = max(1, min(prefix_tokens, limit - max_k))
-    prefix = [i % 1000 + 10 for i in range(prefix_tokens)]
+    vocab = model.config.get_text_config().vocab_size
+    prefix = [(i % 1000 + 10) % vocab for i in range(prefix_tokens)]  # any ids the model has
     lm.feed(prefix, 1)
     compiled_before = compile_total(model)
     times: dict[int, list[float]] = {k: [] for k in range(1, max_k + 1)}
@@ -96,7 +106,8 @@ def measure_curve(model, max_k: int = MAX_K, repeats: int = REPEATS, prefix_toke
     medians = [statistics.median(times[k]) for k in range(1, max_k + 1)]
     shape = getattr(lm.runner, "shape_for", None)  # the compiled runner pads k to a compiled shape
     rows = tuple((shape(k) or k) if shape else k for k in range(1, max_k + 1))
-    return replace(curve_from_costs(medians, key), rows=rows, compile_s=compile_total(model) - compiled_before)
+    return replace(curve_from_costs(medians, key), rows=rows, compile_s=compile_total(model) - compiled_before,
+                   context=bucket)
 
 
 def compile_total(model) -> float:
@@ -147,13 +158,14 @@ class VerifyCurves:
         key = self.latest.get(name)
         return None if key is None else self.curves.get(key)
 
-    def measure(self, loaded, max_k: int = MAX_K, repeats: int = REPEATS) -> VerifyCurve:
-        """The cached curve of a LoadedModel, measured now if this session has none long enough."""
-        key = model_key(loaded)
+    def measure(self, loaded, max_k: int = MAX_K, repeats: int = REPEATS, context: int | None = None) -> VerifyCurve:
+        """The cached curve of a LoadedModel for a run of `context` entries (None: a short one), measured
+        now if this session has none long enough."""
+        key = (*model_key(loaded), bucket_of(context))
         with self.lock:
             known = self.curves.get(key)
             if known is None or len(known.v) < max_k:
-                known = measure_curve(loaded.model, max_k, repeats, key=key, runner=self.runner)
+                known = measure_curve(loaded.model, max_k, repeats, key=key, runner=self.runner, context=context)
                 self.curves[key] = known
                 if self.store is not None:
                     self.store.save(known, loaded, resolved_runner(self.runner, loaded))

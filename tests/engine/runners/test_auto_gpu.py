@@ -229,11 +229,11 @@ def test_a_shape_failing_after_compiled_was_chosen_runs_uncompiled_and_turns_the
     assert out == expected
     assert any(f"the {failing}-row step" in why and "OutOfMemoryError" in why
                for why in steps_of(target).failed.values())
-    now = choice.recorded(target)
+    now = choice.recorded(target, role=choice.DRAFT)  # recorded from its plain step alone: as a draft
     assert now["runner"] == "eager" and "OutOfMemoryError" in now["dropped"]["compiled"]
     assert resolve("auto", "cuda", model=target) == "eager"
-    assert json.loads(choice.choice_file().read_text())[choice.entry_key(target, None, torch.get_num_threads())][
-        "runner"] == "eager"  # on disk: the next start reads it
+    assert json.loads(choice.choice_file().read_text())[choice.entry_key(
+        target, None, torch.get_num_threads(), role=choice.DRAFT)]["runner"] == "eager"  # on disk: the next start reads it
 
 
 def test_a_target_whose_verification_fails_to_compile_is_recorded_eager(gpu, monkeypatch):

@@ -103,7 +103,7 @@ def test_auto_times_runners_through_the_same_function(pair, timed):
     timed.ms = {"eager": 20.0, "onnxruntime": 10.0}
     made = auto.record(draft, 64)
     assert timed.calls == [{"eager": ("eager", 64), "onnxruntime": ("onnxruntime", 64)}]
-    assert made["runner"] == "onnxruntime" and choice.recorded(draft, 64) == made
+    assert made["runner"] == "onnxruntime" and choice.recorded(draft, 64, role=choice.DRAFT) == made
     assert choice.recorded(draft, 64, auto.head_kind("eager")) is None  # another kind: its own entry
 
 

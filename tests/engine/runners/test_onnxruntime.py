@@ -237,12 +237,12 @@ def test_a_recorded_choice_decides_for_its_threads_only(int4_target, measured):
     from playground.engine.runners import choice
 
     threads = torch.get_num_threads()
-    choice.write_all({choice.key_of(int4_target, None, threads): {"runner": measured, "step_ms": {}}})
+    choice.write_all({choice.entry_key(int4_target, None, threads): {"runner": measured, "step_ms": {}}})
     assert CachedModel(int4_target).runner.name == measured
     assert choice.key_of(int4_target, None, threads + 1) != choice.key_of(int4_target, None, threads)
     assert choice.key_of(int4_target, 64, threads) != choice.key_of(int4_target, None, threads)  # a cut head
     choice.SEEN.clear()
-    choice.write_all({choice.key_of(int4_target, None, threads + 1): {"runner": "eager", "step_ms": {}}})
+    choice.write_all({choice.entry_key(int4_target, None, threads + 1): {"runner": "eager", "step_ms": {}}})
     assert CachedModel(int4_target).runner.name == "onnxruntime"  # none for these threads: the table's
 
 
@@ -253,7 +253,7 @@ def test_an_unreadable_record_is_measured_again_and_a_failed_write_leaves_the_fi
     path.write_text('{"half a')
     assert choices.recorded(int4_target) is None
     choice = auto.record(int4_target)
-    key = choices.key_of(int4_target, None, torch.get_num_threads())
+    key = choices.entry_key(int4_target, None, torch.get_num_threads(), role=choices.DRAFT)
     assert json.loads(path.read_text()) == {key: choice}
     before = path.read_text()
     def full_disk(fd):  # the temp file is written, then its flush to disk fails

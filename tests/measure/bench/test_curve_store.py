@@ -85,3 +85,46 @@ def test_a_curve_from_another_machine_is_not_this_ones(loaded, tmp_path):
     data["curves"][0]["machine"] = "some other CPU, 64 cores"
     path.write_text(json.dumps(data))
     assert CurveStore(path).read() and CurveStore(path).find(replace(kept.shape), "cpu", "none") is None
+
+
+def test_a_curve_is_measured_after_half_the_runs_bucket_and_found_at_its_bucket_else_the_nearest(loaded, tmp_path):
+    """Issue 52, item 6: v(k) for the run's context. The prefix fills half the bucket (512 entries for a
+    run of 700), the curve says its bucket, the store keeps one per bucket and finds the run's, else the
+    nearest kept (the shorter of two as near)."""
+    from playground.engine.kvcache import CachedModel
+
+    fed = []
+    real = CachedModel.feed
+
+    def feed(self, new, keep):
+        fed.append(len(self.tokens) + len(new))
+        return real(self, new, keep)
+
+    store = CurveStore(tmp_path / "verify_curves.json")
+    curves = VerifyCurves("eager", store)
+    try:
+        CachedModel.feed = feed
+        long = curves.measure(loaded, max_k=2, repeats=1, context=700)
+    finally:
+        CachedModel.feed = real
+    assert fed[0] == 512 and long.context == 1024
+    short = curves.measure(loaded, max_k=2, repeats=1)  # a short run's: its own curve, measured now
+    assert short is not long and short.context == 256
+    shape = of_loaded(loaded.model)
+    assert store.find(shape, "cpu", context=700).curve.context == 1024
+    assert store.find(shape, "cpu", context=100).curve.context == 256
+    assert store.find(shape, "cpu", context=3000).curve.context == 1024  # 4096: 1024 is nearest
+    assert "for runs up to 1024 entries" in store.find(shape, "cpu", context=700).said()
+    assert len(json.loads(store.path.read_text())["curves"]) == 2  # one per bucket
+
+
+def test_a_curve_kept_before_contexts_reads_as_the_shortest_buckets_and_a_wrong_bucket_voids_the_file(loaded, tmp_path):
+    path = tmp_path / "verify_curves.json"
+    kept = CurveStore(path).save(VerifyCurve((1.0, 1.3), 0.01), loaded, "eager")
+    data = json.loads(path.read_text())
+    del data["curves"][0]["context"]  # as a file written before the context was kept
+    path.write_text(json.dumps(data))
+    assert CurveStore(path).find(kept.shape, "cpu").curve.context == 256  # measured after 200 entries: that bucket
+    data["curves"][0]["context"] = 700  # no bucket: the file is not trusted in part
+    path.write_text(json.dumps(data))
+    assert CurveStore(path).read() == []

@@ -62,7 +62,7 @@ def test_the_recommended_gamma_moves_to_where_v_jumps(tiny_target):
     picks = {}
     for block in (2, 4, 6):
         clock = FakeClock(tiny_target, block_cost(block, 0.2))
-        curve = measure_curve(tiny_target, max_k=9, repeats=3, prefix_tokens=16, clock=clock)
+        curve = measure_curve(tiny_target, max_k=9, repeats=3, clock=clock)
         clock.handle.remove()
         assert curve.v == pytest.approx([math.ceil(k / block) for k in range(1, 10)])
         assert curve.step_s == pytest.approx(0.2)
@@ -105,7 +105,7 @@ def test_curves_are_measured_once_per_model_and_quantization(tiny_target):
     curves = VerifyCurves()
     first = curves.measure(loaded, max_k=3, repeats=1)
     assert curves.measure(loaded, max_k=3, repeats=1) is first and curves.for_model("t") is first
-    assert first.key == ("t", "none", "float32", "cpu") and len(first.v) == 3 and first.v[0] == 1.0
+    assert first.key == ("t", "none", "float32", "cpu", 256) and len(first.v) == 3 and first.v[0] == 1.0
     assert curves.for_model("other") is None
 
 
