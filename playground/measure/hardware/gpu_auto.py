@@ -28,11 +28,12 @@ def fallback(args, draft, budget) -> dict:
     return out
 
 
-def timed_choice(model, rows) -> dict:
+def timed_choice(model, rows, verifies: bool = False, context: int | None = None) -> dict:
+    """auto's choice measured now (auto.record), with the seconds it took and in words."""
     from playground.engine.runners.auto import choice_text, record
 
     started = time.monotonic()
-    choice = record(model, rows)
+    choice = record(model, rows, verifies, context)
     return {**choice, "seconds": round(time.monotonic() - started, 2), "said": choice_text(choice)}
 
 

@@ -12,7 +12,7 @@ leaves out) and the peak GPU memory so far:
    its timed steps (none should be: a first race slower than the second was the sign of them).
 2. identity: the same pair in float32; greedy chain and tree through each runner equal eager
    autoregressive decoding token for token.
-3. steps: per shape and runner, the plain step (one token after a 200-token prefix) and v(k) for
+3. steps: per shape and runner, the plain step (one token after a 128-token prefix) and v(k) for
    k = 1..max_k, with the first call's extra time (compile and CUDA-graph capture) beside it, never
    inside; then c = draft step / target step per runner for the 1.5B and 7B targets with the 0.5B
    draft, and the formula's forecast at an assumed α (--alpha, 0.8: an assumption stated in the
@@ -21,6 +21,9 @@ leaves out) and the peak GPU memory so far:
    for the plain step, the greedy chain and the sampled chain on each runner.
 5. fallback: auto's fallback on two planted failures (a compile that raises, and a compiled step whose
    logits are not eager's): eager kept, the reason recorded, nothing half compiled left (gpu_auto.py).
+6. contexts: auto's choice for the pair's target at a short run's context bucket and at --long-context's
+   (its plain step and verification after half the bucket's entries): whether the runner that leads on
+   launches at 128 entries still leads where attention reads thousands (runners/choice.py).
 (asked by name only: engine, the benchmark's path: autoregressive and chain alternated per runner, and
 the oracle (the target's own greedy output as a free draft) against plain decoding; quantized, the
 target loaded in nf4 and int8 through the app's loader, which needs bitsandbytes.)
@@ -49,13 +52,13 @@ from playground.measure.hardware.gpu_budget import Budget, guarded, new_shapes
 RUNNERS = ("eager", "static", "compiled")
 # budget_s: the whole call; row_s: what a row takes beside its compiles (timed steps, a generation or two)
 FULL = dict(device="cuda", shapes=("1.5b", "0.5b", "7b"), pair_shape="1.5b", draft_layers=4, max_k=5,
-            prompts=2, prompt_tokens=128, max_new_tokens=64, repeats=2, budget_s=480.0, row_s=15.0,
+            prompts=2, prompt_tokens=128, max_new_tokens=64, repeats=2, budget_s=480.0, row_s=15.0, long_context=4096,
             quantizations=(("nf4", "bfloat16"), ("int8", "bfloat16"), ("int8", "float16")))
 SMOKE = dict(device="cpu", shapes=("tiny", "tiny-draft"), pair_shape="tiny", draft_layers=1, max_k=5,
-             prompts=1, prompt_tokens=40, max_new_tokens=12, repeats=1, budget_s=3600.0, row_s=5.0,
+             prompts=1, prompt_tokens=40, max_new_tokens=12, repeats=1, budget_s=3600.0, row_s=5.0, long_context=1024,
              quantizations=(("nf4", "float32"), ("int8", "float32")))
 PAIRS = {"1.5b": "0.5b", "7b": "0.5b", "tiny": "tiny-draft"}  # target shape -> draft shape for c
-DEFAULT_CHECKS = "app,identity,steps,syncs,fallback"
+DEFAULT_CHECKS = "app,identity,steps,syncs,fallback,contexts"
 
 
 def options(argv=None) -> argparse.Namespace:
@@ -71,6 +74,8 @@ def options(argv=None) -> argparse.Namespace:
                    help="assumed acceptance rate for the forecasts (default 0.8)")
     p.add_argument("--embed-std", type=float, default=0.3,
                    help="std of the random embeddings: larger makes the early-exit draft agree more")
+    p.add_argument("--long-context", type=int, help="the long run's entries the contexts check times auto's "
+                   "choice for (default 4096; smoke 1024)")
     p.add_argument("--budget-s", type=float,
                    help="seconds the whole call may take (default 480; smoke 3600): what would end past it "
                    "is skipped, and says why")
@@ -102,7 +107,7 @@ def dtype_of(args, exact: bool = False):
     return torch.float32 if exact or args.cpu_smoke else torch.bfloat16
 
 
-PAIR_USERS = ("app", "steps", "syncs", "fallback", "engine")  # the checks that share the bf16 pair
+PAIR_USERS = ("app", "steps", "syncs", "fallback", "contexts", "engine")  # the checks that share the bf16 pair
 
 
 def shared_pair(args, check: str):
@@ -277,6 +282,23 @@ def fallback(args) -> dict:
     return gpu_auto.fallback(args, shared_pair(args, "fallback")[1], budget_of(args))
 
 
+def contexts(args) -> dict:
+    """auto's choice for the pair's target at a short run's bucket and a long one's, measured afresh (in a
+    folder of choices of the check's own): each candidate's step and verification, and the runner kept."""
+    from playground.engine.runners.choice import bucket_of
+
+    target, budget, out = shared_pair(args, "contexts")[0], budget_of(args), {}
+    before = compile_seconds(target)
+    with gpu_auto.own_choices(args):
+        for length, new in ((args.prompt_tokens + args.max_new_tokens, 0), (args.long_context, 2)):
+            shapes = [(target, new)] if "compiled" in args.runners else []  # the long one's capacity: 1 and 4 rows anew
+            out[f"up to {bucket_of(length)} entries"] = budget.skip(shapes) or guarded(
+                gpu_auto.timed_choice, target, None, True, length)
+            budget.learn(target)
+    out["compile_s"] = round(compile_seconds(target) - before, 2)
+    return out
+
+
 def engine(args) -> dict:
     return gpu_bench.engine(args, shared_pair(args, "engine"), budget_of(args))
 
@@ -286,7 +308,7 @@ def quantized(args) -> dict:
 
 
 CHECKS = (("app", app), ("identity", identity), ("steps", steps), ("syncs", syncs), ("fallback", fallback),
-          ("engine", engine), ("quantized", quantized))
+          ("contexts", contexts), ("engine", engine), ("quantized", quantized))
 
 
 def on_thread(name: str, check):

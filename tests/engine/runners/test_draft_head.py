@@ -38,7 +38,7 @@ def timed(pair, tmp_path, monkeypatch):
         calls: list = []
 
         @classmethod
-        def steps(cls, model, candidates, verify_rows=0):
+        def steps(cls, model, candidates, verify_rows=0, context=128):
             cls.calls.append(candidates)
             return auto.Timed({name: cls.ms[name] for name in candidates})
 

@@ -19,7 +19,7 @@ from playground.engine.runners.eager import EagerRunner
 from playground.engine.runners.static import state_of
 from playground.measure.hardware import gpu_budget, gpu_runners, syncs
 
-ORDER = ["app", "identity", "steps", "syncs", "fallback"]  # what matters most first (issue 52, item 11)
+ORDER = ["app", "identity", "steps", "syncs", "fallback", "contexts"]  # what matters most first (issue 52, items 11, 6)
 
 
 def test_the_cpu_stand_in_counts_each_read_of_a_value_and_puts_the_tensor_methods_back():
@@ -63,7 +63,7 @@ def test_waits_are_counted_between_events_leaving_out_the_first_step():
 
 def test_the_full_run_puts_the_apps_own_path_first_and_fits_eight_minutes():
     args = gpu_runners.options([])
-    assert args.checks.split(",") == ORDER and [name for name, _ in gpu_runners.CHECKS][:5] == ORDER
+    assert args.checks.split(",") == ORDER and [name for name, _ in gpu_runners.CHECKS][:6] == ORDER
     assert args.budget_s <= 480 and args.runners == ("eager", "compiled")  # the whole call, cold
     assert args.gamma == 3  # the default pair's: its verification is the 4-row step auto times
     assert args.shapes[0] == "1.5b" and set(args.shapes) == {"0.5b", "1.5b", "7b"}
@@ -73,7 +73,7 @@ def test_the_full_run_puts_the_apps_own_path_first_and_fits_eight_minutes():
 
 
 def test_the_smoke_run_reports_every_check_in_its_order_within_its_budget(tmp_path):
-    """The default call on tiny shapes: app, identity, steps, syncs and fallback, in that order, none
+    """The default call on tiny shapes: app, identity, steps, syncs, fallback and contexts, in that order, none
     skipped, each with its compile seconds; the app check's two races as the app runs them, with the
     recordings inside their timed steps counted (ours and torch's), on the model thread."""
     out = tmp_path / "runners.json"
@@ -101,6 +101,9 @@ def test_the_smoke_run_reports_every_check_in_its_order_within_its_budget(tmp_pa
             assert row["steps"] > 0 and row["max"] >= row["median"] > 0
     raised = report["fallback"]["planted: a compile that raises"]
     assert raised["runner"] == "eager" and raised["steps_left_for_this_head"] == 0
+    short, long = report["contexts"]["up to 256 entries"], report["contexts"]["up to 1024 entries"]
+    assert (short["filled"], long["filled"]) == (128, 512) and short["role"] == long["role"] == "target"
+    assert "verify_ms" in long and long["runner"] in long["step_ms"]
     assert "held" not in report["args"]
 
 
