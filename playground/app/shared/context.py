@@ -103,8 +103,10 @@ class AppContext:
     boards: BoardRuns = field(default_factory=BoardRuns)  # each session's finished drafts-board entries
     # c and v(k) per (model, runner), measured once per app run: the Theory, Lesson and race tabs read them
     costs: RunnerCosts = field(default_factory=RunnerCosts)
-    # each pair's γ as followed on this machine (measure/bench/follow.py), once a load measured it: pair -> Followed
+    # each pair's γ as followed on this machine (measure/bench/follow.py), once a load measured it: pair -> Followed,
+    # the one for the context bucket of the latest load; (pair, bucket) -> Followed: each measured once
     followed: dict = field(default_factory=dict)
+    followed_at: dict = field(default_factory=dict)
     loader: Loader | None = None  # the latest pair load; still running after a Stop until finished
     stops: StopFlags = field(default_factory=StopFlags)  # Stop pressed, per session
     wait_report_s: float = 1.0  # how often a job waiting for an earlier load says so

@@ -171,7 +171,8 @@ def load_pair(ctx, settings: RunConfig, status, prompt: tuple[str, str] | None =
         log.exception("loading pair %s failed", settings.pair)
         yield from fail(status, f"Could not load pair {settings.pair!r}: {e}")
     yield from warmed(ctx, pair, settings, status, prompt, head)
-    yield from following(ctx, pair, drafted_head(pair, settings) if head else settings, status)
+    yield from following(ctx, pair, drafted_head(pair, settings) if head else settings, status,
+                         prompt_length(pair, settings, prompt))
     return pair
 
 
@@ -194,29 +195,38 @@ def drafted_head(pair, settings: RunConfig) -> RunConfig:
         return chosen_head(factory.Models.of(pair, settings).draft, settings)
 
 
-def following(ctx, pair, settings: RunConfig, status):
-    """Once per app run and pair: the pair's γ followed on this machine (measure/bench/follow.py: its
-    α from models.yaml, c and v(k) measured now at the page's threads), said in the status box; from
-    then on the page suggests that γ for the pair. Nothing for a pair without α, another draft or a
-    drafter with no model; a failed measurement leaves the suggestion as it was and the run goes on."""
+def following(ctx, pair, settings: RunConfig, status, prompt_tokens: int | None = None):
+    """Once per app run, pair and context bucket: the pair's γ followed on this machine
+    (measure/bench/follow.py: its α from models.yaml, c and v(k) measured now at the page's threads, for
+    a run of the settings' new tokens after a prompt of `prompt_tokens` where the tab knows it), said in
+    the status box; from then on the page suggests that γ for the pair, until a prompt of another bucket
+    follows it again. Nothing for a pair without α, another draft or a drafter with no model; a failed
+    measurement leaves the suggestion as it was and the run goes on."""
+    from playground.engine.runners.choice import bucket_of
+    from playground.engine.runners.warmup import run_context
     from playground.measure.bench.follow import follows, measure
     from playground.measure.bench.machine import spare_a_core
 
     spec = ctx.registry.pair(settings.pair or ctx.default_pair)
-    if spec.name in ctx.followed or not follows(spec, settings):
+    bucket, known = bucket_of(run_context(settings, prompt_tokens)), ctx.followed.get(spec.name)
+    if not follows(spec, settings) or (known is not None and known.context == bucket):
+        return
+    if (spec.name, bucket) in ctx.followed_at:  # followed for this length before: suggested again
+        ctx.followed[spec.name] = ctx.followed_at[spec.name, bucket]
         return
     from playground.engine.runners import COMPILED
-    from playground.engine.runners.warmup import TARGET, run_context, runner_of
+    from playground.engine.runners.warmup import TARGET, runner_of
 
-    compiles = runner_of(settings, pair.target.model, TARGET, None, run_context(settings, None)) == COMPILED
+    compiles = runner_of(settings, pair.target.model, TARGET, None, bucket) == COMPILED
     yield {status: status_html("Measuring the draft's cost c and the target's v(k) on this machine, so the "
                                "pair's γ follows it (once, a few seconds" +
                                ("; the target's 2- to 8-row steps are compiled first where not yet, tens of "
                                 "seconds on a GPU, outside the timing" if compiles else "") + ")…")}
     try:
         with spare_a_core():
-            followed = ctx.followed[spec.name] = ctx.model_thread.run(device_of(pair), measure, pair, spec, settings,
-                                                                            ctx.costs.store)
+            followed = ctx.model_thread.run(device_of(pair), measure, pair, spec, settings, ctx.costs.store,
+                                            prompt_tokens)
+        ctx.followed[spec.name] = ctx.followed_at[spec.name, followed.context] = followed
     except Exception:  # the run does not need it: say nothing more than the log does
         log.exception("following the γ of %s failed", spec.name)
         return

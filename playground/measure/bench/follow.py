@@ -34,6 +34,7 @@ class Followed:
     padded: str = ""  # the k whose forward ran a wider compiled step (VerifyCurve.padded), said as such
     compile_s: float = 0.0  # seconds compiling the measured shapes took first (compiled runner), outside the timing
     c_two: float = 0.0  # the draft's step over two rows, as c (0: not timed), what a step reads after all γ were accepted
+    context: int = 256  # the context bucket c and v(k) were measured for (runners/choice.bucket_of)
 
     @property
     def steps(self) -> float | tuple[float, float]:
@@ -106,7 +107,7 @@ def measure(pair, spec, run: RunConfig, store=None, prompt_tokens: int | None = 
         store.save(target, pair.target, target_runner)
     draft = measure_curve(pair.draft.model, 2, REPEATS, runner=draft_runner, head_rows=rows, context=context)
     return replace(chosen(spec.alpha, draft.c_over(target.step_s), target.v, spec.gamma, target_runner),
-                   padded=target.padded(), compile_s=target.compile_s + draft.compile_s)
+                   padded=target.padded(), compile_s=target.compile_s + draft.compile_s, context=target.context)
 
 
 def followed_plan(plan, pair, spec, say=print, store=None):

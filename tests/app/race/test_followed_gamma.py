@@ -27,10 +27,10 @@ def values(**changes) -> dict:
             "pair": "tiny", "max_new_tokens": 12, "temperature": 0.0, "runner": "eager", **changes}
 
 
-def race(ctx, view, gamma_set: bool = True, **changes) -> list[str]:
+def race(ctx, view, gamma_set: bool = True, prompt: str = "def add(a, b):", **changes) -> list[str]:
     from playground.app.race import tab as tab_race
 
-    form = tab_race.RaceForm("def add(a, b):", "", values(**changes), gamma_set)
+    form = tab_race.RaceForm(prompt, "", values(**changes), gamma_set)
     frames = list(tab_race.handle(ctx, view, form))
     return [html.unescape(f[view.status]) for f in frames if view.status in f]
 
@@ -66,6 +66,7 @@ def test_the_first_load_follows_the_pairs_gamma_and_the_page_suggests_it(race_ta
     ctx, view = race_tab
     ctx.registry.pairs["tiny"] = replace(ctx.registry.pair("tiny"), alpha=0.8)
     ctx.followed.pop("tiny", None)
+    ctx.followed_at.clear()
     fixed = ctx.registry.pair("tiny").gamma
     assert controls.pair_defaults(ctx, "tiny")[1 + PAIR_KNOBS.index("gamma")] == fixed  # nothing measured yet
     said = race(ctx, view, gamma=8)  # longer than any γ followed (follow.MAX_GAMMA is 6)
@@ -77,6 +78,31 @@ def test_the_first_load_follows_the_pairs_gamma_and_the_page_suggests_it(race_ta
     assert ctx.suggested("tiny", "tiny-target")["gamma"] == fixed  # another draft: the α is not its own
     again = race(ctx, view, gamma=followed.gamma)  # measured once per app run
     assert not any("follows it" in s for s in again) and "This race ran at the pair's γ here" in again[-1]
+
+
+def test_a_prompt_of_another_context_bucket_follows_the_gamma_again_once(race_tab, monkeypatch):
+    """Issue 52, item 6: c and v(k) are measured for the run's length (its context bucket: the prompt and
+    its new tokens), so a race whose prompt takes it into another bucket follows γ again, once; coming
+    back to a length followed before suggests its γ again without measuring."""
+    ctx, view = race_tab
+    ctx.registry.pairs["tiny"] = replace(ctx.registry.pair("tiny"), alpha=0.8)
+    ctx.followed.pop("tiny", None)
+    monkeypatch.setattr(ctx, "followed_at", {})  # nothing followed in this app run yet
+    measured = []
+    real = follow.measure
+
+    def counted(pair, spec, run, store=None, prompt_tokens=None):
+        measured.append(prompt_tokens)
+        return real(pair, spec, run, store, prompt_tokens)
+
+    monkeypatch.setattr(follow, "measure", counted)
+    race(ctx, view)  # a 14-token prompt and 12 new tokens: runs up to 256 entries
+    short = ctx.followed["tiny"]
+    said = race(ctx, view, prompt="x" * 300)  # 300 tokens of the byte tokenizer: up to 1024
+    assert short.context == 256 and ctx.followed["tiny"].context == 1024 and len(measured) == 2
+    assert measured[1] >= 300 and any("so the pair's γ follows it" in s for s in said)
+    said = race(ctx, view)  # back to a short prompt: its γ suggested again, nothing measured
+    assert ctx.followed["tiny"] is short and len(measured) == 2 and not any("follows it" in s for s in said)
 
 
 def test_the_first_race_runs_at_the_followed_gamma_when_gamma_is_untouched(race_tab, fixed, ran):
