@@ -84,11 +84,11 @@ class Decoding:
     one_thread: bool = False
 
 
-def start(target, drafter: Drafter | None, config: SpecConfig, eos_token_ids=(), entries: int | None = None) -> Decoding:
+def start(target, drafter: Drafter | None, config: SpecConfig, eos_token_ids=(),
+          entries: int | None = None) -> Decoding:
     """The decoding state of one run of `entries` (config.runners_for where it stands in for another run):
     the target's and drafter's caches on the runners chosen for that length, and fresh generators."""
-    lm = CachedModel(target, runner=config.runner,
-                     tree=config.tree or (drafter is not None and drafter.speculation == TREE))
+    lm = CachedModel(target, runner=config.runner, tree=config.tree or getattr(drafter, "speculation", None) == TREE)
     for model in [lm, *drafter_models(drafter)]:  # before outside_torch asks which runners the run has
         model.run_on(config.runners_for or entries)
     return Decoding(lm, drafter, config, Generators(config.seed), frozenset(eos_token_ids),

@@ -22,7 +22,7 @@ class CachedModel:
     45 ms on a 2-core CPU, for 152k rows), and BPE ids run roughly from frequent to rare.
     runner: how the forward runs and where the cache lives (a name engine/runners resolves); this
     class only decides what to feed and what to keep. role: "target" (it verifies) or "draft", which
-    with the run's length (`expect`) says which of auto's measured choices it runs on.
+    with each run's length (`run_on`) says which of auto's measured choices it runs on.
     """
 
     def __init__(self, model, head_rows: int | None = None, runner: str = "auto", tree: bool = False,

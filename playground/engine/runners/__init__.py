@@ -63,9 +63,10 @@ def resolve(name: str, device, tree: bool = False, model=None, rows: int | None 
     """The runner a name stands for on this device: auto is what measured fastest there for this model
     (runners/auto.py records it, runners/choice.py reads it; `rows`: the draft vocabulary its head is cut
     to) in this `role` ("target" or "draft") for a run of `context` entries (None: a short one), or the
-    nearest measured (choice.nearest), else the table's AUTO_RUNNER; eager where that runner cannot serve the run (a tree on a
-    chains-only runner; a model the onnxruntime runner has no file to build from, or onnxruntime not
-    installed). On a GPU the candidates are eager and compiled, on a CPU eager and onnxruntime."""
+    nearest measured (choice.nearest), else the table's AUTO_RUNNER; eager where that runner cannot serve
+    the run (a tree on a chains-only runner; a model the onnxruntime runner has no file to build from, or
+    onnxruntime not installed). On a GPU the candidates are eager and compiled, on a CPU eager and
+    onnxruntime."""
     if name not in RUNNERS:
         raise ValueError(f"runner must be one of: {', '.join(RUNNERS)}, got {name!r}")
     if name != "auto":

@@ -159,7 +159,8 @@ def runner_of(run: RunConfig, model, name: str, rows: int | None, context: int |
     return resolve(run.runner, model.device, run.speculation == TREE, model, rows, context, name)
 
 
-def choose(target, draft, run: RunConfig, head: bool = False, context: int | None = None) -> Iterator[Building | Choosing]:
+def choose(target, draft, run: RunConfig, head: bool = False,
+           context: int | None = None) -> Iterator[Building | Choosing]:
     """auto's choice for each model of the run, measured where none is recorded for its role and the run's
     `context` (entries; None: a short run): on a CPU the onnxruntime builds and their choice (build_models:
     nothing unless a model runs on onnxruntime), on a GPU eager against compiled (choose_on_gpu). One
@@ -224,7 +225,8 @@ def build_models(target, draft, run: RunConfig, head: bool = False,
     """The onnxruntime builds of the target and (when it drafts on that runner too) the draft, with the
     draft's head cut to the run's draft vocabulary as its drafter will ask; then, under auto, each
     model's runner measured on this machine for its role and the run's `context` where nothing is
-    recorded yet (runners/auto.py), so the run's first step already runs on it. Nothing for a model that does not run on onnxruntime.
+    recorded yet (runners/auto.py), so the run's first step already runs on it. Nothing for a model
+    that does not run on onnxruntime.
     `head`: the run's draft vocabulary is the pair's suggestion, not the user's, so the draft's head is
     the machine's to choose: see choose_head (chosen_head then gives the run as it drafts)."""
     from playground.engine.runners.auto import RUNNER, candidates, record, recorded

@@ -75,8 +75,9 @@ def measure_curve(model, max_k: int = MAX_K, repeats: int = REPEATS, key: tuple 
     """Time one forward over k = 1..max_k tokens after a cached prefix; median of `repeats` rounds
     (after one untimed round: first calls pick kernels, grow the cache and compile a compiled
     runner's shapes). The curve is for a run of `context` entries (None: a short one): the prefix
-    fills half its bucket (timed_fill), and under auto the model runs on what was chosen for that length. clock(device) -> seconds defaults to the engine's (synchronised on
-    CUDA); tests pass a fake one. runner: how the forwards run (engine/runners); head_rows: a draft's
+    fills half its bucket (timed_fill), and under auto the model runs on what was chosen for that
+    length. clock(device) -> seconds defaults to the engine's (synchronised on CUDA); tests pass a
+    fake one. runner: how the forwards run (engine/runners); head_rows: a draft's
     head cut to its draft vocabulary, as its drafter runs it (and it runs as a draft)."""
     from playground.engine.generate import clock as engine_clock
     from playground.engine.kvcache import CachedModel
