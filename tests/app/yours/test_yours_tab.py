@@ -112,7 +112,8 @@ def test_a_race_from_the_tab_runs_at_the_gamma_followed_on_this_machine(tab, mon
     name = f"{TARGET} <- {DRAFT}"
     steep = (1.0, 1.5, 2.2, 2.9, 3.6, 4.3, 5.0)  # each row most of a step: α 0.8 at c 0.1 calls for γ 1
 
-    def following(ctx, pair, settings, status):  # the load's measurement (the tiny pick states no α to follow)
+    def following(ctx, pair, settings, status, prompt_tokens=None):  # the load's measurement (the tiny pick
+        # states no α to follow)
         ctx.followed[settings.pair] = follow.chosen(0.8, 0.1, steep, settings.gamma, "eager")
         yield from ()
 
