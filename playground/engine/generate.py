@@ -54,8 +54,7 @@ class SpecConfig:
     tree: bool = False
     stop_strings: tuple[str, ...] = ()
     detail: int = 0  # record the top-`detail` tokens of p, q and the residual in each event
-    # entries the run's runners are chosen for (auto chooses per context: runners/choice.py); 0: the run's
-    runners_for: int = 0  # own. A short warm-up run gives the run it warms up for
+    runners_for: int = 0  # entries its runners are chosen for (chosen_for); 0: the run's own
     sampling: Sampling = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -68,6 +67,10 @@ class SpecConfig:
             raise ValueError(f"stop_strings must be a list of non-empty strings, got {self.stop_strings!r}")
         object.__setattr__(self, "stop_strings", tuple(self.stop_strings))
         object.__setattr__(self, "sampling", Sampling(self.temperature, self.top_k, self.top_p))
+
+    def chosen_for(self, prompt_tokens: int) -> int:
+        """Entries the runners are chosen for (runners/choice.py): prompt and new, or runners_for's (a warm-up's)."""
+        return self.runners_for or prompt_tokens + self.max_new_tokens
 
 
 @dataclass(frozen=True)
@@ -84,15 +87,12 @@ class Decoding:
     one_thread: bool = False
 
 
-def start(target, drafter: Drafter | None, config: SpecConfig, eos_token_ids=(),
-          entries: int | None = None) -> Decoding:
-    """The decoding state of one run of `entries` (config.runners_for where it stands in for another run):
-    the target's and drafter's caches on the runners chosen for that length, and fresh generators."""
+def start(target, drafter: Drafter | None, config: SpecConfig, eos_token_ids=(), entries: int = 0) -> Decoding:
+    """One run's decoding state: its caches on the runners chosen for `entries` (0: a short run), fresh generators."""
     lm = CachedModel(target, runner=config.runner, tree=config.tree or getattr(drafter, "speculation", None) == TREE)
     for model in [lm, *drafter_models(drafter)]:  # before outside_torch asks which runners the run has
-        model.run_on(config.runners_for or entries)
-    return Decoding(lm, drafter, config, Generators(config.seed), frozenset(eos_token_ids),
-                    outside_torch(lm, drafter))
+        model.run_on(entries)
+    return Decoding(lm, drafter, config, Generators(config.seed), frozenset(eos_token_ids), outside_torch(lm, drafter))
 
 
 def generate(
@@ -111,7 +111,7 @@ def generate(
     """
     prompt_ids = [int(t) for t in (prompt_ids.tolist() if torch.is_tensor(prompt_ids) else prompt_ids)]
     check_inputs(target, prompt_ids, config, drafter, tokenizer)
-    state = start(target, drafter, config, eos_token_ids, len(prompt_ids) + config.max_new_tokens)
+    state = start(target, drafter, config, eos_token_ids, config.chosen_for(len(prompt_ids)))
     with torch_threads(1 if state.one_thread else None):  # the whole run, between its steps too
         begin(state, prompt_ids)
         context, gamma, produced, index = list(prompt_ids), config.gamma, 0, 0

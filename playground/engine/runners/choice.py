@@ -137,6 +137,12 @@ def bucket_of(entries: int | None) -> int:
     return next((bucket for bucket in BUCKETS if entries is None or bucket >= entries), BUCKETS[-1])
 
 
+def nearest_first(context: int | None) -> list[int]:
+    """Every bucket, the run's own first, then by distance from it (the shorter of two as near)."""
+    wanted = bucket_of(context).bit_length()
+    return sorted(BUCKETS, key=lambda bucket: (abs(bucket.bit_length() - wanted), bucket))
+
+
 def timed_fill(bucket: int) -> int:
     """Entries the cache holds when a bucket's steps are timed: half of it, about where a run of that
     bucket spends its steps (a run of a shorter one would never reach it)."""
@@ -171,7 +177,7 @@ def recorded(model, rows: int | None = None, kind: str = RUNNER, role: str = TAR
 
     threads = torch.get_num_threads()
     mine = SEEN.setdefault(model, {})
-    seen = (kind, rows, threads, role, bucket_of(context) if kind == RUNNER else None)
+    seen = seen_key(kind, rows, threads, role, context)
     if seen not in mine:  # a runner choice's every role and bucket read at once: nearest() asks for them in turn
         everything, key = read_all(), key_of(model, rows, threads)
         for asked in [seen] if kind != RUNNER else [(kind, rows, threads, r, b) for r in (TARGET, DRAFT)
@@ -180,14 +186,17 @@ def recorded(model, rows: int | None = None, kind: str = RUNNER, role: str = TAR
     return mine[seen]
 
 
+def seen_key(kind: str, rows: int | None, threads: int, role: str, context: int | None) -> tuple:
+    """Where SEEN keeps a choice of a model: a runner choice per role and bucket, any other kind alone."""
+    return (kind, rows, threads, role, bucket_of(context) if kind == RUNNER else None)
+
+
 def nearest(model, rows: int | None, role: str = TARGET, context: int | None = None) -> dict | None:
     """The runner choice measured for this role and context, else the nearest measured: the same role
     at the nearest bucket (the shorter of two as near), then the other role's the same way; None where
     nothing was measured for the model."""
-    wanted = bucket_of(context)
-    by_distance = sorted(BUCKETS, key=lambda b: (abs(b.bit_length() - wanted.bit_length()), b))
     for asked in (role, DRAFT if role == TARGET else TARGET):
-        for bucket in by_distance:
+        for bucket in nearest_first(context):
             known = recorded(model, rows, RUNNER, asked, bucket)
             if known is not None:
                 return known
@@ -206,7 +215,7 @@ def remember(model, rows: int | None, threads: int, choice: dict, kind: str = RU
     """A new choice written to the file and kept in memory for this model and thread count (a runner
     choice: for this role and context's bucket)."""
     write_all({**read_all(), entry_key(model, rows, threads, kind, role, context): choice})
-    SEEN.setdefault(model, {})[(kind, rows, threads, role, bucket_of(context) if kind == RUNNER else None)] = choice
+    SEEN.setdefault(model, {})[seen_key(kind, rows, threads, role, context)] = choice
 
 
 def fell_back(model, rows: int | None, why: str) -> None:

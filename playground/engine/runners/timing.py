@@ -55,8 +55,7 @@ def time_steps(model, candidates: dict[str, tuple[str, int | None]], verify_rows
     tokens after the prompt (a verification). The twin, where one is made, is let go before this returns."""
     cuts = [rows for _, rows in candidates.values() if rows]
     vocab = min(cuts or [model.config.get_text_config().vocab_size])  # a prompt every head can have drafted
-    limit = getattr(model.config.get_text_config(), "max_position_embeddings", None)
-    context = max(1, min(context, limit - WARM - TIMED - verify_rows)) if limit else context
+    context = fitting(model, context, WARM + TIMED + verify_rows)
     tokens = [(7 * i + 3) % vocab for i in range(context + WARM + TIMED)]
     twin = model.twin() if on_twin(model) and any(r == EAGER for r, _ in candidates.values()) else None
     models, dropped = started(model, twin, candidates, tokens[:context])
@@ -90,6 +89,12 @@ def time_steps(model, candidates: dict[str, tuple[str, int | None]], verify_rows
         if not model.loaded:  # nothing made the real model meanwhile: this only hands the twin's memory back
             model.release()
     return Timed({name: median(t[WARM:]) * 1000 for name, t in times.items()}, dropped, verify_ms)
+
+
+def fitting(model, prefix: int, after: int) -> int:
+    """`prefix` entries, or fewer where the model's context cannot hold them and `after` more."""
+    limit = getattr(model.config.get_text_config(), "max_position_embeddings", None)
+    return max(1, min(prefix, limit - after)) if limit else prefix
 
 
 def verifications(models: dict, candidates: dict, tokens: list[int], context: int, rows: int,

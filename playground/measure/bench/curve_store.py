@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 
-from playground.engine.runners.choice import SHORTEST, bucket_of
+from playground.engine.runners.choice import SHORTEST, bucket_of, nearest_first
 from playground.measure.bench.verify_cost import VerifyCurve
 from playground.models.shape import Shape
 
@@ -164,7 +164,7 @@ class CurveStore:
                  and quantization in (None, s.quantization) and runner in (None, s.runner) and dtype in (None, s.dtype)]
         here = machine_name(device) if found else ""  # a GPU's name asks CUDA: only where one may match
         found = [s for s in found if s.machine == here]
-        wanted = bucket_of(context).bit_length()
-        nearest = min((abs(s.curve.context.bit_length() - wanted), s.curve.context) for s in found) if found else None
-        found = [s for s in found if (abs(s.curve.context.bit_length() - wanted), s.curve.context) == nearest]
+        kept = {s.curve.context for s in found}
+        closest = next((bucket for bucket in nearest_first(context) if bucket in kept), None)
+        found = [s for s in found if s.curve.context == closest]
         return found[-1] if found else None

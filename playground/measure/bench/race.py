@@ -22,8 +22,8 @@ SHORT_PROMPT, SHORT_TOKENS = 8, 3  # the short warm-up: the prompt's last tokens
 def short_warm_up(setup: Setup, ids: list[int], config: SpecConfig) -> None:
     """The benchmark's warm-up, kept short (the last SHORT_PROMPT prompt tokens, SHORT_TOKENS new), once,
     on the runners the run of `ids` steps on (auto chooses per context: runners_for)."""
-    runners_for = config.runners_for or len(ids) + config.max_new_tokens
-    warm_up(setup, ids[-SHORT_PROMPT:], replace(config, max_new_tokens=SHORT_TOKENS, runners_for=runners_for), 1)
+    warm_up(setup, ids[-SHORT_PROMPT:], replace(config, max_new_tokens=SHORT_TOKENS,
+                                                runners_for=config.chosen_for(len(ids))), 1)
 
 
 def both_runs(target, ids: list[int], config: SpecConfig, drafter, eos) -> Iterator[tuple[str, StepEvent]]:

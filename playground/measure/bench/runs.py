@@ -207,7 +207,7 @@ def warm_up(setup: Setup, ids: list[int], config: SpecConfig, times: int) -> Non
     """Untimed short runs of every method: first calls pay for allocation, kernel selection, caches; on
     the runners a whole run of `ids` steps on (auto chooses per context: runners_for)."""
     short = replace(config, max_new_tokens=min(config.max_new_tokens, WARMUP_TOKENS),
-                    runners_for=config.runners_for or len(ids) + config.max_new_tokens)
+                    runners_for=config.chosen_for(len(ids)))
     for _ in range(times):
         for method in setup.methods(short).values():
             method(ids)

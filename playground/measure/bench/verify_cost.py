@@ -81,16 +81,15 @@ def measure_curve(model, max_k: int = MAX_K, repeats: int = REPEATS, key: tuple 
     head cut to its draft vocabulary, as its drafter runs it (and it runs as a draft)."""
     from playground.engine.generate import clock as engine_clock
     from playground.engine.kvcache import CachedModel
+    from playground.engine.runners.timing import fitting
 
     clock = clock or engine_clock
     bucket = bucket_of(context)
-    prefix_tokens = timed_fill(bucket)
     if max_k < 1 or repeats < 1:
         raise ValueError(f"max_k and repeats must be at least 1, got {max_k}, {repeats}")
     lm = CachedModel(model, head_rows=head_rows, runner=runner, role=TARGET if head_rows is None else DRAFT)
     lm.run_on(context)
-    limit = getattr(model.config.get_text_config(), "max_position_embeddings", None) or prefix_tokens + max_k
-    prefix_tokens = max(1, min(prefix_tokens, limit - max_k))
+    prefix_tokens = fitting(model, timed_fill(bucket), max_k)
     vocab = model.config.get_text_config().vocab_size
     prefix = [(i % 1000 + 10) % vocab for i in range(prefix_tokens)]  # any ids the model has
     lm.feed(prefix, 1)

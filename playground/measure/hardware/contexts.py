@@ -28,7 +28,6 @@ def options(argv=None):
         p.error(f"--contexts: expected entries such as 256,1024, got {args.contexts!r}")
     if not args.lengths or min(args.lengths) < 1:
         p.error(f"--contexts: each must be at least 1, got {args.contexts!r}")
-    args.cpu_smoke = False  # own_choices' flag: the models are where they are
     return args
 
 
@@ -49,7 +48,7 @@ def main(argv=None) -> int:
     run = RunConfig(pair=spec.name, draft_vocab=spec.draft_vocab)
     pair = PairCache(registry).get(spec.name, **run.loading())
     roles = [("target", pair.target.model, None, True), ("draft", pair.draft.model, run.draft_vocab or None, False)]
-    with own_choices(args), spare_a_core():  # the threads the page's runs use
+    with own_choices(smoke=False), spare_a_core():  # the threads the page's runs use
         for bucket in sorted({bucket_of(n) for n in args.lengths}):
             for role, model, rows, verifies in roles:
                 choice = record(model, rows, verifies, bucket)

@@ -48,7 +48,7 @@ def app(args, pair, thread, budget) -> dict | str:
         return skipped
     ids, threads = prompts(target.config.vocab_size, args)[0], set()
     races = []
-    with own_choices(args), TorchCounts() as torch_counts:
+    with own_choices(args.cpu_smoke), TorchCounts() as torch_counts:
         def count() -> dict:
             return {"recorded": recordings(target, draft), **torch_counts.seen}
 

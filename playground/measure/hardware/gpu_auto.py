@@ -22,7 +22,7 @@ def fallback(args, draft, budget) -> dict:
     rows = min(DRAFT_ROWS, draft.config.vocab_size // 2)
     out, before = {}, compile_seconds(draft)
     for name, plant in PLANTS.items():
-        with own_choices(args):  # each plant measured afresh, not read back from the one before
+        with own_choices(args.cpu_smoke):  # each plant measured afresh, not read back from the one before
             out[f"planted: {name}"] = budget.skip() or planted_choice(draft, rows, plant)
     out["compile_s"] = round(max(0.0, compile_seconds(draft) - before), 2)  # a planted compile keeps nothing
     return out
@@ -84,8 +84,8 @@ class own_choices:
     """auto's records in a temporary folder for the check's length (the call's choices are its own);
     under --cpu-smoke every model counts as on a card named "CPU stand-in"."""
 
-    def __init__(self, args):
-        self.smoke = args.cpu_smoke
+    def __init__(self, smoke: bool):
+        self.smoke = smoke
 
     def __enter__(self):
         import weakref

@@ -289,7 +289,7 @@ def contexts(args) -> dict:
 
     target, budget, out = shared_pair(args, "contexts")[0], budget_of(args), {}
     before = compile_seconds(target)
-    with gpu_auto.own_choices(args):
+    with gpu_auto.own_choices(args.cpu_smoke):
         for length, new in ((args.prompt_tokens + args.max_new_tokens, 0), (args.long_context, 2)):
             shapes = [(target, new)] if "compiled" in args.runners else []  # the long one's capacity: 1 and 4 rows anew
             out[f"up to {bucket_of(length)} entries"] = budget.skip(shapes) or guarded(

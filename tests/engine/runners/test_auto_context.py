@@ -108,5 +108,5 @@ def test_the_warm_up_measures_at_the_races_length_and_a_short_warm_up_run_stands
     short = replace(factory.spec_config(run), max_new_tokens=4)  # a short run of the race's last 100 tokens
     assert start(target, drafter, short, (), 104).lm.runner.name == "compiled"  # its own length: 256's
     stand_in = replace(short, runners_for=700)  # the race's 400 + 300, as the race's short warm-up says
-    assert start(target, drafter, stand_in, (), 104).lm.runner.name == "eager"
+    assert start(target, drafter, stand_in, (), stand_in.chosen_for(100)).lm.runner.name == "eager"
     assert drafter.lm.runner.name == "eager"
