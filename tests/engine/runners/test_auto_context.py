@@ -8,7 +8,6 @@ the compiled runner itself runs for real (inductor on the CPU) on tiny float32 m
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import replace
 
 import pytest
@@ -17,9 +16,7 @@ from playground.config import RunConfig
 from playground.engine import factory
 from playground.engine.generate import start
 from playground.engine.kvcache import CachedModel
-from playground.engine.runners import auto, choice, resolve, timing
-from playground.engine.runners.compiled import CompiledRunner
-from playground.engine.runners.eager import EagerRunner
+from playground.engine.runners import auto, choice, resolve
 from playground.engine.runners.warmup import Choosing, warm_up
 from playground.models.tiny import tiny_pair
 
@@ -30,26 +27,10 @@ RUN = RunConfig(pair="tiny", runner="auto", gamma=3, max_new_tokens=12)
 
 
 @pytest.fixture
-def card(tmp_path, monkeypatch):
-    """Every model counts as on a card; choices in a file of the test's own; a forward advances the
-    fake clock by its runner's planted cost at the entries its cache holds."""
-    monkeypatch.setattr(choice, "choice_file", lambda: tmp_path / "runner-choice.json")
-    monkeypatch.setattr(choice, "SEEN", weakref.WeakKeyDictionary())
-    monkeypatch.setattr(choice, "device_kind", lambda model: "cuda")
-    monkeypatch.setattr(auto, "device_kind", lambda model: "cuda")
-    monkeypatch.setattr(choice, "card_name", lambda device: "NVIDIA Stand-in (compute capability 9.0, 140 GiB)")
-    now = [0.0]
-    monkeypatch.setattr(timing, "clock", lambda device: now[0])
-    for runner in (EagerRunner, CompiledRunner):
-        monkeypatch.setattr(runner, "forward", advancing(runner.forward, runner.name, now))
-
-
-def advancing(forward, name: str, now: list[float]):
-    def timed(self, *args, **kwargs):
-        launch, per_entry = COST_MS[name]
-        now[0] += (launch + per_entry * self.length) / 1000
-        return forward(self, *args, **kwargs)
-    return timed
+def card(on_a_card):
+    """The card stood in for (conftest.on_a_card), a forward costing its runner's launch and the entries
+    its cache holds."""
+    return on_a_card(lambda runner: COST_MS[runner.name][0] + COST_MS[runner.name][1] * runner.length)
 
 
 def fresh():

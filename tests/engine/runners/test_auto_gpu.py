@@ -20,40 +20,20 @@ from playground.engine import factory
 from playground.engine.events import output_tokens
 from playground.engine.generate import generate
 from playground.engine.kvcache import CachedModel
-from playground.engine.runners import auto, choice, compiled, resolve, timing
-from playground.engine.runners.compiled import CompiledRunner, steps_of
-from playground.engine.runners.eager import EagerRunner
+from playground.engine.runners import auto, choice, compiled, resolve
+from playground.engine.runners.compiled import steps_of
 from playground.engine.runners.warmup import Choosing, Compiling, warm_up
 from playground.models.tiny import tiny_pair
 
-CARD = "NVIDIA Stand-in (compute capability 9.0, 140 GiB)"
 STEP_MS = {"eager": 19.0, "compiled": 4.0}  # planted: a launch-bound eager step, a replayed graph
 RUN = RunConfig(pair="tiny", runner="auto", gamma=3, max_new_tokens=12)
 PROMPT = [5, 9, 2, 7, 11, 3]
 
 
 @pytest.fixture
-def gpu(tmp_path, monkeypatch):
-    """Every model counts as on a card named CARD; choices in a file of the test's own; each forward of
-    a runner advances the fake clock by its planted time (timed() reads the calls made)."""
-    monkeypatch.setattr(choice, "choice_file", lambda: tmp_path / "runner-choice.json")
-    monkeypatch.setattr(choice, "SEEN", weakref.WeakKeyDictionary())
-    monkeypatch.setattr(choice, "device_kind", lambda model: "cuda")
-    monkeypatch.setattr(auto, "device_kind", lambda model: "cuda")
-    card = {"name": CARD}
-    monkeypatch.setattr(choice, "card_name", lambda device: card["name"])
-    now = [0.0]
-    monkeypatch.setattr(timing, "clock", lambda device: now[0])
-    for runner in (EagerRunner, CompiledRunner):
-        monkeypatch.setattr(runner, "forward", advancing(runner.forward, runner.name, now))
-    return card
-
-
-def advancing(forward, name: str, now: list[float]):
-    def timed(self, *args, **kwargs):
-        now[0] += STEP_MS[name] / 1000
-        return forward(self, *args, **kwargs)
-    return timed
+def gpu(on_a_card):
+    """The card stood in for (conftest.on_a_card), each forward costing its runner's planted step."""
+    return on_a_card(lambda runner: STEP_MS[runner.name])
 
 
 def fresh():
@@ -70,7 +50,7 @@ def test_the_faster_runner_is_kept_and_recorded_under_a_key_naming_the_card(gpu)
     assert picked["runner"] == "compiled" and picked["step_ms"] == pytest.approx(STEP_MS)
     assert picked["compile_s"] > 0 and "dropped" not in picked
     (key,) = json.loads(made().read_text())
-    assert key.startswith(CARD) and "float32" in key and "torch " in key and "transformers " in key
+    assert key.startswith(gpu["name"]) and "float32" in key and "torch " in key and "transformers " in key
     assert resolve("auto", "cuda", model=target) == "compiled"
     assert CachedModel(target).runner.name == "compiled"  # a run under auto now steps compiled
     assert "compiled: a plain step 4.0 ms against 19.0 ms on eager; compiling took" in auto.choice_text(picked)
@@ -265,7 +245,7 @@ def test_the_benchmark_chooses_as_the_page_does(gpu, tmp_path, capsys):
                      "--max-new-tokens", "6", "--repeats", "1", "--warmup", "1", "--gamma", "3",
                      "--json", str(tmp_path / "r.json")]) == 0
     recorded = json.loads(choice.choice_file().read_text())
-    assert [k for k in recorded if k.startswith(CARD)], recorded  # the target's choice, measured by the bench
+    assert [k for k in recorded if k.startswith(gpu["name"])], recorded  # the target's choice, measured by the bench
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["runs"][0]["runner"] == "compiled"  # the faster (planted) one, as the page would run it
 
